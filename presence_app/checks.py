@@ -1,0 +1,97 @@
+"""System checks for ``settings.PRESENCE`` (ids presence_app.E0xx / W0xx, see the README)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from . import conf
+
+POSITIVE = (
+    "HEARTBEAT_INTERVAL", "LEASE_TTL", "ONLINE_WINDOW", "IDLE_AFTER", "METADATA_TTL",
+    "SWEEP_INTERVAL", "HEARTBEAT_FLUSH_INTERVAL", "TOUCH_INTERVAL", "FLUSH_INTERVAL",
+    "MAX_METADATA_BYTES", "MAX_MESSAGE_LENGTH", "SWEEP_BATCH", "SHARDS",
+    "MAX_ROOMS_PER_CONNECTION", "MAX_WATCHED_USERS", "MAX_FRAMES_PER_SECOND", "MAX_FRAME_BYTES",
+)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs=None, **kwargs) -> list:
+    s = conf.get_settings()
+    errors: list = []
+    unknown = sorted(set(s) - set(conf.DEFAULTS))
+    if unknown:
+        errors.append(Warning(
+            f"Unknown PRESENCE setting(s): {', '.join(unknown)}.",
+            hint="Check the spelling against the README's configuration table.",
+            id="presence_app.W002",
+        ))
+    bad = [name for name in POSITIVE if not (_number(s[name]) and s[name] > 0)]
+    for name in bad:
+        errors.append(Error(
+            f"PRESENCE['{name}'] must be a positive number, not {s[name]!r}.",
+            id="presence_app.E001",
+        ))
+    if not bad and s["LEASE_TTL"] <= s["HEARTBEAT_INTERVAL"]:
+        errors.append(Error(
+            "PRESENCE['LEASE_TTL'] must be above PRESENCE['HEARTBEAT_INTERVAL'].",
+            hint="A lease must outlive the gap between two heartbeats; 3x the interval is usual.",
+            id="presence_app.E002",
+        ))
+    if not _number(s["DISCONNECT_GRACE"]) or not 0 <= s["DISCONNECT_GRACE"] < (
+        s["LEASE_TTL"] if _number(s["LEASE_TTL"]) else 0
+    ):
+        errors.append(Error(
+            "PRESENCE['DISCONNECT_GRACE'] must be at least 0 and below PRESENCE['LEASE_TTL'].",
+            id="presence_app.E003",
+        ))
+    if not isinstance(s["SHARDS"], int) or isinstance(s["SHARDS"], bool):
+        errors.append(Error("PRESENCE['SHARDS'] must be a whole number.", id="presence_app.E004"))
+    try:
+        re.compile(s["ROOM_NAME_PATTERN"])
+    except (re.error, TypeError) as exc:
+        errors.append(Error(
+            f"PRESENCE['ROOM_NAME_PATTERN'] is not a regular expression: {exc}.",
+            id="presence_app.E005",
+        ))
+    hook = s["CAN_JOIN"]
+    if isinstance(hook, str):
+        try:
+            import_string(hook)
+        except ImportError as exc:
+            errors.append(Error(
+                f"PRESENCE['CAN_JOIN'] cannot be imported: {exc}.",
+                id="presence_app.E006",
+            ))
+    elif hook is not None and not callable(hook):
+        errors.append(Error(
+            "PRESENCE['CAN_JOIN'] must be a callable or a dotted path to one.",
+            id="presence_app.E006",
+        ))
+    if not isinstance(s["SKIP_PATHS"], (list, tuple)):
+        errors.append(Error("PRESENCE['SKIP_PATHS'] must be a list of path prefixes.",
+                            id="presence_app.E007"))
+    return errors
+
+
+@register("presence_redis")
+def check_redis(app_configs=None, **kwargs) -> list:
+    """Redis unreachable is a warning: the site still serves pages (presence fails open)."""
+    from .connection import get_store, redis_url
+
+    try:
+        get_store().ping()
+    except Exception as exc:  # any connection problem: report it, never crash the check run
+        return [Warning(
+            f"Redis for presence cannot be reached at {redis_url()}: {exc}.",
+            hint="Start Redis or set PRESENCE['REDIS_URL']; until then nobody shows online.",
+            id="presence_app.W001",
+        )]
+    return []

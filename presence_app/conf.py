@@ -1,0 +1,75 @@
+"""Settings: ``PRESENCE = {...}`` in the project's settings, merged over ``DEFAULTS``.
+
+Read through :func:`get_settings` (cached; cleared when ``override_settings`` changes
+``PRESENCE``), never at import time. The defaults are documented in the README's table.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Where presence lives. None: django-redis' connection REDIS_ALIAS (get_redis_connection),
+    # else redis://127.0.0.1:6379/0. "redis://", "rediss://" and "unix://" URLs are accepted.
+    "REDIS_URL": None,
+    "REDIS_ALIAS": "default",
+    # Passed to redis-py's from_url: fail fast when Redis is away, so pages fail open quickly.
+    "REDIS_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2, "retry_on_timeout": False},
+    # True: the URL names one node of a Redis Cluster (redis-py's RedisCluster).
+    "CLUSTER": False,
+    "KEY_PREFIX": "presence",
+    # How many slots the global sets are spread over (raise it on Redis Cluster).
+    "SHARDS": 1,
+    # Semantics (seconds); see DESIGN.md.
+    "HEARTBEAT_INTERVAL": 30,
+    "LEASE_TTL": 90,
+    "ONLINE_WINDOW": 60,
+    "IDLE_AFTER": 300,
+    "DISCONNECT_GRACE": 20,
+    "METADATA_TTL": 7 * 24 * 3600,
+    "MAX_METADATA_BYTES": 2048,
+    "MAX_MESSAGE_LENGTH": 140,
+    # The sweep: how often each process tries to take the lock and sweep, how much per call.
+    "SWEEP_INTERVAL": 5,
+    "SWEEP_BATCH": 1000,
+    # Coalesced heartbeats: how often a process writes its batch (at most).
+    "HEARTBEAT_FLUSH_INTERVAL": 1.0,
+    # HTTP activity: one Redis write per user per process per TOUCH_INTERVAL.
+    "TOUCH_INTERVAL": 15,
+    "SKIP_PATHS": [],
+    # Durable last seen: how often online users' last_seen is flushed to the database.
+    "FLUSH_INTERVAL": 300,
+    # WebSocket limits.
+    "MAX_ROOMS_PER_CONNECTION": 50,
+    "MAX_WATCHED_USERS": 500,
+    "MAX_FRAMES_PER_SECOND": 20,
+    "MAX_FRAME_BYTES": 4096,
+    "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
+    "TYPING_THROTTLE": 2.0,
+    # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
+    "CAN_JOIN": None,
+}
+
+
+@cache
+def get_settings() -> dict[str, Any]:
+    user = getattr(settings, "PRESENCE", {}) or {}
+    return {**DEFAULTS, **user}
+
+
+def get(name: str) -> Any:
+    return get_settings()[name]
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("PRESENCE", "CACHES"):
+        get_settings.cache_clear()
+        from .connection import reset_stores
+
+        reset_stores()

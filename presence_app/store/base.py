@@ -1,0 +1,185 @@
+"""The public API, written once for both faces.
+
+Every method builds a :class:`~.plans.Plan` and hands it to ``self.run``: the sync store returns
+the result, the async store returns an awaitable of it. So ``store.get(7)`` and
+``await astore.get(7)`` are the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from .keys import KeySpace
+from .plans import _UNSET, Call, Plan, Planner, room_of, user_id_of
+from .types import InvalidInput, PresenceError, StoreConfig, UnknownConnection
+
+
+def translate_error(exc: Exception) -> Exception:
+    text = str(exc)
+    if "PRESENCE unknown connection" in text:
+        return UnknownConnection("the connection holds no lease; connect it first")
+    if "PRESENCE " in text:
+        return PresenceError(text.split("PRESENCE ", 1)[1])
+    return exc
+
+
+class BaseStore:
+    """See DESIGN.md for the semantics. ``now`` (unix seconds) replaces the Redis clock."""
+
+    def __init__(self, config: StoreConfig | None = None) -> None:
+        self.config = config or StoreConfig()
+        self.plans = Planner(self.config)
+        self.keys: KeySpace = self.plans.keys
+
+    def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
+        raise NotImplementedError
+
+    # -- state changes: each returns the list of Transitions it made ------------------------
+    def touch(self, user_id, activity: bool = True, now: float | None = None):
+        """An HTTP request (activity) or another sign of life: online for ONLINE_WINDOW."""
+        return self.run(self.plans.touch(user_id, activity, now))
+
+    def connect(self, conn_id: str, user_id, now: float | None = None, device: str | None = None):
+        """A WebSocket opened: the connection takes a lease of LEASE_TTL."""
+        return self.run(self.plans.connect(conn_id, user_id, device, now))
+
+    def heartbeat(self, conn_id: str, user_id, now: float | None = None):
+        """Renews one lease; returns False when the connection holds none (connect again)."""
+        plan = self.plans.heartbeat_many([(conn_id, user_id)], now)
+        return self.run(Plan(plan.calls, lambda replies: not plan.finish(replies)))
+
+    def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None = None):
+        """Renews many (conn_id, user_id) leases in one script call per shard; returns the
+        pairs that hold no lease."""
+        return self.run(self.plans.heartbeat_many(pairs, now))
+
+    def disconnect(self, conn_id: str, user_id, now: float | None = None):
+        """A clean close: the lease is cut to DISCONNECT_GRACE; the sweep announces the rest."""
+        return self.run(self.plans.disconnect(conn_id, user_id, now))
+
+    def join(self, room: str, conn_id: str, user_id, now: float | None = None):
+        """The connection enters ``room``; raises UnknownConnection without a lease."""
+        return self.run(self.plans.join(room, conn_id, user_id, now))
+
+    def leave(self, room: str, conn_id: str, user_id, now: float | None = None):
+        return self.run(self.plans.leave(room, conn_id, user_id, now))
+
+    def set_status(
+        self,
+        user_id,
+        state: str | None = None,
+        message: str | None = _UNSET,
+        emoji: str | None = _UNSET,
+        *,
+        device: str | None = _UNSET,
+        expires_in: float | None = None,
+        now: float | None = None,
+        **meta: Any,
+    ):
+        """Sets the user's override (``auto``, ``dnd``, ``invisible``; None keeps it), status
+        message and emoji ('' clears; None or omitted keeps), optionally expiring after
+        ``expires_in`` seconds, and free metadata fields (replacing the earlier ones)."""
+        return self.run(
+            self.plans.set_status(user_id, state, message, emoji, device, expires_in, meta, now)
+        )
+
+    def sweep(self, now: float | None = None):  # pragma: no cover - the faces loop differently
+        raise NotImplementedError
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, user_id, *, viewer=None, reveal_all: bool = False, now: float | None = None):
+        """One user's Presence as ``viewer`` may see it (invisible shows only to themself)."""
+        uid = user_id_of(user_id)
+        plan = self.plans.get_many([uid], viewer, reveal_all, now)
+        return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
+
+    def get_many(self, user_ids, *, viewer=None, reveal_all: bool = False, now: float | None = None):
+        """{user_id: Presence} for any number of ids, in one round trip."""
+        return self.run(self.plans.get_many(user_ids, viewer, reveal_all, now))
+
+    def online(
+        self,
+        window: float | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        now: float | None = None,
+        *,
+        include_invisible: bool = False,
+    ):
+        """Ids of online users, most recently seen first. ``window`` also keeps users whose
+        presence ended less than that many seconds ago and who have not been swept yet."""
+        return self.run(self.plans.online(window, offset, limit, include_invisible, now))
+
+    def online_count(self, window: float | None = None, now: float | None = None):
+        """How many users are online (visible), counted in Redis without fetching ids."""
+        return self.run(self.plans.online_count(window, now))
+
+    def room_members(self, room: str, now: float | None = None):
+        """Ids of the visible users in ``room``, in the order they came."""
+        return self.run(self.plans.room_members(room, now))
+
+    def room_count(self, room: str, now: float | None = None):
+        plan = self.plans.room_members(room, now)
+        return self.run(Plan(plan.calls, lambda replies: len(plan.finish(replies))))
+
+    def rooms(self, limit: int = 100):
+        """[(room, members)] of the busiest rooms, most members first (counts kept by the
+        store's transitions, so they lag expiries by at most the sweep interval)."""
+        tags = self.keys.all_tags()
+        calls = [Call("", (), ("ZREVRANGE", KeySpace.rooms(t), 0, limit - 1, "WITHSCORES")) for t in tags]
+
+        def finish(replies: list[Any]) -> list[tuple[str, int]]:
+            totals: dict[str, int] = {}
+            for reply in replies:  # redis-py parses WITHSCORES into (member, score) pairs
+                for room, score in reply:
+                    name = room.decode() if isinstance(room, bytes) else room
+                    totals[name] = totals.get(name, 0) + int(score)
+            return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+        return self.run(Plan(calls, finish))
+
+    def user_rooms(self, user_id):
+        """The rooms ``user_id`` is in through any of their connections (visible or not)."""
+        uid = user_id_of(user_id)
+        key = KeySpace.user(self.keys.tag_for_user(uid), uid)
+
+        def finish(replies: list[Any]) -> list[str]:
+            fields = [f.decode() if isinstance(f, bytes) else f for f in replies[0]]
+            return sorted(f[2:] for f in fields if f.startswith("r:"))
+
+        return self.run(Plan([Call("", (), ("HKEYS", key))], finish))
+
+    # -- the 24-hour chart: one sample a minute, in a sorted set trimmed to a day --------------
+    def record_sample(self, count: int, now: float):
+        """Keeps ``count`` as the sample of the minute ``now`` falls in (once per minute)."""
+        minute = int(now // 60) * 60
+        key = self.keys.history()
+        calls = [
+            Call("", (), ("ZREMRANGEBYSCORE", key, minute, minute)),
+            Call("", (), ("ZADD", key, minute, f"{minute}:{int(count)}")),
+            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({minute - 24 * 3600}")),
+        ]
+        return self.run(Plan(calls, lambda replies: None))
+
+    def history(self, since: float):
+        """[(minute, count)] samples since ``since``, oldest first."""
+        key = self.keys.history()
+
+        def finish(replies: list[Any]) -> list[tuple[int, int]]:
+            out = []
+            for member in replies[0]:
+                text = member.decode() if isinstance(member, bytes) else member
+                minute, count = text.split(":")
+                out.append((int(minute), int(count)))
+            return out
+
+        return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
+
+    def housekeeping_keys(self) -> list[tuple[str, list[str]]]:
+        return [(self.keys.match_all(), [self.keys.lock(), self.keys.history()])]
+
+
+__all__ = ["BaseStore", "InvalidInput", "room_of", "translate_error"]

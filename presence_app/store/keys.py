@@ -1,0 +1,95 @@
+"""Key names: the one place that spells a Redis key.
+
+Every key of a user lives in that user's *shard*, and every key of a shard starts with the same
+Redis Cluster hash tag, ``{prefix:shard}``, so each state-changing script touches one slot.
+Rooms are split the same way: a room has one member set per shard, holding that shard's users.
+
+User-controlled text (user ids, room names) is percent-encoded before it becomes part of a key,
+so ``{``, ``}``, ``:``, ``*``, spaces and newlines can never change a key's meaning or its slot.
+The Lua scripts derive keys with the identical ``esc`` function (``lua/lib.lua``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from urllib.parse import quote, unquote
+
+#: Separates the user id from the connection id in a lease member ("<user>|<conn>").
+CONN_SEP = "|"
+
+
+def esc(text: str) -> str:
+    """Percent-encode everything but ``A-Z a-z 0-9 - . _ ~`` (UTF-8 bytes)."""
+    return quote(text, safe="-._~")
+
+
+def unesc(text: str) -> str:
+    return unquote(text)
+
+
+def shard_of(user_id: str, shards: int) -> int:
+    """The shard of a user: stable across processes and languages (CRC-32)."""
+    if shards <= 1:
+        return 0
+    return zlib.crc32(user_id.encode()) % shards
+
+
+class KeySpace:
+    """Key names for one prefix and shard count."""
+
+    def __init__(self, prefix: str = "presence", shards: int = 1) -> None:
+        self.prefix = prefix
+        self.shards = shards
+
+    def tag(self, shard: int) -> str:
+        """The base of every key of a shard: ``{prefix:shard}``, the Cluster hash tag."""
+        return f"{{{self.prefix}:{shard}}}"
+
+    def all_tags(self) -> list[str]:
+        return [self.tag(shard) for shard in range(self.shards)]
+
+    def tag_for_user(self, user_id: str) -> str:
+        return self.tag(shard_of(user_id, self.shards))
+
+    # The names below mirror lib.lua; scripts receive only the tag and build the rest.
+    @staticmethod
+    def user(tag: str, user_id: str) -> str:
+        return f"{tag}:u:{esc(user_id)}"
+
+    @staticmethod
+    def room(tag: str, room: str) -> str:
+        return f"{tag}:r:{esc(room)}"
+
+    @staticmethod
+    def online(tag: str) -> str:
+        return f"{tag}:online"
+
+    @staticmethod
+    def hidden(tag: str) -> str:
+        return f"{tag}:hidden"
+
+    @staticmethod
+    def leases(tag: str) -> str:
+        return f"{tag}:leases"
+
+    @staticmethod
+    def active(tag: str) -> str:
+        return f"{tag}:active"
+
+    @staticmethod
+    def rooms(tag: str) -> str:
+        return f"{tag}:rooms"
+
+    def lock(self) -> str:
+        return f"{self.prefix}:sweep-lock"
+
+    def history(self) -> str:
+        return f"{self.prefix}:history"
+
+    def match_all(self) -> str:
+        """A SCAN pattern for every key of this prefix (used by ``clear``)."""
+        return f"{{{self.prefix}:*"
+
+    @staticmethod
+    def lease_member(user_id: str, conn_id: str) -> str:
+        return f"{user_id}{CONN_SEP}{conn_id}"

