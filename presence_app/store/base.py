@@ -8,6 +8,7 @@ the result, the async store returns an awaitable of it. So ``store.get(7)`` and
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -144,13 +145,18 @@ class BaseStore:
     def user_rooms(self, user_id):
         """The rooms ``user_id`` is in through any of their connections (visible or not)."""
         uid = user_id_of(user_id)
-        key = KeySpace.user(self.keys.tag_for_user(uid), uid)
+        plan = self.plans.user_rooms([uid])
+        return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
-        def finish(replies: list[Any]) -> list[str]:
-            fields = [f.decode() if isinstance(f, bytes) else f for f in replies[0]]
-            return sorted(f[2:] for f in fields if f.startswith("r:"))
+    def user_rooms_many(self, user_ids):
+        """{user_id: rooms} for any number of ids, in one round trip (visible or not: callers
+        show it only where the user's presence is shown)."""
+        return self.run(self.plans.user_rooms(user_ids))
 
-        return self.run(Plan([Call("", (), ("HKEYS", key))], finish))
+    def state_counts(self, limit: int = 10_000, now: float | None = None):
+        """A StateCounts of the online users: totals exact, states read for the ``limit`` most
+        recent users of each shard (bounded work per call, for dashboards)."""
+        return self.run(self.plans.state_counts(limit, now))
 
     # -- the 24-hour chart: one sample a minute, in a sorted set trimmed to a day --------------
     def record_sample(self, count: int, now: float):
@@ -178,8 +184,37 @@ class BaseStore:
 
         return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
 
+    # -- several reads in one round trip ------------------------------------------------------
+    @cached_property
+    def planned(self) -> BaseStore:
+        """This store's API returning plans instead of results, for :meth:`gather`."""
+        return _Planned(self.config)
+
+    def gather(self, *plans: Plan):
+        """Runs independent reads in one round trip and returns their results in order::
+
+            presences, rooms = store.gather(store.planned.get_many(ids), store.planned.rooms(10))
+        """
+        calls = [call for plan in plans for call in plan.calls]
+
+        def finish(replies: list[Any]) -> list[Any]:
+            out, start = [], 0
+            for plan in plans:
+                out.append(plan.finish(replies[start : start + len(plan.calls)]))
+                start += len(plan.calls)
+            return out
+
+        return self.run(Plan(calls, finish))
+
     def housekeeping_keys(self) -> list[tuple[str, list[str]]]:
         return [(self.keys.match_all(), [self.keys.lock(), self.keys.history()])]
+
+
+class _Planned(BaseStore):
+    """A store face that runs nothing: each method returns its Plan (see BaseStore.gather)."""
+
+    def run(self, plan: Plan) -> Plan:
+        return plan
 
 
 __all__ = ["BaseStore", "InvalidInput", "room_of", "translate_error"]

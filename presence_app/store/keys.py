@@ -40,16 +40,17 @@ class KeySpace:
     def __init__(self, prefix: str = "presence", shards: int = 1) -> None:
         self.prefix = prefix
         self.shards = shards
+        self._tags = [f"{{{prefix}:{shard}}}" for shard in range(shards)]
 
     def tag(self, shard: int) -> str:
         """The base of every key of a shard: ``{prefix:shard}``, the Cluster hash tag."""
-        return f"{{{self.prefix}:{shard}}}"
+        return self._tags[shard]
 
     def all_tags(self) -> list[str]:
-        return [self.tag(shard) for shard in range(self.shards)]
+        return list(self._tags)
 
     def tag_for_user(self, user_id: str) -> str:
-        return self.tag(shard_of(user_id, self.shards))
+        return self._tags[shard_of(user_id, self.shards)]
 
     # The names below mirror lib.lua; scripts receive only the tag and build the rest.
     @staticmethod

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .keys import CONN_SEP, KeySpace, shard_of
-from .types import InvalidInput, Presence, StoreConfig, Transition, _str
+from .types import InvalidInput, Presence, StateCounts, StoreConfig, Transition, _str
 
-CONN_ID_RE = re.compile(r"^[A-Za-z0-9._!~-]{1,128}$")
+CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
 MAX_ID_LENGTH = 255
 MAX_ROOM_LENGTH = 255
 MAX_EMOJI_LENGTH = 32
@@ -44,13 +44,13 @@ def user_id_of(user_id: Any) -> str:
     if isinstance(user_id, bool) or not isinstance(user_id, (str, int)):
         raise InvalidInput(f"user id must be a str or int, not {type(user_id).__name__}")
     text = str(user_id)
-    if not text or len(text) > MAX_ID_LENGTH or any(ord(c) < 32 or ord(c) == 127 for c in text):
+    if not 0 < len(text) <= MAX_ID_LENGTH or not text.isprintable():
         raise InvalidInput("user id must be 1-255 printable characters")
     return text
 
 
 def conn_id_of(conn_id: Any) -> str:
-    if not isinstance(conn_id, str) or not CONN_ID_RE.match(conn_id):
+    if not isinstance(conn_id, str) or not CONN_ID_RE.fullmatch(conn_id):
         raise InvalidInput("connection id must be 1-128 characters of A-Z a-z 0-9 . _ ! ~ -")
     return conn_id
 
@@ -132,11 +132,16 @@ class Planner:
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
         """Renews many leases: one script call per shard. The result lists the (conn, user)
         pairs that hold no lease any more, whose owners should connect and join again."""
-        groups: dict[str, list[str]] = {}
-        for conn_id, user_id in pairs:
-            uid, cid = user_id_of(user_id), conn_id_of(conn_id)
-            groups.setdefault(self.keys.tag_for_user(uid), []).append(KeySpace.lease_member(uid, cid))
-        calls = [self.call("heartbeat", tag, now, *members) for tag, members in groups.items()]
+        # The hot path of the consumers' coalescer: kept to a validation and a join per pair.
+        members = [f"{user_id_of(u)}{CONN_SEP}{conn_id_of(c)}" for c, u in pairs]
+        if self.keys.shards == 1:
+            groups = {self.keys.tag(0): members} if members else {}
+        else:
+            groups = {}
+            for member in members:
+                uid = member.rpartition(CONN_SEP)[0]
+                groups.setdefault(self.keys.tag_for_user(uid), []).append(member)
+        calls = [self.call("heartbeat", tag, now, *group) for tag, group in groups.items()]
 
         def finish(replies: list[Any]) -> list[tuple[str, str]]:
             missing = []
@@ -255,6 +260,29 @@ class Planner:
         slack = float(window or 0)
         calls = [self.call("online", tag, now, "count", "0", slack) for tag in self.keys.all_tags()]
         return Plan(calls, lambda replies: sum(int(r) for r in replies))
+
+    def state_counts(self, limit: int, now: float | None) -> Plan:
+        calls = [self.call("counts", tag, now, int(limit)) for tag in self.keys.all_tags()]
+
+        def finish(replies: list[Any]) -> StateCounts:
+            sums = [sum(int(reply[i]) for reply in replies) for i in range(6)]
+            total, hidden, counted, online, idle, dnd = sums
+            return StateCounts(online, idle, dnd, hidden, total, counted)
+
+        return Plan(calls, finish)
+
+    def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
+        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
+        calls = [Call("", (), ("HKEYS", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+
+        def finish(replies: list[Any]) -> dict[str, list[str]]:
+            out = {}
+            for uid, fields in zip(uids, replies):
+                names = (_str(f) for f in fields)
+                out[uid] = sorted(f[2:] for f in names if f.startswith("r:"))
+            return out
+
+        return Plan(calls, finish)
 
     def room_members(self, room: str, now: float | None) -> Plan:
         name = room_of(room)

@@ -7,7 +7,7 @@ from functools import cache
 from importlib import resources
 
 NAMES = (
-    "connect", "disconnect", "get_many", "heartbeat", "join", "leave",
+    "connect", "counts", "disconnect", "get_many", "heartbeat", "join", "leave",
     "online", "room", "set_status", "sweep", "touch",
 )
 

@@ -107,6 +107,26 @@ class Presence:
 
 
 @dataclass(frozen=True)
+class StateCounts:
+    """Online users by public state (``invisible``: the hidden ones, for superuser views).
+
+    ``total`` is exact; the per-state counts are read for the ``counted`` most recently seen
+    users only (see ``Store.state_counts``), so ``exact`` is False on a very large site.
+    """
+
+    online: int = 0
+    idle: int = 0
+    dnd: int = 0
+    invisible: int = 0
+    total: int = 0
+    counted: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.counted >= self.total
+
+
+@dataclass(frozen=True)
 class Transition:
     """A change the public may see, made by one store call.
 
