@@ -34,10 +34,31 @@ def find_redis_server() -> str:
         ) from None
 
 
-def free_port() -> int:
+def _is_free(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(below: int | None = None) -> int:
+    """A free loopback port; ``below`` leaves room for a cluster bus port (port + 10000)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if below is None:
+            return port
+        if port < below and _is_free(port + 10000):
+            return port
+        if port >= below:  # ephemeral ports are high: pick from the range below instead
+            import random
+
+            port = random.randrange(20000, below)
+            if _is_free(port) and _is_free(port + 10000):
+                return port
 
 
 class RedisServer:
@@ -112,3 +133,50 @@ def ensure_redis_url() -> str:
     atexit.register(server.stop)
     os.environ["REDIS_URL"] = server.url
     return server.url
+
+
+class RedisClusterServer:
+    """A local Redis Cluster of ``masters`` redis-server processes (no replicas), built with
+    CLUSTER ADDSLOTS / MEET, so it needs no redis-cli."""
+
+    SLOTS = 16384
+
+    def __init__(self, masters: int = 3) -> None:
+        options = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
+        self.nodes = [RedisServer(port=free_port(below=55535), extra=options) for _ in range(masters)]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self, timeout: float = 20) -> RedisClusterServer:
+        import redis
+
+        for node in self.nodes:
+            node.start()
+        clients = [redis.Redis(port=node.port) for node in self.nodes]
+        n = len(clients)
+        for i, client in enumerate(clients):
+            client.execute_command("CLUSTER ADDSLOTS", *range(i * self.SLOTS // n, (i + 1) * self.SLOTS // n))
+        for node in self.nodes[1:]:
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [c.execute_command("CLUSTER INFO") for c in clients]
+            if all(i["cluster_state"] == "ok" and int(i["cluster_known_nodes"]) == n for i in infos):
+                for c in clients:
+                    c.close()
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RedisUnavailable("the local Redis Cluster did not reach cluster_state:ok")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> RedisClusterServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

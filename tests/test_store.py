@@ -5,7 +5,9 @@ Time is injected with ``now`` (the defaults: lease 90 s, grace 20 s, window 60 s
 
 import pytest
 
-from presence_app.store import InvalidInput, Store, StoreConfig, UnknownConnection
+from presence_app.store import InvalidInput, UnknownConnection
+
+from .conftest import all_keys
 
 T = 1_800_000_000.0
 
@@ -208,11 +210,11 @@ def test_metadata_is_bounded(store):
         store.set_status(1, message="line\nbreak")
 
 
-def test_metadata_key_expires_with_metadata_ttl(redis_client):
-    store = Store(redis_client, StoreConfig(metadata_ttl=100))
+def test_metadata_key_expires_with_metadata_ttl(make_store):
+    store = make_store(metadata_ttl=100)
     store.set_status(1, message="hi")
     key = store.keys.user(store.keys.tag_for_user("1"), "1")
-    assert 0 < redis_client.ttl(key) <= 100
+    assert 0 < store.client.ttl(key) <= 100
 
 
 # -- rooms ------------------------------------------------------------------------------------
@@ -246,7 +248,7 @@ def test_join_needs_a_connection(store):
         store.join("r", "ghost", 1, now=T)
 
 
-def test_room_names_with_key_syntax_stay_data(store, redis_client):
+def test_room_names_with_key_syntax_stay_data(store):
     store.connect("c", 1, now=T)
     odd = ["{presence:0}:online", "a*b", "line\nbreak", "with space", "ünïcode:😀", "%41"]
     for room in odd:
@@ -254,10 +256,11 @@ def test_room_names_with_key_syntax_stay_data(store, redis_client):
     for room in odd:
         assert store.room_members(room, now=T) == ["1"]
         # Lua's esc() and Python's keys.esc() agree: the key the script wrote is the one we name
-        assert redis_client.exists(store.keys.room("{presence:0}", room)) == 1
+        tag = store.keys.tag_for_user("1")
+        assert store.client.exists(store.keys.room(tag, room)) == 1
     assert store.online(now=T) == ["1"]
-    for key in redis_client.keys("*"):
-        assert all(ch not in key.decode()[len("{presence:0}"):] for ch in "{}*\n ")
+    for key in all_keys(store.client):
+        assert all(ch not in key.split("}", 1)[1] for ch in "{}*\n ")
 
 
 def test_expired_connection_leaves_its_rooms_with_events(store):
@@ -316,8 +319,8 @@ def test_http_window_outlasts_a_short_grace(store):
 
 
 # -- sweep ------------------------------------------------------------------------------------
-def test_sweep_returns_each_transition_once_and_in_batches(redis_client):
-    store = Store(redis_client, StoreConfig(sweep_batch=7))
+def test_sweep_returns_each_transition_once_and_in_batches(make_store):
+    store = make_store(sweep_batch=7)
     for i in range(30):
         store.connect(f"c{i}", i, now=T)
         store.join("r", f"c{i}", i, now=T)
@@ -329,13 +332,13 @@ def test_sweep_returns_each_transition_once_and_in_batches(redis_client):
     assert store.rooms() == []
 
 
-def test_sweep_leaves_only_profile_data_behind(store, redis_client):
+def test_sweep_leaves_only_profile_data_behind(store):
     store.connect("a", 1, now=T)
     store.join("r", "a", 1, now=T)
     store.sweep(now=T + 100)
-    keys = sorted(k.decode() for k in redis_client.keys("*"))
-    assert keys == [store.keys.user("{presence:0}", "1")]
-    fields = redis_client.hgetall(keys[0])
+    keys = all_keys(store.client)
+    assert keys == [store.keys.user(store.keys.tag_for_user("1"), "1")]
+    fields = store.client.hgetall(keys[0])
     assert set(fields) == {b"ls", b"la"}
 
 
@@ -360,6 +363,8 @@ def test_online_window_keeps_recently_gone_users_until_swept(store):
 
 @pytest.mark.parametrize("shards", [1, 4])
 def test_get_many_is_one_round_trip_for_any_number_of_ids(redis_client, shards):
+    from presence_app.store import Store, StoreConfig
+
     store = Store(redis_client, StoreConfig(shards=shards))
     for i in range(0, 500, 2):
         store.touch(i, now=T)
@@ -372,8 +377,8 @@ def test_get_many_is_one_round_trip_for_any_number_of_ids(redis_client, shards):
 
 
 @pytest.mark.parametrize("shards", [1, 3])
-def test_sharded_store_gives_the_same_answers(redis_client, shards):
-    store = Store(redis_client, StoreConfig(shards=shards))
+def test_sharded_store_gives_the_same_answers(make_store, shards):
+    store = make_store(shards=shards)
     for i in range(20):
         store.connect(f"c{i}", i, now=T + i)
         store.join("r", f"c{i}", i, now=T + i)
@@ -382,14 +387,14 @@ def test_sharded_store_gives_the_same_answers(redis_client, shards):
     assert store.online_count(now=T + 30) == 20
     assert store.room_members("r", now=T + 30) == [str(i) for i in range(20)]
     assert store.rooms() == [("r", 20)]
-    tags = {k.decode().split("}")[0] + "}" for k in redis_client.keys("*")}
+    tags = {k.split("}")[0] + "}" for k in all_keys(store.client)}
     assert tags == {f"{{presence:{s}}}" for s in range(shards)}
     assert len(store.sweep(now=T + 200)) == 40
 
 
-def test_key_prefix_separates_stores(redis_client):
-    a = Store(redis_client, StoreConfig(prefix="app_a"))
-    b = Store(redis_client, StoreConfig(prefix="app_b"))
+def test_key_prefix_separates_stores(make_store):
+    a = make_store(prefix="app_a")
+    b = make_store(prefix="app_b")
     a.touch(1, now=T)
     assert b.online(now=T) == []
     assert a.online(now=T) == ["1"]
@@ -399,8 +404,8 @@ def test_key_prefix_separates_stores(redis_client):
 
 
 # -- clock ------------------------------------------------------------------------------------
-def test_without_now_the_redis_clock_is_used(store, redis_client):
-    seconds, micros = redis_client.time()
+def test_without_now_the_redis_clock_is_used(store):
+    seconds, micros = store.client.time()
     store.connect("c", 1)
     p = store.get(1)
     assert p.state == "online"
@@ -419,21 +424,27 @@ def test_bad_ids_are_refused(store):
         store.online(offset=-1)
 
 
-def test_scripts_are_reloaded_after_a_script_flush(store, redis_client):
+def test_scripts_are_reloaded_after_a_script_flush(store):
     store.connect("c", 1, now=T)
-    redis_client.script_flush()
+    store.client.script_flush()
     assert store.get(1, now=T).state == "online"
-    redis_client.script_flush()
+    store.client.script_flush()
     assert store.get_many([1, 2], now=T)["1"].state == "online"
 
 
-async def test_async_face_shares_the_api(redis_client):
+async def test_async_face_shares_the_api(backend, request):
+    import redis
     import redis.asyncio as aredis
     from django.conf import settings
 
-    from presence_app.store import AsyncStore
+    from presence_app.store import AsyncStore, StoreConfig
 
-    astore = AsyncStore(aredis.Redis.from_url(settings.REDIS_URL), StoreConfig())
+    client, shards = backend
+    if isinstance(client, redis.RedisCluster):
+        aclient = aredis.RedisCluster.from_url(request.getfixturevalue("redis_cluster").url)
+    else:
+        aclient = aredis.Redis.from_url(settings.REDIS_URL)
+    astore = AsyncStore(aclient, StoreConfig(shards=shards))
     try:
         assert kinds(await astore.connect("c", 1, now=T)) == [("online", "1", None, "online")]
         assert await astore.heartbeat_many([("c", 1), ("x", 2)], now=T + 1) == [("x", "2")]
@@ -442,8 +453,9 @@ async def test_async_face_shares_the_api(redis_client):
         assert await astore.online(now=T + 2) == ["1"]
         assert await astore.online_count(now=T + 2) == 1
         assert await astore.room_members("r", now=T + 2) == ["1"]
-        redis_client.script_flush()  # the async face reloads its scripts too
+        client.script_flush()  # the async face reloads its scripts too
         changes = await astore.sweep(now=T + 200)
         assert kinds(changes) == [("leave", "1", "r", "offline"), ("offline", "1", None, "offline")]
     finally:
         await astore.aclose()
+

@@ -4,6 +4,8 @@
 scripts. The store knows nothing of Django or Channels: give it a client and a StoreConfig.
 """
 
+from redis.exceptions import RedisError
+
 from .aio import AsyncStore
 from .sync import Store
 from .types import (
@@ -17,6 +19,10 @@ from .types import (
     UnknownConnection,
 )
 
+#: What a store call raises when Redis cannot be reached or answers with an error of its own;
+#: entry points catch these to fail open (an error frame, a log line) instead of crashing.
+UNAVAILABLE = (RedisError, OSError)
+
 __all__ = [
     "ONLINE_STATES",
     "AsyncStore",
@@ -27,5 +33,6 @@ __all__ = [
     "Store",
     "StoreConfig",
     "Transition",
+    "UNAVAILABLE",
     "UnknownConnection",
 ]

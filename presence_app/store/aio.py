@@ -2,40 +2,60 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from . import scripts
-from .base import BaseStore, translate_error
-from .plans import Plan
-from .sync import _queue
+from .base import BaseStore
+from .plans import Call, Plan
+from .sync import missing_scripts, queue, raise_errors
 from .types import StoreConfig, Transition
+
+
+async def pipeline(client: Any, calls: list[Call]) -> list[Any]:
+    """The async twin of sync.pipeline: one round trip, scripts reloaded after NOSCRIPT."""
+    pipe = client.pipeline(transaction=False)
+    for call in calls:
+        queue(pipe, call)
+    replies = await pipe.execute(raise_on_error=False)
+    missing = missing_scripts(calls, replies)
+    if missing:
+        for name in missing:
+            await client.script_load(scripts.load()[name].source)
+        again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        for i, reply in zip(again, await pipeline(client, [calls[i] for i in again])):
+            replies[i] = reply
+    return replies
 
 
 class AsyncStore(BaseStore):
     """Presence on a ``redis.asyncio.Redis`` or ``RedisCluster``; every method is awaited."""
 
-    def __init__(self, client: aredis.Redis, config: StoreConfig | None = None) -> None:
+    def __init__(self, client: aredis.Redis | aredis.RedisCluster, config: StoreConfig | None = None) -> None:
         super().__init__(config)
         self.client = client
+        self.cluster = isinstance(client, aredis.RedisCluster)
 
-    async def _send(self, calls: list) -> list[Any]:
-        for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            for call in calls:
-                _queue(pipe, call)
-            replies = await pipe.execute(raise_on_error=False)
-            if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
-                for name in {call.script for call in calls if call.script}:
-                    await self.client.script_load(scripts.load()[name].source)
-                continue
-            for reply in replies:
-                if isinstance(reply, Exception):
-                    raise translate_error(reply)
-            return replies
-        raise AssertionError("unreachable")
+    async def _send(self, calls: list[Call]) -> list[Any]:
+        if not self.cluster:
+            return raise_errors(await pipeline(self.client, calls))
+        # Redis Cluster: the calls go out concurrently, each routed (and redirected) by the
+        # cluster client, as the async cluster pipeline refuses scripts.
+        replies = await asyncio.gather(*(self._one(call) for call in calls), return_exceptions=True)
+        return raise_errors(list(replies))
+
+    async def _one(self, call: Call) -> Any:
+        if not call.script:
+            return await self.client.execute_command(*call.args)
+        script = scripts.load()[call.script]
+        try:
+            return await self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+        except NoScriptError:
+            await self.client.script_load(script.source)
+            return await self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
 
     async def run(self, plan: Plan) -> Any:
         return plan.finish(await self._send(plan.calls))

@@ -158,6 +158,15 @@ class BaseStore:
         recent users of each shard (bounded work per call, for dashboards)."""
         return self.run(self.plans.state_counts(limit, now))
 
+    def server_time(self):
+        """The Redis server's clock (unix seconds): the one clock every process shares."""
+
+        def finish(replies: list[Any]) -> float:
+            seconds, micros = replies[0]
+            return int(seconds) + int(micros) / 1_000_000
+
+        return self.run(Plan([Call("", (), ("TIME",))], finish))
+
     # -- the 24-hour chart: one sample a minute, in a sorted set trimmed to a day --------------
     def record_sample(self, count: int, now: float):
         """Keeps ``count`` as the sample of the minute ``now`` falls in (once per minute)."""

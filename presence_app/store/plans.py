@@ -28,9 +28,16 @@ _UNSET: Any = object()
 
 @dataclass(frozen=True)
 class Call:
+    """A script call (``script`` names it) or, with ``script`` empty, a plain command in args."""
+
     script: str
     keys: tuple[str, ...]
     args: tuple[Any, ...]
+
+    @property
+    def routing_key(self) -> str:
+        """The key that decides the Cluster node: every key of a call shares its hash tag."""
+        return self.keys[0] if self.keys else self.args[1]
 
 
 @dataclass(frozen=True)

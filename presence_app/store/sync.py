@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, NoScriptError
 
 from . import scripts
 from .base import BaseStore, translate_error
@@ -13,37 +13,75 @@ from .plans import Call, Plan
 from .types import StoreConfig, Transition
 
 
-def _queue(pipe: Any, call: Call) -> None:
+def queue(pipe: Any, call: Call) -> None:
     if call.script:
         pipe.evalsha(scripts.load()[call.script].sha, len(call.keys), *call.keys, *call.args)
     else:
         pipe.execute_command(*call.args)
 
 
+def missing_scripts(calls: list[Call], replies: list[Any]) -> set[str]:
+    return {c.script for c, r in zip(calls, replies) if isinstance(r, NoScriptError)}
+
+
+def raise_errors(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise translate_error(reply)
+    return replies
+
+
+def pipeline(client: Any, calls: list[Call]) -> list[Any]:
+    """All calls in one round trip on one (non-cluster) client. After a Redis restart or a
+    SCRIPT FLUSH (NOSCRIPT) the scripts are loaded again and the calls that failed repeated."""
+    pipe = client.pipeline(transaction=False)
+    for call in calls:
+        queue(pipe, call)
+    replies = pipe.execute(raise_on_error=False)
+    missing = missing_scripts(calls, replies)
+    if missing:
+        for name in missing:
+            client.script_load(scripts.load()[name].source)
+        again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        for i, reply in zip(again, pipeline(client, [calls[i] for i in again])):
+            replies[i] = reply
+    return replies
+
+
 class Store(BaseStore):
     """Presence on a ``redis.Redis`` or ``redis.RedisCluster`` client."""
 
-    def __init__(self, client: redis.Redis, config: StoreConfig | None = None) -> None:
+    def __init__(self, client: redis.Redis | redis.RedisCluster, config: StoreConfig | None = None) -> None:
         super().__init__(config)
         self.client = client
+        self.cluster = isinstance(client, redis.RedisCluster)
 
     def _send(self, calls: list[Call]) -> list[Any]:
-        """All calls in one round trip; after a Redis restart (NOSCRIPT) the scripts are
-        loaded again and the calls repeated once."""
-        for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            for call in calls:
-                _queue(pipe, call)
-            replies = pipe.execute(raise_on_error=False)
-            if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
-                for name in {call.script for call in calls if call.script}:
-                    self.client.script_load(scripts.load()[name].source)
-                continue
-            for reply in replies:
-                if isinstance(reply, Exception):
-                    raise translate_error(reply)
-            return replies
-        raise AssertionError("unreachable")
+        if not self.cluster:
+            return raise_errors(pipeline(self.client, calls))
+        # Redis Cluster: one pipeline per node (the cluster pipeline refuses scripts); a call
+        # whose slot moved meanwhile is sent again through the cluster client, which follows it.
+        replies: list[Any] = [None] * len(calls)
+        by_node: dict[str, tuple[Any, list[int]]] = {}
+        for i, call in enumerate(calls):
+            node = self.client.get_node_from_key(call.routing_key)
+            by_node.setdefault(node.name, (node, []))[1].append(i)
+        for node, indexes in by_node.values():
+            node_replies = pipeline(self.client.get_redis_connection(node), [calls[i] for i in indexes])
+            for i, reply in zip(indexes, node_replies):
+                replies[i] = self._one(calls[i]) if isinstance(reply, AskError) else reply
+        return raise_errors(replies)
+
+    def _one(self, call: Call) -> Any:
+        """One call through the cluster client (follows MOVED/ASK; loads a missing script)."""
+        if not call.script:
+            return self.client.execute_command(*call.args)
+        script = scripts.load()[call.script]
+        try:
+            return self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+        except NoScriptError:
+            self.client.script_load(script.source)
+            return self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
 
     def run(self, plan: Plan) -> Any:
         return plan.finish(self._send(plan.calls))
@@ -60,18 +98,19 @@ class Store(BaseStore):
     def clear(self) -> int:
         """Deletes every key of this store's prefix; returns how many."""
         deleted = 0
+        nodes = (
+            [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
+            if self.cluster else [self.client]
+        )
         for pattern, extra in self.housekeeping_keys():
-            for node in self._nodes():
+            for node in nodes:
                 batch = list(node.scan_iter(match=pattern, count=1000))
                 for i in range(0, len(batch), 500):
-                    deleted += node.unlink(*batch[i : i + 500])
+                    # one slot per UNLINK on a cluster: keys of a shard share a hash tag
+                    for key in batch[i : i + 500]:
+                        deleted += node.unlink(key)
             deleted += sum(self.client.unlink(key) for key in extra)
         return deleted
-
-    def _nodes(self) -> list[Any]:
-        if isinstance(self.client, redis.RedisCluster):
-            return [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
-        return [self.client]
 
     def ping(self) -> bool:
         return bool(self.client.ping())
