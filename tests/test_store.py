@@ -42,6 +42,16 @@ def test_heartbeat_of_an_unknown_connection_reports_it_missing(store):
     assert store.get(8, now=T + 1).state == "offline"
 
 
+def test_heartbeat_of_a_swept_connection_does_not_revive_its_user(store):
+    # found by the model check: a missing lease must not renew its user's presence
+    store.connect("gone", 1, now=T)
+    store.connect("stays", 1, now=T)
+    store.disconnect("gone", 1, now=T)
+    store.sweep(now=T + 59)  # "gone" is evicted after its grace
+    assert store.heartbeat_many([("gone", 1)], now=T + 104) == [("gone", "1")]
+    assert store.get(1, now=T + 104).state == "offline"  # "stays" ran out at T+90
+
+
 def test_http_touch_is_online_for_the_window(store):
     assert kinds(store.touch(5, now=T)) == [("online", "5", None, "online")]
     assert store.touch(5, now=T + 10) == []

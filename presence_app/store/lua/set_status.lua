@@ -36,8 +36,15 @@ elseif new_idx == K_ONLINE and old_idx == K_HIDDEN then
   redis.call('HDEL', uk, 'lv')
   if until_ ~= nil then
     redis.call('ZREM', K_HIDDEN, uid)
-    if live then
-      -- Expired-but-unswept users stay out: their leases go silently with the sweep.
+    if not live then
+      -- Expired while hidden and not swept yet: finish them off silently here, so that no
+      -- lease outlives the user's listing (a late heartbeat then reports it missing).
+      for f, _ in pairs(u) do
+        if string.sub(f, 1, 2) == 'c:' then drop_connection(uid, string.sub(f, 3), uk, u) end
+      end
+      redis.call('HSET', uk, 'ls', math.max(num(u.ls) or 0, until_ - LEASE_TTL))
+      redis.call('ZREM', K_ACTIVE, uid)
+    else
       redis.call('ZADD', K_ONLINE, until_, uid)
       local rooms = rooms_of(u)
       emit('online', uid, nil, public_state(u, until_), NOW, u, rooms)
