@@ -220,10 +220,16 @@ def test_metadata_is_bounded(store):
         store.set_status(1, message="line\nbreak")
 
 
-def test_metadata_key_expires_with_metadata_ttl(make_store):
+def test_user_data_expires_metadata_ttl_after_the_user_went_offline(make_store):
     store = make_store(metadata_ttl=100)
-    store.set_status(1, message="hi")
     key = store.keys.user(store.keys.tag_for_user("1"), "1")
+    store.set_status(1, message="hi", now=T)
+    assert 0 < store.client.ttl(key) <= 100  # offline: kept for METADATA_TTL
+    store.connect("c", 1, now=T)
+    assert store.client.ttl(key) == -1  # online: kept while online, no expiry to pay for
+    store.set_status(1, message="still here", now=T + 1)
+    assert store.client.ttl(key) == -1
+    store.sweep(now=T + 100)
     assert 0 < store.client.ttl(key) <= 100
 
 

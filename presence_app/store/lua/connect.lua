@@ -7,11 +7,10 @@ local listed = redis.call('ZSCORE', idx, uid) ~= false
 local exp = NOW + LEASE_TTL
 redis.call('ZADD', K_LEASES, exp, uid .. '|' .. cid)
 if u['c:' .. cid] == nil then redis.call('HSET', uk, 'c:' .. cid, '[]') end
-redis.call('HSET', uk, 'ls', NOW)
 if device ~= '' then redis.call('HSET', uk, 'dev', device) end
 redis.call('ZADD', idx, 'GT', exp, uid)
 local was_idle = mark_active(uid, uk, u)
-redis.call('EXPIRE', uk, META_TTL)
+keep_user(uk, true)
 if idx == K_ONLINE then
   if not listed then
     emit('online', uid, nil, public_state(u, exp), NOW, u, rooms_of(u))

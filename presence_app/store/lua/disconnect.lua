@@ -12,5 +12,4 @@ local idx = index_of(u.st)
 if redis.call('ZSCORE', idx, uid) then
   redis.call('ZADD', idx, 'XX', recompute_until(uid, u), uid)
 end
-redis.call('EXPIRE', uk, META_TTL)
 return OUT

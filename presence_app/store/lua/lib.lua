@@ -122,6 +122,12 @@ local function recompute_until(uid, u)
   return best
 end
 
+-- A user's hash lives as long as they are listed, then METADATA_TTL more: no expiry is kept
+-- (and paid for) while they are online.
+local function keep_user(uk, listed)
+  if listed then redis.call('PERSIST', uk) else redis.call('EXPIRE', uk, META_TTL) end
+end
+
 -- Marks a user active now; returns true when they were idle (announced or by the clock).
 local function mark_active(uid, uk, u)
   local la = num(u.la)

@@ -16,7 +16,6 @@ for f, v in pairs(updates) do
   if f == 'mx+' then f, v = 'mx', NOW + v end  -- an expiry given as seconds from now
   if v == cjson.null then redis.call('HDEL', uk, f); u[f] = nil else redis.call('HSET', uk, f, v); u[f] = v end
 end
-redis.call('EXPIRE', uk, META_TTL)
 local new_idx = index_of(u.st)
 local live = until_ ~= nil and until_ >= NOW
 
@@ -57,4 +56,5 @@ elseif new_idx == K_ONLINE and live then
   local after = public_state(u, until_) .. '\n' .. (live_message(u, 'msg') or '') .. '\n' .. (live_message(u, 'emoji') or '')
   if after ~= before then emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u)) end
 end
+keep_user(uk, redis.call('ZSCORE', index_of(u.st), uid) ~= false)
 return OUT

@@ -38,6 +38,7 @@ local function expire_users(idx)
       redis.call('HDEL', uk, 'w', 'idle')
       redis.call('ZREM', idx, uid)
       redis.call('ZREM', K_ACTIVE, uid)
+      keep_user(uk, false)
       if idx == K_ONLINE then emit('offline', uid, nil, 'offline', seen, u, {}) end
     end
   end

@@ -15,7 +15,7 @@ elseif not listed then
   -- A first sign of life without activity still starts the idle clock.
   if u.la == nil then mark_active(uid, uk, u) else redis.call('ZADD', K_ACTIVE, 'NX', num(u.la), uid) end
 end
-redis.call('EXPIRE', uk, META_TTL)
+keep_user(uk, true)
 if idx == K_ONLINE then
   local until_ = num(redis.call('ZSCORE', idx, uid))
   if not listed then
