@@ -8,4 +8,9 @@ class PresenceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks, failopen  # noqa: F401  (register the checks and the breaker reset)
+        from .lastseen import on_user_offline
+        from .signals import user_offline
+
+        # Offline transitions make the last seen durable (LastSeen), whoever observed them.
+        user_offline.connect(on_user_offline, dispatch_uid="presence_app.lastseen")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import redis
+from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
@@ -15,6 +17,7 @@ POSITIVE = (
     "SWEEP_INTERVAL", "HEARTBEAT_FLUSH_INTERVAL", "TOUCH_INTERVAL", "FLUSH_INTERVAL",
     "MAX_METADATA_BYTES", "MAX_MESSAGE_LENGTH", "SWEEP_BATCH", "SHARDS",
     "MAX_ROOMS_PER_CONNECTION", "MAX_WATCHED_USERS", "MAX_FRAMES_PER_SECOND", "MAX_FRAME_BYTES",
+    "MAX_ROOM_NAME_LENGTH", "TYPING_THROTTLE",
 )
 
 
@@ -95,3 +98,23 @@ def check_redis(app_configs=None, **kwargs) -> list:
             id="presence_app.W001",
         )]
     return []
+
+
+@register(Tags.compatibility)
+def check_channel_layer(app_configs=None, **kwargs) -> list:
+    """channels-redis receives with a blocking 5 s BZPOPMIN; under redis-py 8's default 5 s
+    socket timeout every idle WebSocket consumer dies with TimeoutError."""
+    layer = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
+    if "channels_redis" not in layer.get("BACKEND", ""):
+        return []
+    hosts = layer.get("CONFIG", {}).get("hosts") or [None]
+    bare = [h for h in hosts if not (isinstance(h, dict) and "socket_timeout" in h)]
+    if not bare or int(redis.__version__.split(".")[0]) < 8:
+        return []
+    return [Warning(
+        "CHANNEL_LAYERS['default'] uses channels-redis without a socket_timeout: with redis-py 8 "
+        "idle WebSocket consumers are cut off after 5 seconds.",
+        hint='Give each host as {"address": URL, "socket_timeout": None, '
+             '"socket_keepalive": True}.',
+        id="presence_app.W003",
+    )]

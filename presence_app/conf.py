@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_FRAMES_PER_SECOND": 20,
     "MAX_FRAME_BYTES": 4096,
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
+    "MAX_ROOM_NAME_LENGTH": 100,
     "TYPING_THROTTLE": 2.0,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
     "CAN_JOIN": None,

@@ -84,6 +84,13 @@ def get_async_store() -> AsyncStore:
     return store
 
 
+async def aclose_async_store() -> None:
+    """Close and forget the running loop's store (for short-lived loops: asyncio.run)."""
+    store = _async.pop(asyncio.get_running_loop(), None)
+    if store is not None:
+        await store.aclose()
+
+
 def reset_stores() -> None:
     """Forget the stores (settings changed); the next call builds new ones."""
     global _sync

@@ -29,6 +29,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "presence_app.middleware.PresenceMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -65,10 +66,15 @@ CACHES = {
     }
 }
 
+# socket_timeout=None: channels-redis waits for messages with a blocking BZPOPMIN of 5 s, which
+# redis-py 8's default 5 s socket timeout cuts off (an idle consumer dies with TimeoutError).
+# Keepalive still detects a dead peer.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
+        },
     }
 }
 

@@ -1,3 +1,7 @@
+import threading
+import time
+import uuid
+
 import pytest
 import redis
 from django.conf import settings
@@ -61,3 +65,111 @@ def all_keys(client) -> list[str]:
     else:
         keys = client.keys("*")
     return sorted(k.decode() if isinstance(k, bytes) else k for k in keys)
+
+
+# -- Django integration: middleware, tags, admin, API, commands ---------------------------------
+class RedisCalls:
+    """The commands clients send to the real test Redis (seen through MONITOR), so tests can hold
+    code to a round-trip budget: a store call is one pipeline, so on one shard "commands sent"
+    is "round trips made".
+
+    Left out: commands run inside Lua scripts, connection set-up (HELLO, CLIENT, SELECT), the
+    channel layer's traffic (``asgi`` keys) and this class' own markers.
+    """
+
+    SETUP = {"hello", "client", "select", "auth", "echo", "info", "config", "monitor", "ping"}
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = redis.Redis.from_url(url)
+        self.monitor = self.client.monitor().__enter__()
+        self.seen: list[str] = []
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread.start()
+
+    def _listen(self) -> None:
+        try:
+            while True:
+                command = self.monitor.next_command()
+                if command and command["client_type"] != "lua":
+                    self.seen.append(command["command"])
+        except (redis.RedisError, OSError, AttributeError, ValueError):
+            return  # closed
+
+    def _sync(self) -> None:
+        """Waits until MONITOR has shown everything sent before now."""
+        marker = f"sync-{uuid.uuid4().hex}"
+        self.client.echo(marker)
+        deadline = time.monotonic() + 5
+        while not any(marker in c for c in self.seen):
+            assert time.monotonic() < deadline, "MONITOR fell behind"
+            time.sleep(0.002)
+
+    def reset(self) -> None:
+        self._sync()
+        self.seen.clear()
+
+    @property
+    def commands(self) -> list[str]:
+        self._sync()
+        return [
+            c for c in self.seen
+            if c.split(" ", 1)[0].lower() not in self.SETUP
+            and not any(arg.startswith("asgi") for arg in c.split(" ")[1:])
+        ]
+
+    def by_command(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.commands:
+            name = c.split(" ", 1)[0].lower()
+            out[name] = out.get(name, 0) + 1
+        return out
+
+    @property
+    def total(self) -> int:
+        return len(self.commands)
+
+    def close(self) -> None:
+        self.monitor.__exit__()
+        self.client.close()
+
+
+@pytest.fixture
+def redis_calls(redis_client):
+    """Counts the commands sent to the test Redis from now on (the store's connection and
+    scripts are warmed up first, so connecting does not count)."""
+    from presence_app.connection import get_store
+    from presence_app.store import scripts
+
+    for script in scripts.load().values():
+        redis_client.script_load(script.source)
+    get_store().get_many(["warm-up"])
+    calls = RedisCalls(settings.REDIS_URL)
+    calls.reset()
+    yield calls
+    calls.close()
+
+
+@pytest.fixture(autouse=True)
+def _presence_breaker():
+    """Every test starts with Redis presumed reachable (the fail-open breaker is per process)."""
+    from presence_app.failopen import breaker
+
+    breaker.reset()
+    yield
+    breaker.reset()
+
+
+@pytest.fixture
+def redis_down():
+    """PRESENCE pointed at a private Redis that was up and has been stopped."""
+    from django.test import override_settings
+
+    from presence_app.connection import get_store
+    from presence_app.testing import RedisServer
+
+    server = RedisServer().start()
+    with override_settings(PRESENCE={**settings.PRESENCE, "REDIS_URL": server.url}):
+        get_store().ping()
+        server.stop()
+        yield server

@@ -11,8 +11,6 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
-from redis.exceptions import ResponseError
-
 from .keys import KeySpace
 from .plans import _UNSET, Call, Plan, Planner, room_of, user_id_of
 from .types import InvalidInput, PresenceError, StoreConfig, UnknownConnection

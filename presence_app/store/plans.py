@@ -284,7 +284,7 @@ class Planner:
 
         def finish(replies: list[Any]) -> dict[str, list[str]]:
             out = {}
-            for uid, fields in zip(uids, replies):
+            for uid, fields in zip(uids, replies, strict=True):
                 names = (_str(f) for f in fields)
                 out[uid] = sorted(f[2:] for f in names if f.startswith("r:"))
             return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 State = Literal["online", "idle", "dnd", "invisible", "offline"]
@@ -51,7 +51,7 @@ def _str(value: Any) -> str:
 
 
 def _aware(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,127 @@
+"""Admin: LastSeen rows with their live status, and the live presence dashboard.
+
+The dashboard is a view of ``LastSeenAdmin`` (``admin/presence_app/lastseen/dashboard/``) for
+staff with the view permission on LastSeen; the ``PresenceDashboard`` proxy only puts a link to it
+on the admin index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from . import dashboard
+from .failopen import REDIS_DOWN, breaker
+from .lookup import PresenceBatch, user_key
+from .models import LastSeen, PresenceDashboard
+from .templatetags.presence import dot_html, state_label
+
+
+@admin.register(LastSeen)
+class LastSeenAdmin(admin.ModelAdmin):
+    list_display = ("user", "live_status", "last_seen_at", "device")
+    list_filter = ("last_seen_at", "device")
+    list_select_related = ("user",)
+    date_hierarchy = "last_seen_at"
+    readonly_fields = ("user", "last_seen_at", "device")
+    dashboard_template = "admin/presence_app/dashboard.html"
+    dashboard_body_template = "admin/presence_app/dashboard_body.html"
+
+    # Rows are written by the presence machinery only (like a log): view and delete, no edits.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_search_fields(self, request: HttpRequest) -> list[str]:
+        User = get_user_model()
+        fields = [f"user__{User.USERNAME_FIELD}"]
+        email = User.get_email_field_name()
+        if email != User.USERNAME_FIELD and any(f.name == email for f in User._meta.fields):
+            fields.append(f"user__{email}")
+        return fields
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The page's live statuses in one round trip, kept on its rows for ``live_status``."""
+        cl = super().get_changelist_instance(request)
+        cl.result_list = list(cl.result_list)
+        batch = PresenceBatch(user_key(request.user), reveal_all=request.user.is_superuser)
+        batch.prefetch(str(row.user_id) for row in cl.result_list)
+        for row in cl.result_list:
+            # Redis away: no status rather than everybody "Offline".
+            row.live = batch.presences[str(row.user_id)] if batch.available else None
+        return cl
+
+    @admin.display(description=_("live status"))
+    def live_status(self, obj: LastSeen) -> str:
+        live = getattr(obj, "live", None)
+        if live is None:
+            return "—"
+        return format_html("{} {}", dot_html(live), state_label(live))
+
+    # -- the dashboard ----------------------------------------------------------------------------
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view(self.dashboard_view)
+        name = f"{self.opts.app_label}_{self.opts.model_name}_dashboard"
+        return [path("dashboard/", view, name=name), *super().get_urls()]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        query = request.GET.get("q", "").strip()[:150]
+        try:
+            page = max(1, int(request.GET.get("page", 1)))
+        except ValueError:
+            page = 1
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": _("Live presence"),
+            "opts": self.opts,
+            "query": query,
+            "partial": request.GET.get("partial") == "1",
+            "dashboard_body_template": self.dashboard_body_template,
+        }
+        try:
+            context.update(dashboard.build(request, page, query))
+        except REDIS_DOWN as exc:
+            breaker.trip(exc, "the admin dashboard")
+            context["unavailable"] = True
+        template = self.dashboard_body_template if context["partial"] else self.dashboard_template
+        return TemplateResponse(request, template, context)
+
+
+@admin.register(PresenceDashboard)
+class PresenceDashboardAdmin(admin.ModelAdmin):
+    """The admin index's "Live dashboard" entry: it opens LastSeenAdmin's dashboard."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        opts = LastSeen._meta
+        return request.user.has_perm(f"{opts.app_label}.view_{opts.model_name}")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        opts = LastSeen._meta
+        url = reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_dashboard")
+        return HttpResponseRedirect(url)

@@ -1,0 +1,127 @@
+"""A small JSON API over the store: users' presence, the online list, a room's members.
+
+Signed-in users only (401 otherwise). Each answer is one or two Redis round trips whatever its
+size; invisible users read as offline to everybody but themselves. Redis away: 503.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, JsonResponse
+from django.utils.module_loading import import_string
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from . import conf
+from .connection import get_store
+from .failopen import REDIS_DOWN, breaker
+from .lookup import user_key, users_in_order
+from .store import InvalidInput, Presence
+
+MAX_PER_PAGE = 100
+
+
+class BadRequest(Exception):
+    """A query parameter the API refuses; answered with 400 and the message."""
+
+
+def api_view(view: Callable[..., dict[str, Any]]) -> Callable[..., JsonResponse]:
+    """Login required, GET only, never cached; the view returns a dict, errors become JSON."""
+
+    @never_cache
+    @require_GET
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        if not request.user.is_authenticated:
+            return JsonResponse({"detail": _("Authentication required.")}, status=401)
+        if breaker.is_open:
+            return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
+        try:
+            return JsonResponse(view(request, *args, **kwargs))
+        except (BadRequest, InvalidInput) as exc:
+            return JsonResponse({"detail": str(exc)}, status=400)
+        except PermissionDenied:
+            return JsonResponse({"detail": _("You cannot see this room.")}, status=403)
+        except REDIS_DOWN as exc:
+            breaker.trip(exc, "the JSON API")
+            return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
+
+    return wrapper
+
+
+def _int(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
+    try:
+        value = int(request.GET.get(name, default))
+    except ValueError:
+        raise BadRequest(_("%(name)s must be a whole number.") % {"name": name}) from None
+    return min(max(value, low), high)
+
+
+def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
+    users = {str(u.pk): u for u in users_in_order(presences)}
+    return [
+        {**p.as_dict(), "username": users[uid].get_username() if uid in users else None}
+        for uid, p in presences.items()
+    ]
+
+
+@api_view
+def users(request: HttpRequest) -> dict[str, Any]:
+    """``?ids=1,2,3`` (or ``?id=1&id=2``): each user's presence in the order asked; one round
+    trip."""
+    ids = [i.strip() for raw in request.GET.getlist("ids") for i in raw.split(",") if i.strip()]
+    ids += [i for i in request.GET.getlist("id") if i]
+    if not ids:
+        raise BadRequest(_("Pass the user ids as ?ids=1,2,3."))
+    if len(ids) > conf.get("MAX_WATCHED_USERS"):
+        limit = conf.get("MAX_WATCHED_USERS")
+        raise BadRequest(_("Too many ids: at most %(max)s.") % {"max": limit})
+    presences = get_store().get_many(ids, viewer=user_key(request.user))
+    return {"users": [p.as_dict() for p in presences.values()]}
+
+
+@api_view
+def online(request: HttpRequest) -> dict[str, Any]:
+    """``?page=1&per_page=50``: online users, most recently seen first, with their presence."""
+    per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
+    page = _int(request, "page", 1, 1, 10**6)
+    store, plan = get_store(), get_store().planned
+    ids, total = store.gather(
+        plan.online(offset=(page - 1) * per_page, limit=per_page), plan.online_count()
+    )
+    presences = store.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    return {
+        "count": total,
+        "page": page,
+        "num_pages": max(1, -(-total // per_page)),
+        "results": _with_names(presences),
+    }
+
+
+def can_view_room(user: Any, room: str) -> bool:
+    """The room's name is valid and ``CAN_JOIN`` (if set) lets the user in: then they may see it."""
+    if not re.match(conf.get("ROOM_NAME_PATTERN"), room):
+        raise BadRequest(_("Not a valid room name."))
+    hook = conf.get("CAN_JOIN")
+    if hook is None:
+        return True
+    if isinstance(hook, str):
+        hook = import_string(hook)
+    return bool(hook(user, room))
+
+
+@api_view
+def room(request: HttpRequest, room: str) -> dict[str, Any]:
+    """The visible members of ``room``, in the order they came, with their presence."""
+    if not can_view_room(request.user, room):
+        raise PermissionDenied(room)
+    store = get_store()
+    ids = store.room_members(room)
+    presences = store.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    return {"room": room, "count": len(ids), "members": _with_names(presences)}

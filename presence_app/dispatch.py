@@ -1,0 +1,148 @@
+"""Where transitions go: channel-layer groups (to browsers) and Django signals (to Python code).
+
+The store returns the :class:`~presence_app.store.Transition` list of every change it made; the
+code that made the change hands it to :func:`publish` (async) or :func:`publish_sync`, so every
+transition is announced exactly once, by the process that observed it:
+
+- ``join`` / ``leave`` go to the room's group;
+- ``online`` / ``offline`` / ``update`` go to the user's watchers and to each of ``t.rooms``;
+- ``online`` / ``offline`` / ``update`` also fire ``user_online`` / ``user_offline`` /
+  ``status_changed`` (see :mod:`presence_app.signals`).
+
+Group names are hashes, never user text: channel-layer names allow only ASCII alnum, ``-_.`` and
+fewer than 100 characters, and a room may be called anything the room pattern admits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from . import conf, signals
+from .connection import get_store
+from .store import UNAVAILABLE, Presence, Transition
+
+logger = logging.getLogger("presence_app")
+
+#: Groups written to at once; events of one group are always sent in order.
+GROUP_CONCURRENCY = 32
+
+SIGNALS = {
+    "online": signals.user_online,
+    "offline": signals.user_offline,
+    "update": signals.status_changed,
+}
+
+
+def _group(kind: str, value: str) -> str:
+    # The key prefix keeps two apps (or test runs) on one channel layer apart.
+    text = f"{conf.get('KEY_PREFIX')}\0{value}"
+    return f"presence.{kind}.{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+
+
+def room_group(room: str) -> str:
+    """The group of every socket that joined ``room``."""
+    return _group("room", room)
+
+
+def watchers_group(user_id: str) -> str:
+    """The group of every socket watching ``user_id`` (contact lists, dots)."""
+    return _group("watch", str(user_id))
+
+
+def self_group(user_id: str) -> str:
+    """The private group of the user's own sockets: the only place their true status goes."""
+    return _group("self", str(user_id))
+
+
+def targets(transition: Transition) -> list[str]:
+    if transition.room is not None:
+        return [room_group(transition.room)]
+    return [watchers_group(transition.user_id), *(room_group(r) for r in transition.rooms)]
+
+
+async def publish(transitions: Iterable[Transition], *, layer: Any = None) -> None:
+    """Send ``transitions`` to their groups and fire their signals. Never raises for Redis."""
+    transitions = list(transitions)
+    if not transitions:
+        return
+    await _fan_out(transitions, layer or get_channel_layer())
+    await _fire_signals(transitions)
+
+
+def publish_sync(transitions: Iterable[Transition]) -> None:
+    """:func:`publish` for sync code (middleware, management commands)."""
+    transitions = list(transitions)
+    if transitions:
+        async_to_sync(publish)(transitions)
+
+
+# The names the HTTP middleware uses.
+adispatch = publish
+dispatch = publish_sync
+
+
+async def _fan_out(transitions: list[Transition], layer: Any) -> None:
+    if layer is None:
+        return
+    queues: dict[str, list[dict[str, Any]]] = {}
+    for transition in transitions:
+        event = transition.as_event()
+        for group in targets(transition):
+            queues.setdefault(group, []).append(event)
+    gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+    async def drain(group: str, events: list[dict[str, Any]]) -> None:
+        async with gate:
+            for event in events:
+                try:
+                    await layer.group_send(group, event)
+                except UNAVAILABLE as exc:
+                    # Live updates are best effort; the next snapshot corrects the browsers.
+                    logger.warning("presence: channel layer unavailable (%s); events dropped", exc)
+                    return
+
+    await asyncio.gather(*(drain(group, events) for group, events in queues.items()))
+
+
+async def _fire_signals(transitions: list[Transition]) -> None:
+    for transition in transitions:
+        signal = SIGNALS.get(transition.kind)
+        if signal is None:
+            continue
+        results = await signal.asend_robust(
+            sender=Transition,
+            user_id=transition.user_id,
+            state=transition.state,
+            at=datetime.fromtimestamp(transition.at, tz=UTC),
+            transition=transition,
+        )
+        for receiver, result in results:
+            if isinstance(result, Exception):
+                logger.error("presence: receiver %r of a %s transition failed", receiver,
+                             transition.kind, exc_info=result)
+
+
+def self_event(me: Presence) -> dict[str, Any]:
+    """The event telling a user's own sockets their own presence (``self: true``)."""
+    return {"type": "presence.update", **me.as_dict(), "self": True}
+
+
+async def announce_self(me: Presence, *, layer: Any = None) -> None:
+    """Send ``me`` (the user's presence as they see it) to all of their own sockets."""
+    layer = layer or get_channel_layer()
+    if layer is not None:
+        await layer.group_send(self_group(me.user_id), self_event(me))
+
+
+def announce_self_sync(user_id: str | int) -> None:
+    """For sync code that changed a user's status (an HTTP status API): tell their sockets."""
+    me = get_store().get(user_id, viewer=user_id)
+    async_to_sync(announce_self)(me)

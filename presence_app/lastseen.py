@@ -1,0 +1,87 @@
+"""Durable last seen: ``LastSeen`` rows from offline transitions and from a periodic bulk flush.
+
+Neither path runs per request or per heartbeat: an offline transition happens once per session,
+and :func:`flush` copies every online user's last seen in pages of ``batch`` rows, one upsert
+each (``presence flush``, every ``FLUSH_INTERVAL`` seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+
+from .connection import get_store
+from .models import LastSeen
+
+Row = tuple[str, datetime, str]  # (user id, last seen at, device)
+
+
+def _pks(user_ids: Iterable[str]) -> dict[Any, str]:
+    """{primary key: user id} of the ids that name existing users (Redis may know others)."""
+    field = get_user_model()._meta.pk
+    pks: dict[Any, str] = {}
+    for uid in user_ids:
+        try:
+            pks[field.to_python(uid)] = uid
+        except ValidationError:
+            continue
+    users = get_user_model()._default_manager.filter(pk__in=list(pks))
+    return {pk: pks[pk] for pk in users.values_list("pk", flat=True)}
+
+
+def record(rows: Iterable[Row], *, with_device: bool = True) -> int:
+    """Upserts LastSeen rows in one query; ids of unknown users are skipped. Returns the count.
+
+    ``with_device=False`` keeps the stored device (offline transitions do not carry one).
+    """
+    latest: dict[str, Row] = {}
+    for row in rows:
+        if row[0] not in latest or row[1] > latest[row[0]][1]:
+            latest[row[0]] = row
+    if not latest:
+        return 0
+    objs = [
+        LastSeen(user_id=pk, last_seen_at=latest[uid][1], device=latest[uid][2][:64])
+        for pk, uid in _pks(latest).items()
+    ]
+    LastSeen.objects.bulk_create(
+        objs,
+        update_conflicts=True,
+        unique_fields=["user"],
+        update_fields=["last_seen_at", "device"] if with_device else ["last_seen_at"],
+    )
+    return len(objs)
+
+
+def flush(batch: int = 1000, now: float | None = None) -> int:
+    """Copies the last seen of every (visibly) online user to LastSeen; returns the rows written.
+
+    Pages through ``online()`` most recent first; a user moving up while paging may be written
+    twice, one going offline meanwhile is written by the offline transition instead.
+    """
+    store = get_store()
+    written, offset = 0, 0
+    while True:
+        ids = store.online(offset=offset, limit=batch, now=now)
+        if not ids:
+            return written
+        # The public view: an invisible user is not listed, and their frozen last seen stays.
+        presences = store.get_many(ids, now=now)
+        written += record(
+            (uid, p.last_seen_at, p.device)
+            for uid, p in presences.items()
+            if p.is_online and p.last_seen_at is not None
+        )
+        if len(ids) < batch:
+            return written
+        offset += batch
+
+
+def on_user_offline(sender: Any, *, user_id: str, at: float | datetime, **kwargs: Any) -> None:
+    """Receiver of ``user_offline``: the moment the public last saw the user becomes durable."""
+    when = at if isinstance(at, datetime) else datetime.fromtimestamp(float(at), tz=UTC)
+    record([(str(user_id), when, "")], with_device=False)

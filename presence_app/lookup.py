@@ -1,0 +1,126 @@
+"""Batched, request-scoped presence reads for the template tags and the admin.
+
+A :class:`PresenceBatch` lives on the request: ``{% presence_prefetch users %}`` (or the admin's
+change list) loads a whole page of users in one ``get_many`` round trip, and every dot or "last
+seen" rendered afterwards is read from it. Users that Redis has nothing for fall back to their
+``LastSeen`` row, again one query for the whole batch. With Redis away everybody reads offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+
+from .connection import get_store
+from .failopen import REDIS_DOWN, breaker
+from .store import Presence
+
+ATTR = "_presence_batch"
+
+
+def user_key(user: Any) -> str | None:
+    """A user's id as the store spells it: from a user object, a primary key or an id string."""
+    if user is None or user == "":
+        return None
+    if isinstance(user, (int, str)) and not isinstance(user, bool):
+        return str(user)
+    pk = getattr(user, "pk", None)
+    return None if pk is None else str(pk)
+
+
+def user_keys(users: Iterable[Any], attr: str = "") -> list[str]:
+    """Ids of ``users``, or of ``item.<attr>`` for each item (``attr`` may be dotted)."""
+    out = []
+    for item in users or ():
+        for part in attr.split(".") if attr else ():
+            item = getattr(item, part, None)
+        key = user_key(item)
+        if key is not None:
+            out.append(key)
+    return out
+
+
+def pk_of(uid: str) -> Any:
+    """The user model's primary key for a store id, or None when it cannot be one."""
+    try:
+        return get_user_model()._meta.pk.to_python(uid)
+    except ValidationError:
+        return None
+
+
+def users_in_order(user_ids: Iterable[str]) -> list[Any]:
+    """User objects for store ids, in the same order; ids without a user are dropped."""
+    pks = [pk for pk in map(pk_of, user_ids) if pk is not None]
+    found = get_user_model()._default_manager.in_bulk(pks)
+    return [found[pk] for pk in pks if pk in found]
+
+
+class PresenceBatch:
+    """Presences read for one viewer, fetched in as few round trips as the page allows."""
+
+    def __init__(self, viewer: str | None = None, reveal_all: bool = False) -> None:
+        self.viewer = viewer
+        self.reveal_all = reveal_all
+        self.presences: dict[str, Presence] = {}
+        self.durable: dict[str, datetime | None] = {}
+        self.available = True
+
+    def prefetch(self, user_ids: Iterable[str]) -> None:
+        """Loads every id not loaded yet, in one round trip."""
+        missing = [uid for uid in dict.fromkeys(user_ids) if uid not in self.presences]
+        if not missing:
+            return
+        if self.available and not breaker.is_open:
+            try:
+                self.presences.update(
+                    get_store().get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
+                )
+                return
+            except REDIS_DOWN as exc:
+                breaker.trip(exc, "a presence read")
+        self.available = False
+        self.presences.update((uid, Presence(uid)) for uid in missing)
+
+    def get(self, uid: str) -> Presence:
+        self.prefetch([uid])
+        return self.presences[uid]
+
+    def last_seen(self, uid: str) -> datetime | None:
+        """Redis' last seen, else the LastSeen row's (one query for all users still missing)."""
+        seen = self.get(uid).last_seen_at
+        if seen is not None:
+            return seen
+        if uid not in self.durable:
+            from .models import LastSeen
+
+            wanted = {
+                pk_of(u): u for u, p in self.presences.items()
+                if p.last_seen is None and u not in self.durable
+            }
+            wanted.pop(None, None)
+            self.durable.update(dict.fromkeys(wanted.values()))
+            rows = LastSeen.objects.filter(user_id__in=list(wanted))
+            for pk, at in rows.values_list("user_id", "last_seen_at"):
+                self.durable[wanted[pk]] = at
+        return self.durable.get(uid)
+
+
+def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:
+    """The batch of ``request`` (as seen by its user), created on first use.
+
+    Without a request (a template rendered outside a view) ``holder`` keeps it instead.
+    """
+    owner = request if request is not None else holder
+    batch = getattr(owner, ATTR, None) if owner is not None else None
+    if batch is None:
+        user = getattr(request, "user", None)
+        viewer = user_key(user) if getattr(user, "is_authenticated", False) else None
+        batch = PresenceBatch(viewer)
+        if owner is not None:
+            setattr(owner, ATTR, batch)
+    return batch

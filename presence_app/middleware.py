@@ -1,0 +1,130 @@
+"""PresenceMiddleware: requests of signed-in users keep them online and active.
+
+Cheap by design: at most one Redis write per user per process per ``TOUCH_INTERVAL`` (a bounded
+in-memory throttle), no database write, nothing for static, media and ``SKIP_PATHS``. Fails open:
+with Redis away the page is served and one warning is logged per interval (``failopen``).
+Place it after ``AuthenticationMiddleware``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from . import conf, presence
+from .failopen import REDIS_DOWN, breaker
+from .lookup import user_key
+
+
+class Throttle:
+    """When each user may be written again; at most ``size`` users are remembered.
+
+    Entries are kept in the order they were written, which (one interval for all) is the order
+    they expire in: expired ones are dropped from the front, and when the process sees more than
+    ``size`` users within an interval the oldest are forgotten early (costing an extra write).
+    """
+
+    def __init__(self, size: int = 50_000) -> None:
+        self.size = size
+        self._due: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: str, interval: float, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            due = self._due.get(key)
+            if due is not None and due > now:
+                return False
+            self._due.pop(key, None)
+            self._due[key] = now + interval
+            while self._due:
+                first = next(iter(self._due))
+                if len(self._due) <= self.size and self._due[first] > now:
+                    break
+                del self._due[first]
+            return True
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+
+class PresenceMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.throttle = Throttle()
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if self.async_mode:
+            return self.__acall__(request)
+        response = self.get_response(request)
+        if self._wanted(request):
+            uid = self._due(getattr(request, "user", None))
+            if uid is not None:
+                with _failing_open():
+                    _announce(presence.touch(uid))
+        return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        response = await self.get_response(request)
+        if self._wanted(request) and hasattr(request, "auser"):
+            uid = self._due(await request.auser())
+            if uid is not None:
+                with _failing_open():
+                    await _aannounce(await presence.atouch(uid))
+        return response
+
+    # -- the shared part of both paths ----------------------------------------------------------
+    @staticmethod
+    def _wanted(request: HttpRequest) -> bool:
+        """Worth looking at the user: not an asset or skipped path, Redis not known away."""
+        if breaker.is_open:
+            return False
+        skipped = ["/" + p.lstrip("/") for p in conf.get("SKIP_PATHS")]
+        # STATIC_URL and MEDIA_URL come with the script prefix; unset, MEDIA_URL reads "/".
+        for url in (settings.STATIC_URL, settings.MEDIA_URL):
+            if url and url.startswith("/") and url != "/":
+                skipped.append(url)
+        return not request.path.startswith(tuple(skipped))
+
+    def _due(self, user: Any) -> str | None:
+        """The user's id when a write is due: signed in and not written this interval."""
+        uid = user_key(user) if getattr(user, "is_authenticated", False) else None
+        if uid is None or not self.throttle.allow(uid, float(conf.get("TOUCH_INTERVAL"))):
+            return None
+        return uid
+
+
+@contextmanager
+def _failing_open() -> Iterator[None]:
+    try:
+        yield
+    except REDIS_DOWN as exc:
+        breaker.trip(exc, "PresenceMiddleware")
+
+
+def _announce(transitions: list) -> None:
+    """Tells the channel layer and the signals about a user coming online (or back from idle)."""
+    if transitions:
+        from .dispatch import dispatch
+
+        dispatch(transitions)
+
+
+async def _aannounce(transitions: list) -> None:
+    if transitions:
+        from .dispatch import adispatch
+
+        await adispatch(transitions)

@@ -1,0 +1,45 @@
+"""LastSeen: the durable "last seen" of each user (live presence stays in Redis)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class LastSeen(models.Model):
+    """When a user was last online, as the public saw it (an invisible user's stays frozen).
+
+    Written on offline transitions and by the periodic bulk flush (``presence flush``), never
+    per request or heartbeat; read when Redis no longer knows the user.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="presence_last_seen",
+        verbose_name=_("user"),
+    )
+    last_seen_at = models.DateTimeField(_("last seen at"), db_index=True)
+    device = models.CharField(_("last device"), max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        verbose_name = _("last seen")
+        verbose_name_plural = _("last seen")
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.last_seen_at:%Y-%m-%d %H:%M}"
+
+
+class PresenceDashboard(LastSeen):
+    """No data of its own: puts the live dashboard on the admin index (see admin.py).
+
+    It has no permissions of its own either: who may view LastSeen may open the dashboard.
+    """
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = _("live dashboard")
+        verbose_name_plural = _("live dashboard")

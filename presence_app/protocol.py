@@ -1,0 +1,127 @@
+"""The WebSocket protocol: parsing and validating client frames, and the server's own frames.
+
+Every rule here raises :class:`FrameError`, which the consumer turns into an ``error`` frame, so
+a bad frame is answered and changes nothing. The codes are part of the protocol (README):
+
+``bad_frame``     not a JSON object with a string ``type`` (or a binary frame)
+``too_large``     longer than ``MAX_FRAME_BYTES``
+``unknown_type``  a ``type`` the server does not know
+``invalid``       a field of the wrong type or shape (room name, state, message, ...)
+``limit``         over ``MAX_ROOMS_PER_CONNECTION`` or ``MAX_WATCHED_USERS``
+``forbidden``     ``CAN_JOIN`` refused the room
+``not_joined``    ``leave`` or ``typing`` for a room this socket has not joined
+``rate_limited``  more than ``MAX_FRAMES_PER_SECOND``
+``unavailable``   Redis or the channel layer cannot be reached right now; try again later
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .store import Presence
+from .store.plans import MAX_ID_LENGTH
+
+SET_STATES = {"auto": "auto", "online": "auto", "dnd": "dnd", "invisible": "invisible"}
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.extra = extra
+
+
+def error_frame(code: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "error", "code": code, "detail": detail, **extra}
+
+
+def parse(text: str | None, data: bytes | None, max_bytes: int) -> dict[str, Any]:
+    """The frame as a dict with a string ``type``; size is checked before any decoding."""
+    if text is None:
+        raise FrameError("bad_frame", "binary frames are not supported; send JSON text")
+    # A character is at most 4 UTF-8 bytes: skip the encode for the common, small frame.
+    if len(text) > max_bytes or (len(text) * 4 > max_bytes and len(text.encode()) > max_bytes):
+        raise FrameError("too_large", f"frames are limited to {max_bytes} bytes")
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        raise FrameError("bad_frame", "the frame is not valid JSON") from None
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise FrameError("bad_frame", 'a frame is a JSON object with a string "type"')
+    return frame
+
+
+def room_name(frame: dict[str, Any], pattern: str, max_length: int) -> str:
+    room = frame.get("room")
+    if not isinstance(room, str) or not room:
+        raise FrameError("invalid", '"room" must be a non-empty string')
+    if len(room) > max_length:
+        raise FrameError("invalid", f"room names are limited to {max_length} characters")
+    # fullmatch: a pattern ending in "$" would otherwise admit a trailing newline.
+    if not re.fullmatch(pattern, room):
+        raise FrameError("invalid", "the room name does not match the allowed pattern")
+    return room
+
+
+def user_ids(frame: dict[str, Any], key: str) -> list[str]:
+    """The ids listed under ``key`` (strings or integers), as strings, without duplicates."""
+    values = frame.get(key)
+    if not isinstance(values, list):
+        raise FrameError("invalid", f'"{key}" must be a list of user ids')
+    out: dict[str, None] = {}
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise FrameError("invalid", "user ids are strings or integers")
+        text = str(value)
+        if not text or len(text) > MAX_ID_LENGTH or not text.isprintable():
+            raise FrameError("invalid", f"user ids are 1-{MAX_ID_LENGTH} printable characters")
+        out[text] = None
+    return list(out)
+
+
+def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
+    """Arguments of ``set_status``: ``state`` (online = auto), ``message``, ``emoji``,
+    ``expires_in``; a missing or null field keeps its value, "" clears a message or emoji."""
+    out: dict[str, Any] = {"state": None, "message": None, "emoji": None}
+    state = frame.get("state")
+    if state is not None:
+        if state not in SET_STATES:
+            raise FrameError("invalid", '"state" must be one of online, auto, dnd, invisible')
+        out["state"] = SET_STATES[state]
+    for key in ("message", "emoji"):
+        value = frame.get(key)
+        if value is not None and not isinstance(value, str):
+            raise FrameError("invalid", f'"{key}" must be a string')
+        out[key] = value
+    expires = frame.get("expires_in")
+    if expires is not None:
+        if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not expires > 0:
+            raise FrameError("invalid", '"expires_in" must be a positive number of seconds')
+        out["expires_in"] = float(expires)
+    if all(out[k] is None for k in ("state", "message", "emoji")):
+        raise FrameError("invalid", "a status frame sets at least one of state, message, emoji")
+    return out
+
+
+def hello(user_id: str, me: Presence | None, settings: dict[str, Any],
+          activity_interval: float) -> dict[str, Any]:
+    """The first frame of every accepted socket: who you are, how often to beat, the limits."""
+    return {
+        "type": "hello",
+        "user": user_id,
+        "me": me.as_dict() if me is not None else None,
+        "heartbeat": settings["HEARTBEAT_INTERVAL"],
+        "activity": activity_interval,
+        "typing": settings["TYPING_THROTTLE"],
+        "limits": {
+            "rooms": settings["MAX_ROOMS_PER_CONNECTION"],
+            "watch": settings["MAX_WATCHED_USERS"],
+            "frames_per_second": settings["MAX_FRAMES_PER_SECOND"],
+            "frame_bytes": settings["MAX_FRAME_BYTES"],
+            "message_length": settings["MAX_MESSAGE_LENGTH"],
+            "room_length": settings["MAX_ROOM_NAME_LENGTH"],
+        },
+    }

@@ -1,0 +1,21 @@
+"""Django signals for presence transitions, sent once per transition by the process that saw it.
+
+Every signal is sent with ``sender=Transition`` and the keyword arguments ``user_id`` (str),
+``state`` (the public state after the change), ``at`` (an aware UTC datetime: the moment of the
+change; for ``user_offline`` the user's last seen) and ``transition`` (the
+:class:`~presence_app.store.Transition` itself). Receivers may be sync or async; a failing
+receiver is logged and never breaks the sender (``asend_robust``).
+
+- ``user_online``: a user became visible online (first connection, first request, or back from
+  invisible).
+- ``user_offline``: a user went offline (last lease expired, or went invisible): persist their
+  last seen.
+- ``status_changed``: an online user's public state, message or emoji changed (dnd,
+  idle <-> online).
+"""
+
+from django.dispatch import Signal
+
+user_online = Signal()
+user_offline = Signal()
+status_changed = Signal()

@@ -1,0 +1,515 @@
+/*! presence_app — presence.js: the browser side of the presence WebSocket. No dependencies,
+ * no build step: include it with a <script> tag and call Presence.connect().
+ *
+ *   const presence = Presence.connect({rooms: ["doc-42"]});
+ *   presence.on("join", (e) => console.log(e.user, "joined", e.room));
+ *   presence.typing("doc-42");               // throttled for you
+ *   presence.setStatus({state: "dnd", message: "In a meeting", emoji: "📅"});
+ *
+ * Options: url (default: ws(s)://<this host>/ws/presence/), rooms, watch (user ids), device,
+ * autoWatch (default true: watch every [data-presence-user] on the page), root (default
+ * document), labels ({online, idle, dnd, offline, invisible}: tooltip texts), minDelay and
+ * maxDelay (reconnect backoff, ms).
+ *
+ * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
+ * state (a room's or the watch list's snapshot), self (your own status), error, open, close,
+ * unauthorized. Calls: join(room), leave(room), setStatus({state, message, emoji, expiresIn}),
+ * watch(ids), typing(room), members(room), get(userId), close().
+ *
+ * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
+ * (online, idle, dnd, offline; invisible only on your own), data-presence-state, a title and an
+ * aria-label; every element with data-presence-room-count="<room>" shows the room's count.
+ *
+ * <script src=".../presence.js" data-presence-connect data-presence-rooms="lobby doc-42"> connects
+ * on load and puts the client at window.presence.
+ */
+(function (global) {
+  "use strict";
+
+  const STATES = ["online", "idle", "dnd", "offline", "invisible"];
+  const ONLINE = new Set(["online", "idle", "dnd", "invisible"]);
+  const LABELS = {
+    online: "Online",
+    idle: "Away",
+    dnd: "Do not disturb",
+    offline: "Offline",
+    invisible: "Invisible (only you see this)",
+  };
+  // Input that counts as activity. Heartbeats keep the connection; only these reset "idle".
+  const ACTIVITY_EVENTS = ["pointerdown", "pointermove", "keydown", "wheel", "touchstart", "scroll"];
+  const CLOSE_UNAUTHENTICATED = 4401;
+  const STABLE_MS = 10000; // a connection that lived this long resets the backoff
+
+  function defaultUrl() {
+    const scheme = global.location.protocol === "https:" ? "wss:" : "ws:";
+    return scheme + "//" + global.location.host + "/ws/presence/";
+  }
+
+  function byteLength(text) {
+    return new TextEncoder().encode(text).length;
+  }
+
+  class PresenceClient {
+    constructor(options) {
+      const opts = options || {};
+      let url = opts.url || defaultUrl();
+      if (opts.device) {
+        url += (url.includes("?") ? "&" : "?") + "device=" + encodeURIComponent(opts.device);
+      }
+      this.url = url;
+      this.root = opts.root || global.document;
+      this.labels = Object.assign({}, LABELS, opts.labels || {});
+      this.autoWatch = opts.autoWatch !== false;
+      this.minDelay = opts.minDelay || 1000;
+      this.maxDelay = opts.maxDelay || 30000;
+
+      this.rooms = new Set((opts.rooms || []).map(String)); // wanted: re-joined on reconnect
+      this.appWatch = new Set((opts.watch || []).map(String));
+      this.sentWatch = null; // the watch list the server has, as a sorted string
+      this.handlers = new Map();
+      this.users = new Map(); // user id -> latest presence seen
+      this.roomMembers = new Map(); // room -> Map(user id -> member)
+      this.userId = null;
+      this.me = null; // your own presence, as only you see it
+      this.limits = null;
+      this.pendingStatus = null;
+      this.lastTyping = new Map();
+      this.lastActivity = 0;
+      this.activityMs = 15000;
+      this.typingMs = 2000;
+
+      this.socket = null;
+      this.openedAt = 0;
+      this.attempt = 0;
+      this.closed = false;
+      this.queue = [];
+      this.tokens = 0;
+      this.tokensAt = 0;
+      this.timers = {heartbeat: null, retry: null, drain: null, scan: null};
+
+      this._onActivity = this._onActivity.bind(this);
+      this._onVisibility = this._onVisibility.bind(this);
+      this._onOnline = this._onOnline.bind(this);
+      for (const name of ACTIVITY_EVENTS) {
+        global.addEventListener(name, this._onActivity, {capture: true, passive: true});
+      }
+      global.document.addEventListener("visibilitychange", this._onVisibility);
+      global.addEventListener("online", this._onOnline);
+      if (this.autoWatch && global.MutationObserver) {
+        // Dots added later (a new chat message, a list page) are watched and painted too.
+        this.observer = new MutationObserver(() => this._scheduleScan());
+        this.observer.observe(this.root.body || this.root, {
+          childList: true, subtree: true, attributes: true, attributeFilter: ["data-presence-user"],
+        });
+      }
+      this._open();
+    }
+
+    // -- public API ------------------------------------------------------------------------
+    on(event, fn) {
+      if (!this.handlers.has(event)) this.handlers.set(event, new Set());
+      this.handlers.get(event).add(fn);
+      return () => this.off(event, fn);
+    }
+
+    off(event, fn) {
+      const set = this.handlers.get(event);
+      if (set) set.delete(fn);
+    }
+
+    join(room) {
+      room = String(room);
+      if (this.rooms.has(room)) return;
+      this.rooms.add(room);
+      this._send({type: "join", room});
+    }
+
+    leave(room) {
+      room = String(room);
+      if (!this.rooms.delete(room)) return;
+      this.roomMembers.delete(room);
+      this._paintCounts();
+      this._send({type: "leave", room});
+    }
+
+    setStatus(status) {
+      const s = status || {};
+      const frame = {type: "status"};
+      if (s.state !== undefined) frame.state = s.state;
+      if (s.message !== undefined) frame.message = s.message;
+      if (s.emoji !== undefined) frame.emoji = s.emoji;
+      if (s.expiresIn !== undefined) frame.expires_in = s.expiresIn;
+      if (!this._send(frame)) {
+        // Offline: the last wish is sent once the socket is back.
+        this.pendingStatus = Object.assign(this.pendingStatus || {type: "status"}, frame);
+      }
+    }
+
+    watch(ids) {
+      this.appWatch = new Set((ids || []).map(String));
+      this._syncWatch();
+    }
+
+    typing(room) {
+      room = String(room);
+      if (!this.rooms.has(room)) return;
+      const now = Date.now();
+      if (now - (this.lastTyping.get(room) || 0) < this.typingMs) return;
+      this.lastTyping.set(room, now);
+      this._send({type: "typing", room});
+    }
+
+    members(room) {
+      const map = this.roomMembers.get(String(room));
+      return map ? Array.from(map.values()) : [];
+    }
+
+    get(userId) {
+      return this._presenceOf(String(userId)) || null;
+    }
+
+    close() {
+      this.closed = true;
+      for (const key of Object.keys(this.timers)) this._clearTimer(key);
+      for (const name of ACTIVITY_EVENTS) {
+        global.removeEventListener(name, this._onActivity, {capture: true});
+      }
+      global.document.removeEventListener("visibilitychange", this._onVisibility);
+      global.removeEventListener("online", this._onOnline);
+      if (this.observer) this.observer.disconnect();
+      if (this.socket) this.socket.close(1000);
+    }
+
+    // -- connection --------------------------------------------------------------------------
+    _open() {
+      if (this.closed) return;
+      const ws = new WebSocket(this.url);
+      this.socket = ws;
+      ws.onmessage = (event) => this._receive(event.data);
+      ws.onclose = (event) => this._onClose(ws, event);
+    }
+
+    _onClose(ws, event) {
+      if (ws !== this.socket) return;
+      this.socket = null;
+      this.queue = [];
+      this.sentWatch = null;
+      for (const key of ["heartbeat", "drain"]) this._clearTimer(key);
+      if (this.openedAt && Date.now() - this.openedAt > STABLE_MS) this.attempt = 0;
+      this.openedAt = 0;
+      if (event.code === CLOSE_UNAUTHENTICATED) {
+        // Logged out: reconnecting cannot help.
+        this.closed = true;
+        this._emit("close", {code: event.code, reconnectIn: null});
+        this._emit("unauthorized", {code: event.code});
+        return;
+      }
+      if (this.closed) {
+        this._emit("close", {code: event.code, reconnectIn: null});
+        return;
+      }
+      // Exponential backoff with jitter, so a restarted server is not hit by every tab at once.
+      const cap = Math.min(this.maxDelay, this.minDelay * 2 ** this.attempt);
+      const delay = Math.round(cap / 2 + Math.random() * cap / 2);
+      this.attempt += 1;
+      this._emit("close", {code: event.code, reconnectIn: delay});
+      this.timers.retry = setTimeout(() => {
+        this.timers.retry = null;
+        this._open();
+      }, delay);
+    }
+
+    _onOnline() {
+      // The network is back: no need to wait out the backoff.
+      if (!this.socket && !this.closed && this.timers.retry) {
+        this._clearTimer("retry");
+        this._open();
+      }
+    }
+
+    _hello(msg) {
+      this.userId = msg.user;
+      this.me = msg.me;
+      this.limits = msg.limits;
+      this.openedAt = Date.now();
+      this.activityMs = msg.activity * 1000;
+      this.typingMs = msg.typing * 1000;
+      const rate = Math.max(1, Math.floor(msg.limits.frames_per_second * 0.8));
+      this.rate = rate;
+      this.tokens = rate;
+      this.tokensAt = Date.now();
+      this._clearTimer("heartbeat");
+      this.timers.heartbeat = setInterval(() => this._send({type: "heartbeat"}),
+        msg.heartbeat * 1000);
+      // A new connection knows nothing: join the rooms and watch the users again.
+      for (const room of this.rooms) this._send({type: "join", room});
+      this._syncWatch();
+      if (this.pendingStatus) {
+        this._send(this.pendingStatus);
+        this.pendingStatus = null;
+      }
+      if (this.me) this._paint(this.userId);
+      this._emit("open", msg);
+    }
+
+    // Frames go out through a token bucket a little below the server's limit: re-joining many
+    // rooms after a reconnect must not trip MAX_FRAMES_PER_SECOND.
+    _send(frame) {
+      const ws = this.socket;
+      if (!ws || ws.readyState !== WebSocket.OPEN || !this.limits) return false;
+      this.queue.push(frame);
+      this._drain();
+      return true;
+    }
+
+    _drain() {
+      const ws = this.socket;
+      if (!ws || ws.readyState !== WebSocket.OPEN) return;
+      const now = Date.now();
+      this.tokens = Math.min(this.rate, this.tokens + ((now - this.tokensAt) / 1000) * this.rate);
+      this.tokensAt = now;
+      while (this.queue.length && this.tokens >= 1) {
+        ws.send(JSON.stringify(this.queue.shift()));
+        this.tokens -= 1;
+      }
+      if (this.queue.length && !this.timers.drain) {
+        const wait = Math.ceil(((1 - this.tokens) / this.rate) * 1000);
+        this.timers.drain = setTimeout(() => {
+          this.timers.drain = null;
+          this._drain();
+        }, wait);
+      }
+    }
+
+    // -- frames from the server ----------------------------------------------------------------
+    _receive(text) {
+      let msg;
+      try {
+        msg = JSON.parse(text);
+      } catch (e) {
+        return;
+      }
+      switch (msg.type) {
+        case "hello":
+          this._hello(msg);
+          break;
+        case "presence.state":
+          this._state(msg);
+          break;
+        case "presence.join":
+          this._remember(msg);
+          this._roomMap(msg.room).set(msg.user, msg);
+          this._paintCounts();
+          this._emit("join", msg);
+          break;
+        case "presence.leave":
+          this._remember(msg);
+          if (this.roomMembers.has(msg.room)) this.roomMembers.get(msg.room).delete(msg.user);
+          this._paintCounts();
+          this._emit("leave", msg);
+          break;
+        case "presence.update":
+          if (msg.self) {
+            this.me = msg;
+            this._paint(msg.user);
+            this._emit("self", msg);
+          } else {
+            this._remember(msg);
+            for (const map of this.roomMembers.values()) {
+              if (map.has(msg.user)) map.set(msg.user, Object.assign({}, map.get(msg.user), msg));
+            }
+            this._emit("update", msg);
+          }
+          break;
+        case "presence.typing":
+          this._emit("typing", msg);
+          break;
+        case "error":
+          this._error(msg);
+          break;
+        default:
+          break;
+      }
+    }
+
+    _state(msg) {
+      for (const member of msg.members) this._remember(member);
+      if (msg.room != null && this.rooms.has(msg.room)) {
+        this.roomMembers.set(msg.room, new Map(msg.members.map((m) => [m.user, m])));
+        this._paintCounts();
+      }
+      this._emit("state", msg);
+    }
+
+    _error(msg) {
+      if (msg.frame === "join" && msg.room && this.rooms.has(msg.room)) {
+        if (msg.code === "unavailable") {
+          // Redis is away for a moment: ask again later.
+          setTimeout(() => {
+            if (this.rooms.has(msg.room)) this._send({type: "join", room: msg.room});
+          }, 2000 + Math.random() * 3000);
+        } else {
+          this.rooms.delete(msg.room); // forbidden, invalid, over the limit: do not insist
+        }
+      }
+      this._emit("error", msg);
+    }
+
+    // -- the page ----------------------------------------------------------------------------
+    _remember(p) {
+      const known = this.users.get(p.user);
+      this.users.set(p.user, Object.assign({}, known, p));
+      if (p.user === this.userId && this.me && this.me.state !== "invisible") {
+        this.me = Object.assign({}, this.me, {state: p.state});
+      }
+      this._paint(p.user);
+    }
+
+    _presenceOf(userId) {
+      // Your own dots show what only you may see (invisible); everybody else's the public view.
+      if (userId === this.userId && this.me) return this.me;
+      return this.users.get(userId);
+    }
+
+    _label(p) {
+      const label = this.labels[p.state] || p.state;
+      const status = [p.emoji, p.message].filter(Boolean).join(" ");
+      return status && ONLINE.has(p.state) ? label + ": " + status : label;
+    }
+
+    _paint(userId) {
+      const p = this._presenceOf(userId);
+      if (!p) return;
+      const state = STATES.includes(p.state) ? p.state : "offline";
+      const label = this._label(p);
+      const selector = '[data-presence-user="' + CSS.escape(userId) + '"]';
+      for (const el of this.root.querySelectorAll(selector)) {
+        for (const s of STATES) el.classList.toggle("presence-" + s, s === state);
+        el.dataset.presenceState = state;
+        el.title = label;
+        el.setAttribute("aria-label", label);
+      }
+    }
+
+    _paintCounts() {
+      for (const el of this.root.querySelectorAll("[data-presence-room-count]")) {
+        const map = this.roomMembers.get(el.dataset.presenceRoomCount);
+        if (map) el.textContent = String(map.size);
+      }
+    }
+
+    _pageUsers() {
+      const ids = new Set();
+      for (const el of this.root.querySelectorAll("[data-presence-user]")) {
+        if (el.dataset.presenceUser) ids.add(el.dataset.presenceUser);
+      }
+      return ids;
+    }
+
+    _scheduleScan() {
+      if (this.timers.scan) return;
+      this.timers.scan = setTimeout(() => {
+        this.timers.scan = null;
+        for (const id of this._pageUsers()) this._paint(id);
+        this._syncWatch();
+      }, 250);
+    }
+
+    _syncWatch() {
+      if (!this.limits) return;
+      const wanted = new Set(this.appWatch);
+      if (this.autoWatch) for (const id of this._pageUsers()) wanted.add(id);
+      const ids = Array.from(wanted).sort().slice(0, this.limits.watch);
+      const key = ids.join("\n");
+      if (key === this.sentWatch) return;
+      if (this.sentWatch === null && ids.length === 0) {
+        this.sentWatch = key;
+        return;
+      }
+      // One frame replaces the list; longer lists follow as "add" frames within the size limit.
+      const budget = this.limits.frame_bytes - 64;
+      let chunk = [];
+      let size = 0;
+      let first = true;
+      const flush = () => {
+        this._send(first ? {type: "watch", users: chunk} : {type: "watch", add: chunk});
+        first = false;
+        chunk = [];
+        size = 0;
+      };
+      for (const id of ids) {
+        const cost = byteLength(JSON.stringify(id)) + 1;
+        if (chunk.length && size + cost > budget) flush();
+        chunk.push(id);
+        size += cost;
+      }
+      if (chunk.length || first) flush();
+      this.sentWatch = key;
+    }
+
+    // -- activity ----------------------------------------------------------------------------
+    _onActivity() {
+      if (global.document.visibilityState !== "visible") return;
+      const now = Date.now();
+      if (now - this.lastActivity < this.activityMs) return;
+      if (this._send({type: "activity"})) this.lastActivity = now;
+    }
+
+    _onVisibility() {
+      if (global.document.visibilityState !== "visible") return;
+      if (!this.socket && !this.closed && this.timers.retry) this._onOnline();
+      this._onActivity();
+    }
+
+    // -- plumbing ----------------------------------------------------------------------------
+    _roomMap(room) {
+      if (!this.roomMembers.has(room)) this.roomMembers.set(room, new Map());
+      return this.roomMembers.get(room);
+    }
+
+    _emit(event, data) {
+      const set = this.handlers.get(event);
+      if (!set) return;
+      for (const fn of Array.from(set)) {
+        try {
+          fn(data, this);
+        } catch (err) {
+          setTimeout(() => { throw err; }); // report it without breaking the client
+        }
+      }
+    }
+
+    _clearTimer(key) {
+      const id = this.timers[key];
+      if (id === null) return;
+      clearTimeout(id);
+      clearInterval(id);
+      this.timers[key] = null;
+    }
+  }
+
+  const Presence = {
+    version: "0.1.0",
+    Client: PresenceClient,
+    labels: LABELS,
+    connect(options) {
+      return new PresenceClient(options);
+    },
+  };
+  global.Presence = Presence;
+
+  const script = global.document.currentScript;
+  if (script && script.hasAttribute("data-presence-connect")) {
+    const start = () => {
+      global.presence = Presence.connect({
+        url: script.dataset.presenceUrl || undefined,
+        rooms: (script.dataset.presenceRooms || "").split(/[\s,]+/).filter(Boolean),
+      });
+    };
+    if (global.document.readyState === "loading") {
+      global.document.addEventListener("DOMContentLoaded", start);
+    } else {
+      start();
+    }
+  }
+})(window);

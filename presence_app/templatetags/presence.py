@@ -1,0 +1,136 @@
+"""``{% load presence %}``: dots, "last seen", counts and lists, batched per request.
+
+``{% presence_prefetch users %}`` before a loop makes every ``{% presence_dot %}`` and
+``{% last_seen %}`` of those users free: one Redis round trip for the whole list. Without it each
+tag reads its own user (one round trip each). Invisible users read as offline to everybody but
+themselves; with Redis away everybody reads offline and the page still renders.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from ..connection import get_store
+from ..failopen import REDIS_DOWN, breaker
+from ..lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
+from ..store import InvalidInput, Presence
+
+register = template.Library()
+
+LABELS = {
+    "online": gettext_lazy("Online"),
+    "idle": gettext_lazy("Away"),
+    "dnd": gettext_lazy("Do not disturb"),
+    "offline": gettext_lazy("Offline"),
+    "invisible": gettext_lazy("Invisible"),
+}
+
+
+def _batch(context: template.Context) -> PresenceBatch:
+    return batch_for(context.get("request"), holder=context)
+
+
+def state_label(presence: Presence) -> str:
+    label = str(LABELS.get(presence.state, presence.state))
+    status = " ".join(part for part in (presence.emoji, presence.message) if part)
+    return f"{label}: {status}" if presence.is_online and status else label
+
+
+def dot_html(presence: Presence) -> SafeString:
+    """The dot of one presence; presence.js keeps its class, title and aria-label live."""
+    label = state_label(presence)
+    return format_html(
+        '<span class="presence-dot presence-{}" data-presence-user="{}" role="img" '
+        'title="{}" aria-label="{}"></span>',
+        presence.state, presence.user_id, label, label,
+    )
+
+
+def last_seen_text(presence: Presence, seen: Any) -> str:
+    if presence.is_online:
+        return _("online now")
+    if seen is None:
+        return _("not seen yet")
+    return _("last seen %(when)s") % {"when": naturaltime(seen)}
+
+
+@register.simple_tag(takes_context=True)
+def presence_prefetch(context: template.Context, users: Any, attr: str = "") -> str:
+    """Loads the presence of every user in ``users`` (or of ``item.<attr>``) in one round trip.
+
+    ``attr`` may name the foreign key's id (``"author_id"``) to spare the database a query.
+    """
+    _batch(context).prefetch(user_keys(users, attr))
+    return ""
+
+
+@register.simple_tag(takes_context=True)
+def presence_dot(context: template.Context, user: Any) -> str:
+    """The dot of a user (object or id), or of a Presence already read."""
+    if isinstance(user, Presence):
+        return dot_html(user)
+    uid = user_key(user)
+    return "" if uid is None else dot_html(_batch(context).get(uid))
+
+
+@register.filter
+def presence_label(presence: Presence) -> str:
+    """"Online", "Away: 📅 In a meeting", ... of a Presence."""
+    return state_label(presence) if isinstance(presence, Presence) else ""
+
+
+@register.filter
+def presence_state(presence: Presence) -> str:
+    """"Online", "Away", ... of a Presence: the state alone."""
+    return str(LABELS.get(presence.state, presence.state)) if isinstance(presence, Presence) else ""
+
+
+@register.simple_tag(takes_context=True)
+def last_seen(context: template.Context, user: Any) -> str:
+    """"online now", "last seen 3 minutes ago" (Redis, else the LastSeen row) or "not seen yet"."""
+    uid = user_key(user)
+    if uid is None:
+        return ""
+    batch = _batch(context)
+    return last_seen_text(batch.get(uid), batch.last_seen(uid))
+
+
+def _read(default: Any, fn: Any, *args: Any) -> Any:
+    """A store read that fails open to ``default``."""
+    if breaker.is_open:
+        return default
+    try:
+        return fn(*args)
+    except REDIS_DOWN as exc:
+        breaker.trip(exc, "a presence tag")
+        return default
+
+
+@register.simple_tag
+def online_count() -> int:
+    """How many users are online (invisible ones are not counted)."""
+    return _read(0, get_store().online_count)
+
+
+@register.simple_tag
+def online_users(limit: int = 20) -> list[Any]:
+    """The ``limit`` most recently seen online users (``{% online_users limit=10 as users %}``)."""
+    ids = _read([], lambda: get_store().online(limit=max(0, int(limit))))
+    return users_in_order(ids)
+
+
+@register.simple_tag
+def room_members(room: str) -> list[Any]:
+    """Visible users in ``room`` in the order they came: ``{% room_members r as members %}``."""
+    try:
+        ids = _read([], get_store().room_members, str(room))
+    except InvalidInput:  # no such room can exist: nobody is in it
+        ids = []
+    return users_in_order(ids)

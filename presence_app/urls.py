@@ -1,0 +1,13 @@
+"""The JSON API: ``path("presence/", include("presence_app.urls"))`` in the project's urls."""
+
+from django.urls import path
+
+from . import api
+
+app_name = "presence_app"
+
+urlpatterns = [
+    path("api/users/", api.users, name="api-users"),
+    path("api/online/", api.online, name="api-online"),
+    path("api/rooms/<str:room>/", api.room, name="api-room"),
+]

@@ -1,0 +1,156 @@
+"""The admin: LastSeen's change list with live status, and the live dashboard."""
+
+import time
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.contrib.staticfiles import finders
+from django.urls import reverse
+
+from presence_app import dashboard, presence
+from presence_app.connection import get_store
+from presence_app.models import LastSeen
+
+pytestmark = pytest.mark.django_db
+
+URL = "/admin/presence_app/lastseen/dashboard/"
+
+
+@pytest.fixture
+def people(django_user_model, redis_client):
+    """ann online in the lobby, ben idle, cy busy in two rooms, di offline, eve invisible (in
+    the lobby too, where nobody but superusers may know it)."""
+    users = {n: django_user_model.objects.create_user(n) for n in ("ann", "ben", "cy", "di", "eve")}
+    now = time.time()
+    presence.connect("ann-1", users["ann"].pk)
+    presence.join("lobby", "ann-1", users["ann"].pk)
+    presence.connect("ben-1", users["ben"].pk, now=now - 400, device="phone")
+    presence.heartbeat("ben-1", users["ben"].pk)
+    presence.connect("cy-1", users["cy"].pk, device="desktop")
+    presence.join("design", "cy-1", users["cy"].pk)
+    presence.join("lobby", "cy-1", users["cy"].pk)
+    presence.set_status(users["cy"].pk, "dnd", message="Deep work")
+    presence.connect("eve-1", users["eve"].pk)
+    presence.set_status(users["eve"].pk, "invisible")
+    presence.join("lobby", "eve-1", users["eve"].pk)
+    store = get_store()
+    for minutes_ago, count in ((90, 1), (60, 3), (30, 2)):
+        store.record_sample(count, now - minutes_ago * 60)
+    return users
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """Staff with nothing but the view permission on LastSeen."""
+    user = django_user_model.objects.create_user("viewer", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_lastseen"))
+    return user
+
+
+def states(response):
+    return {state: count for state, _, count in response.context["by_state"]}
+
+
+def listed(response):
+    return [row.user.username for row in response.context["rows"]]
+
+
+def test_the_dashboard_for_a_superuser(client, admin_user, people):
+    client.force_login(admin_user)
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert sorted(listed(response)) == ["ann", "ben", "cy", "eve"]
+    assert states(response) == {"online": 1, "idle": 1, "dnd": 1, "invisible": 1}
+    assert response.context["online_total"] == 4
+    assert response.context["rooms"] == [("lobby", 2), ("design", 1)]
+    html = response.content.decode()
+    assert '<div class="breadcrumbs">' in html and "Live presence" in html
+    assert "presence_app/css/presence.css" in html and "presence_app/js/dashboard.js" in html
+    assert "Deep work" in html and "design, lobby" in html and "desktop" in html
+    assert html.count("<polyline") == 1
+    cy = next(row for row in response.context["rows"] if row.user.username == "cy")
+    assert cy.presence.state == "dnd" and cy.rooms == ["design", "lobby"]
+
+
+def test_staff_with_the_view_permission_do_not_see_invisible_users(client, viewer, people):
+    client.force_login(viewer)
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert sorted(listed(response)) == ["ann", "ben", "cy"]
+    assert states(response) == {"online": 1, "idle": 1, "dnd": 1}
+    assert response.context["online_total"] == 3
+    assert "eve" not in response.content.decode()
+
+
+def test_others_are_refused(client, django_user_model, people):
+    client.force_login(django_user_model.objects.create_user("joe"))
+    response = client.get(URL)
+    assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+    client.force_login(django_user_model.objects.create_user("staffer", is_staff=True))
+    assert client.get(URL).status_code == 403
+    assert client.get("/admin/presence_app/presencedashboard/").status_code == 403
+
+
+def test_redis_down_shows_a_banner(client, admin_user, redis_down):
+    client.force_login(admin_user)
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert 'class="messagelist"' in response.content.decode()
+    assert "Redis is unreachable" in response.content.decode()
+    LastSeen.objects.create(user=admin_user, last_seen_at="2026-01-01T00:00Z")
+    changelist = client.get("/admin/presence_app/lastseen/")
+    assert changelist.status_code == 200 and changelist.context["cl"].result_count == 1
+    assert "presence-dot" not in changelist.content.decode()  # no status rather than a wrong one
+
+
+def test_search_paging_and_the_live_partial(client, admin_user, people, monkeypatch):
+    client.force_login(admin_user)
+    assert listed(client.get(URL, {"q": "CY"})) == ["cy"]
+    assert listed(client.get(URL, {"q": "di"})) == []  # offline: not listed
+    monkeypatch.setattr(dashboard, "PER_PAGE", 3)
+    first, second = client.get(URL), client.get(URL, {"page": 2})
+    assert first.context["pages"] == 2 and first.context["next_page"] == 2
+    assert len(listed(first)) == 3 and len(listed(second)) == 2  # admin is online now too
+    assert not set(listed(first)) & set(listed(second))
+    partial = client.get(URL, {"partial": "1"}).content.decode()
+    assert "presence-counts" in partial and "<html" not in partial
+
+
+def test_the_dashboard_reads_a_page_in_two_pipelines(client, admin_user, people, redis_calls):
+    client.force_login(admin_user)
+    client.get(URL)  # the admin is online now: later requests write nothing
+    redis_calls.reset()
+    client.get(URL)
+    # Pipeline 1: the page's ids (visible and hidden index), state counts, chart, rooms.
+    # Pipeline 2: the page's presences (one script call) and each listed user's rooms.
+    expected = {"evalsha": 4, "zrangebyscore": 1, "zrevrange": 1, "hkeys": 5}
+    assert redis_calls.by_command() == expected
+
+
+def test_the_last_seen_change_list_shows_live_status(client, admin_user, people, redis_calls):
+    for name in ("ann", "di"):
+        LastSeen.objects.create(user=people[name], last_seen_at="2026-01-01T00:00Z")
+    client.force_login(admin_user)
+    client.get("/admin/presence_app/lastseen/")
+    redis_calls.reset()
+    response = client.get("/admin/presence_app/lastseen/", {"q": ""})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.count("presence-dot presence-online") == 1
+    assert html.count("presence-dot presence-offline") == 1
+    assert 'href="/admin/presence_app/lastseen/dashboard/"' in html
+    assert redis_calls.total == 1  # the statuses of the whole page in one get_many
+    assert client.get("/admin/presence_app/lastseen/", {"q": "ann"}).context["cl"].result_count == 1
+
+
+def test_the_admin_index_links_to_the_dashboard(client, viewer):
+    client.force_login(viewer)
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "/admin/presence_app/presencedashboard/" in index
+    response = client.get("/admin/presence_app/presencedashboard/")
+    assert response.status_code == 302 and response["Location"] == URL
+
+
+def test_the_dashboard_styles_follow_the_admin_theme():
+    css = open(finders.find("presence_app/css/dashboard.css")).read()
+    assert "var(--body-fg)" in css and "#" not in css.replace("#presence", "")

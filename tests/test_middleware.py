@@ -1,0 +1,153 @@
+"""PresenceMiddleware: throttled writes (counted on the real Redis), skips, sync and async,
+fail open."""
+
+import logging
+import time
+
+import pytest
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.db import connection
+from django.http import HttpResponse
+from django.test import AsyncRequestFactory, RequestFactory, override_settings
+from django.test.utils import CaptureQueriesContext
+
+from presence_app import presence
+from presence_app.middleware import PresenceMiddleware, Throttle
+
+pytestmark = pytest.mark.django_db
+
+
+def presence_settings(**kwargs):
+    return override_settings(PRESENCE={**settings.PRESENCE, **kwargs})
+
+
+def sync_middleware():
+    return PresenceMiddleware(lambda request: HttpResponse("ok"))
+
+
+def async_middleware():
+    async def get_response(request):
+        return HttpResponse("ok")
+
+    return PresenceMiddleware(get_response)
+
+
+def request_as(user, path="/chat/"):
+    request = RequestFactory().get(path)
+    request.user = user
+    return request
+
+
+def async_request_as(user, path="/chat/"):
+    request = AsyncRequestFactory().get(path)
+
+    async def auser():
+        return user
+
+    request.auser = auser
+    return request
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob")
+
+
+def test_one_redis_write_per_user_per_interval(redis_calls, alice, bob):
+    mw = sync_middleware()
+    for _ in range(5):
+        assert mw(request_as(alice)).status_code == 200
+    for _ in range(3):
+        mw(request_as(bob))
+    assert redis_calls.by_command() == {"evalsha": 2}
+    assert presence.get(alice.pk).state == "online"
+    assert presence.get(bob.pk).state == "online"
+
+
+def test_a_new_write_once_the_interval_has_passed(redis_calls, alice):
+    with presence_settings(TOUCH_INTERVAL=0.2):
+        mw = sync_middleware()
+        redis_calls.reset()
+        mw(request_as(alice))
+        mw(request_as(alice))
+        assert redis_calls.total == 1
+        time.sleep(0.25)
+        mw(request_as(alice))
+        mw(request_as(alice))
+        assert redis_calls.total == 2
+
+
+async def test_the_async_path_shares_the_same_throttle(redis_calls, alice, bob):
+    mw = async_middleware()
+    assert iscoroutinefunction(mw)
+    for _ in range(4):
+        response = await mw(async_request_as(alice))
+        assert response.status_code == 200
+    await mw(async_request_as(bob))
+    assert redis_calls.by_command() == {"evalsha": 2}
+    assert (await presence.aget(alice.pk)).state == "online"
+
+
+@pytest.mark.parametrize("path", ["/static/presence_app/css/presence.css", "/healthz/ready"])
+def test_anonymous_users_static_and_skipped_paths_cost_nothing(redis_calls, alice, path):
+    with presence_settings(SKIP_PATHS=["/healthz/"]):
+        mw = sync_middleware()
+        redis_calls.reset()
+        mw(request_as(AnonymousUser()))
+        mw(request_as(alice, path))
+        assert redis_calls.total == 0
+    assert presence.get(alice.pk).state == "offline"
+
+
+def test_requests_through_the_stack_write_nothing_to_the_database(client, redis_client, alice):
+    client.force_login(alice)
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(5):
+            assert client.get("/admin/login/").status_code == 200
+    writes = [q["sql"] for q in queries if not q["sql"].lstrip().upper().startswith("SELECT")]
+    assert writes == []
+    assert presence.get(alice.pk).state == "online"
+
+
+def test_the_throttle_stays_bounded_and_forgets_expired_users():
+    throttle = Throttle(size=3)
+    assert [throttle.allow(u, 10, now=0) for u in "abcd"] == [True] * 4
+    assert len(throttle) == 3  # "a", the oldest, was forgotten early
+    assert throttle.allow("b", 10, now=5) is False
+    assert throttle.allow("a", 10, now=5) is True
+    assert throttle.allow("e", 10, now=20) is True
+    assert len(throttle) == 1  # everything written at 0 and 5 had expired by 20
+
+
+def test_fail_open_serves_pages_and_warns_once_per_interval(redis_down, caplog, alice, bob):
+    caplog.set_level(logging.WARNING, logger="presence_app")
+    with presence_settings(REDIS_URL=redis_down.url, TOUCH_INTERVAL=0.3):
+        mw = sync_middleware()
+        responses = [mw(request_as(user)) for user in (alice, bob, alice, bob)]
+        assert [r.status_code for r in responses] == [200] * 4
+        assert len(caplog.records) == 1
+        assert "unreachable" in caplog.records[0].getMessage()
+        time.sleep(0.35)
+        mw(request_as(bob))
+        assert len(caplog.records) == 2
+
+
+async def test_fail_open_on_the_async_path(redis_down, caplog, alice):
+    caplog.set_level(logging.WARNING, logger="presence_app")
+    mw = async_middleware()
+    assert (await mw(async_request_as(alice))).status_code == 200
+    assert (await mw(async_request_as(alice))).status_code == 200
+    assert len(caplog.records) == 1
+
+
+def test_fail_open_through_the_whole_stack(redis_down, client, alice):
+    client.force_login(alice)
+    assert client.get("/admin/login/").status_code == 200
+    assert client.get("/admin/login/").status_code == 200

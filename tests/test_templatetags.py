@@ -1,0 +1,155 @@
+"""{% load presence %}: each tag's HTML, invisible users, the LastSeen fallback, round trips."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.db import connection
+from django.template import Context, Template
+from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from presence_app import presence
+from presence_app.models import LastSeen
+
+pytestmark = pytest.mark.django_db
+
+
+def render(source, viewer=None, **context):
+    request = RequestFactory().get("/")
+    request.user = viewer or AnonymousUser()
+    return Template("{% load presence %}" + source).render(Context({"request": request, **context}))
+
+
+def dot(user_id, state, label):
+    return (
+        f'<span class="presence-dot presence-{state}" data-presence-user="{user_id}" role="img" '
+        f'title="{label}" aria-label="{label}"></span>'
+    )
+
+
+@pytest.fixture
+def people(django_user_model, redis_client):
+    """ann online, ben idle, cy busy with a message, di offline, eve invisible."""
+    names = ("ann", "ben", "cy", "di", "eve")
+    users = {n: django_user_model.objects.create_user(n) for n in names}
+    now = time.time()
+    presence.touch(users["ann"].pk)
+    presence.connect("ben-1", users["ben"].pk, now=now - 400)
+    presence.heartbeat("ben-1", users["ben"].pk)  # a heartbeat is not activity: idle
+    presence.touch(users["cy"].pk)
+    presence.set_status(users["cy"].pk, "dnd", message="In a meeting", emoji="📅")
+    presence.touch(users["eve"].pk)
+    presence.set_status(users["eve"].pk, "invisible")
+    return users
+
+
+def test_presence_dot_for_each_state(people):
+    p = people
+    html = render(
+        "{% for u in users %}{% presence_dot u %}{% endfor %}",
+        users=[p["ann"], p["ben"], p["cy"], p["di"], p["eve"]],
+    )
+    assert html == "".join([
+        dot(p["ann"].pk, "online", "Online"),
+        dot(p["ben"].pk, "idle", "Away"),
+        dot(p["cy"].pk, "dnd", "Do not disturb: 📅 In a meeting"),
+        dot(p["di"].pk, "offline", "Offline"),
+        dot(p["eve"].pk, "offline", "Offline"),  # invisible reads offline to others
+    ])
+
+
+def test_an_invisible_user_sees_their_own_state(people):
+    eve = people["eve"]
+    tag = "{% presence_dot u %}"
+    assert render(tag, viewer=eve, u=eve) == dot(eve.pk, "invisible", "Invisible")
+    assert render(tag, viewer=people["ann"], u=eve.pk) == dot(eve.pk, "offline", "Offline")
+
+
+def test_last_seen_online_recent_durable_and_never(people, django_user_model):
+    p = people
+    presence.touch(p["di"].pk, now=time.time() - 200)  # its online window ended 140 s ago
+    gone = django_user_model.objects.create_user("gone")  # Redis forgot them long ago
+    LastSeen.objects.create(user=gone, last_seen_at=timezone.now() - timedelta(hours=2, minutes=1))
+    never = django_user_model.objects.create_user("never")
+    html = render(
+        "{% for u in users %}[{% last_seen u %}]{% endfor %}",
+        users=[p["ann"], p["di"], gone, never, p["eve"]],
+    )
+    assert html == (
+        "[online now][last seen 3\xa0minutes ago][last seen 2\xa0hours ago][not seen yet]"
+        "[last seen now]"  # eve, invisible, reads as gone the moment she hid
+    )
+
+
+def test_online_count_online_users_and_room_members(people):
+    p = people
+    presence.connect("ann-1", p["ann"].pk)
+    presence.connect("cy-1", p["cy"].pk)
+    presence.join("lobby", "cy-1", p["cy"].pk)
+    presence.join("lobby", "ann-1", p["ann"].pk)
+    html = render(
+        "{% online_count %}|{% online_users limit=2 as users %}"
+        "{% for u in users %}{{ u.username }} {% endfor %}|"
+        "{% room_members 'lobby' as members %}{% for u in members %}{{ u.username }} {% endfor %}|"
+        "{% room_members 'nobody-here' as empty %}{{ empty|length }}"
+    )
+    # Most recently seen first: cy and ann just connected; eve (invisible) is never counted.
+    assert html == "3|cy ann |cy ann |0"
+
+
+def test_two_hundred_dots_cost_one_round_trip(django_user_model, redis_calls):
+    users = django_user_model.objects.bulk_create(
+        [django_user_model(username=f"user{i:03}") for i in range(200)]
+    )
+    for user in users[::10]:
+        presence.touch(user.pk)
+    page = (
+        "{% presence_prefetch users %}"
+        "{% for u in users %}{% presence_dot u %} {% last_seen u %}{% endfor %}"
+    )
+    redis_calls.reset()
+    with CaptureQueriesContext(connection) as queries:
+        html = render(page, users=users)
+    assert html.count('class="presence-dot') == 200
+    assert html.count("presence-online") == 20 and html.count("online now") == 20
+    assert redis_calls.by_command() == {"evalsha": 1}  # one get_many for the whole page
+    assert len(queries) == 1  # one LastSeen lookup for all 180 users Redis has no last seen of
+
+    # Without the prefetch, each dot is a round trip of its own.
+    redis_calls.reset()
+    render("{% for u in users %}{% presence_dot u %}{% endfor %}", users=users[:20])
+    assert redis_calls.total == 20
+
+
+def test_prefetch_by_attribute(people, redis_calls):
+    messages = [type("Message", (), {"author": u})() for u in people.values()]
+    redis_calls.reset()
+    html = render(
+        "{% presence_prefetch messages 'author' %}"
+        "{% for m in messages %}{% presence_dot m.author %}{% endfor %}",
+        messages=messages,
+    )
+    assert html.count("presence-dot") == 5
+    assert redis_calls.total == 1
+
+
+def test_tags_render_with_redis_down(redis_down, django_user_model):
+    user = django_user_model.objects.create_user("ann")
+    html = render(
+        "{% presence_dot u %}|{% last_seen u %}|{% online_count %}|"
+        "{% online_users as users %}{{ users|length }}|"
+        "{% room_members 'lobby' as m %}{{ m|length }}",
+        u=user,
+    )
+    assert html == dot(user.pk, "offline", "Offline") + "|not seen yet|0|0|0"
+
+
+def test_the_stylesheet_styles_every_state():
+    from django.contrib.staticfiles import finders
+
+    css = open(finders.find("presence_app/css/presence.css")).read()
+    for state in ("online", "idle", "dnd", "offline"):
+        assert f".presence-dot.presence-{state}" in css
