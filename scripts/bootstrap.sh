@@ -5,15 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+. scripts/lib.sh
 PY=${PYTHON:-python3}
-die() { echo "presence_app setup: $*" >&2; exit 1; }
-
-# apt-get install as root on Debian/Ubuntu; refreshes the package lists once if needed.
-apt_install() {
-  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 1
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq "$@" >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq "$@" >/dev/null; }
-}
 
 command -v "$PY" >/dev/null || die "python3 (3.11 or newer) is missing. Debian: apt-get install python3 python3-venv"
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "Python 3.11 or newer is needed ($PY is $("$PY" -V))"

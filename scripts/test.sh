@@ -4,4 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+. scripts/lib.sh
+
+# The end-to-end tests drive Debian's Chromium (headless) through Playwright.
+if [ -z "${PRESENCE_SKIP_BROWSER:-}" ] && [ -z "$(browser_path)" ]; then
+  echo "Installing chromium for the browser tests ..."
+  apt_install chromium || die "no Chromium for the browser tests. Install it (Debian: apt-get install chromium; elsewhere set PRESENCE_CHROMIUM=/path/to/chrome), or set PRESENCE_SKIP_BROWSER=1 to leave those tests out"
+fi
 exec .venv/bin/python -m pytest "$@"
