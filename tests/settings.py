@@ -11,7 +11,9 @@ CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": RE
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}]},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
+        },
     }
 }
 PRESENCE = {"REDIS_URL": REDIS_URL}

@@ -188,9 +188,9 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
         loop = asyncio.get_running_loop()
         start = loop.time()
         await b.vanish()
-        await a.wait_for("presence.leave", timeout=4, user=b.user, room="lobby")
+        await a.wait_all(("presence.leave", {"user": b.user, "room": "lobby"}),
+                         ("presence.update", {"user": b.user, "state": "offline"}), timeout=4)
         elapsed = loop.time() - start
-        await a.wait_for("presence.update", user=b.user, state="offline")
         assert 1.0 < elapsed <= FAST["LEASE_TTL"] + FAST["SWEEP_INTERVAL"] + 0.5
         assert [(o["user_id"], o["state"]) for o in offline] == [(b.user, "offline")]
         assert offline[0]["at"].tzinfo is not None and offline[0]["transition"].kind == "offline"

@@ -100,6 +100,28 @@ class Socket:
                 return frame
             seen.append(frame)
 
+    async def wait_all(self, *specs: tuple[str, dict[str, Any]], timeout: float = 3.0,
+                       ) -> list[dict[str, Any]]:
+        """One frame per ``(type, match)`` spec, in whatever order they come (events of
+        different groups are not ordered among themselves)."""
+        loop = asyncio.get_running_loop()
+        deadline, found, seen = loop.time() + timeout, [None] * len(specs), []
+        while None in found:
+            try:
+                frame = await self.next(max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                missing = [s for s, f in zip(specs, found, strict=True) if f is None]
+                raise AssertionError(
+                    f"{self.name}: no {missing} within {timeout}s; saw {seen}") from None
+            for i, (type_, match) in enumerate(specs):
+                if found[i] is None and frame["type"] == type_ and all(
+                        frame.get(k) == v for k, v in match.items()):
+                    found[i] = frame
+                    break
+            else:
+                seen.append(frame)
+        return found
+
     async def collect(self, seconds: float) -> list[dict[str, Any]]:
         """Every frame that arrives within ``seconds``."""
         loop = asyncio.get_running_loop()

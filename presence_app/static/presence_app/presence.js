@@ -298,7 +298,7 @@
           break;
         case "presence.join":
           this._remember(msg);
-          this._roomMap(msg.room).set(msg.user, msg);
+          if (this.rooms.has(msg.room)) this._roomMap(msg.room).set(msg.user, msg); // not left
           this._paintCounts();
           this._emit("join", msg);
           break;

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "demo"
+
+urlpatterns = [
+    path("", views.room_list, name="room-list"),
+    path("rooms/<slug:slug>/", views.room_detail, name="room"),
+]

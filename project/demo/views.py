@@ -1,0 +1,41 @@
+"""The demo's pages: the room list and a room. Presence itself comes from presence_app's public
+pieces only (template tags, presence.js, the JSON API), as in any project using it."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from .rooms import ROOMS, get_room
+
+#: The status picker's emoji, with the message they suggest.
+EMOJIS = (
+    ("", "No emoji"),
+    ("📅", "In a meeting"),
+    ("🍔", "Out for lunch"),
+    ("🎧", "Focusing"),
+    ("🏠", "Working from home"),
+    ("🤒", "Out sick"),
+    ("🌴", "On holiday"),
+)
+
+#: People listed on a room page (here now, and everybody else with their last seen).
+MAX_PEOPLE = 50
+
+
+@login_required
+def room_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "demo/room_list.html", {"rooms": ROOMS})
+
+
+@login_required
+def room_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    room = get_room(slug)
+    User = get_user_model()
+    people = User._default_manager.filter(is_active=True).order_by(User.USERNAME_FIELD)
+    people = list(people[:MAX_PEOPLE])
+    return render(request, "demo/room.html", {
+        "room": room, "rooms": ROOMS, "people": people, "emojis": EMOJIS,
+    })

@@ -1,0 +1,184 @@
+"""presence.js in a real browser (Chromium via Playwright) against the real ASGI app served by
+uvicorn: two logged-in pages see each other's dots, status, typing, idle and leave, and a page
+re-joins its room after its socket drops."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from channels.layers import channel_layers
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from django.test import Client, override_settings
+from django.urls import path
+
+from presence_app.connection import get_store
+from presence_app.testing import free_port
+
+from .ws import presence_settings
+
+playwright = pytest.importorskip("playwright.sync_api")
+# The same switches as tests/e2e: PRESENCE_CHROMIUM names the browser, PRESENCE_SKIP_BROWSER=1
+# leaves browser tests out.
+CHROMIUM = (os.environ.get("PRESENCE_CHROMIUM") or shutil.which("chromium")
+            or shutil.which("chromium-browser"))
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM, reason="no Chromium found"),
+    pytest.mark.skipif(os.environ.get("PRESENCE_SKIP_BROWSER", "") not in ("", "0"),
+                       reason="PRESENCE_SKIP_BROWSER is set"),
+]
+
+SCRIPT = Path(__file__).resolve().parent.parent / "presence_app/static/presence_app/presence.js"
+
+PAGE = """<!doctype html><html><head><title>presence</title></head><body>
+<span id="dot" class="presence-dot presence-offline" data-presence-user="{other}"></span>
+<span id="count" data-presence-room-count="lobby">0</span>
+<input id="box">
+<script src="/static/presence_app/presence.js"></script>
+<script>
+  window.events = [];
+  window.presence = Presence.connect({{rooms: ["lobby"], minDelay: 100, maxDelay: 400}});
+  for (const name of ["open", "join", "leave", "update", "typing", "state", "self", "error"]) {{
+    presence.on(name, (e) => events.push([name, e.user || null, e.state || null, e.room || null]));
+  }}
+</script></body></html>"""
+
+
+# The test server's URLs (ROOT_URLCONF points here): the page and the script come from the
+# server's own origin, as on a real site.
+def page_view(request, other):
+    return HttpResponse(PAGE.format(other=other))
+
+
+def script_view(request):
+    return HttpResponse(SCRIPT.read_text(), content_type="text/javascript")
+
+
+urlpatterns = [
+    path("e2e/<int:other>/", page_view),
+    path("static/presence_app/presence.js", script_view),
+]
+
+
+class Server:
+    """The project's ASGI application under uvicorn, in a thread of this process (so that it
+    shares the in-memory test database)."""
+
+    def __init__(self) -> None:
+        import uvicorn
+
+        from project.asgi import application
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
+                                log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def login(username: str):
+    user = get_user_model().objects.create_user(username, password="x")
+    client = Client()
+    client.force_login(user)
+    return user, client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+def open_page(browser, server: Server, cookie: str, other: int):
+    context = browser.new_context()
+    context.add_cookies(
+        [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": server.url}])
+    page = context.new_page()
+    page.goto(f"{server.url}/e2e/{other}/")
+    return page
+
+
+def wait_class(page, state: str) -> None:
+    page.wait_for_function(f"document.getElementById('dot').classList.contains('presence-{state}')",
+                           timeout=5000)
+
+
+def test_two_browsers_see_each_other_live(redis_client):
+    channel_layers.backends.clear()
+    alice, alice_cookie = login("alice")
+    bob, bob_cookie = login("bob")
+    # ONLINE_WINDOW: page loads and key presses keep a user online that long after their
+    # last socket closes; short here, so that Bob's leaving shows within the test.
+    timers = presence_settings(IDLE_AFTER=3, ONLINE_WINDOW=1)
+    with timers, override_settings(ROOT_URLCONF=__name__), Server() as server, \
+            playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            a = open_page(browser, server, alice_cookie, other=bob.pk)
+            b = open_page(browser, server, bob_cookie, other=alice.pk)
+
+            # Bob's dot turns green on Alice's page; both count two in the lobby.
+            wait_class(a, "online")
+            a.wait_for_function("document.getElementById('count').textContent === '2'")
+            assert a.get_attribute("#dot", "title") == "Online"
+            assert a.evaluate("presence.members('lobby').length") == 2
+
+            # Status: dnd with a message, shown in the dot's class and label.
+            b.evaluate("presence.setStatus({state: 'dnd', message: 'In a meeting'})")
+            wait_class(a, "dnd")
+            assert a.get_attribute("#dot", "aria-label") == "Do not disturb: In a meeting"
+            b.wait_for_function("presence.get(presence.userId).state === 'dnd'")
+
+            # Typing reaches the room (and is throttled by the client).
+            b.evaluate("presence.typing('lobby'); presence.typing('lobby')")
+            a.wait_for_function("events.some(e => e[0] === 'typing')")
+            time.sleep(0.3)
+            assert a.evaluate("events.filter(e => e[0] === 'typing').length") == 1
+
+            # Idle after IDLE_AFTER without input (heartbeats do not count); a key press is
+            # activity and brings Bob back.
+            b.evaluate("presence.setStatus({state: 'online', message: ''})")
+            wait_class(a, "online")
+            a.wait_for_function(
+                "document.getElementById('dot').classList.contains('presence-idle')",
+                timeout=8000)
+            b.bring_to_front()
+            b.keyboard.press("a")
+            wait_class(a, "online")
+
+            # Alice's socket drops: the client reconnects with backoff and re-joins the lobby.
+            a.evaluate("presence.socket.close()")
+            a.wait_for_function("events.filter(e => e[0] === 'open').length === 2")
+            a.wait_for_function("events.filter(e => e[0] === 'state' && e[3] === 'lobby')"
+                                ".length >= 2")
+            deadline = time.monotonic() + 3
+            while sorted(get_store().room_members("lobby")) != sorted([str(alice.pk), str(bob.pk)]):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+            # Bob closes his tab: after the grace, Alice sees him leave and go offline.
+            b.context.close()
+            a.wait_for_function("document.getElementById('count').textContent === '1'",
+                                timeout=6000)
+            wait_class(a, "offline")
+            left = a.evaluate("events.filter(e => e[0] === 'leave').map(e => e[1])")
+            assert str(bob.pk) in left
+            a.evaluate("presence.close()")
+        finally:
+            browser.close()
+    channel_layers.backends.clear()
