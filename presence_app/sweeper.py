@@ -37,13 +37,26 @@ async def asweep_once(now: float | None = None, *, force: bool = False) -> list[
     store = get_async_store()
     if not force:
         interval = float(conf.get("SWEEP_INTERVAL"))
-        if not await store.sweep_lock(timeout=interval).acquire():
+        if not await store.job_lock("sweep", timeout=interval).acquire():
             return None
     transitions = await store.sweep(now)
     await publish(transitions)
     count = await store.online_count(now=now)
     await store.record_sample(count, now if now is not None else await store.server_time())
+    await aflush_if_due()
     return transitions
+
+
+async def aflush_if_due() -> None:
+    """Every FLUSH_INTERVAL, one process copies online users' last seen to the database
+    (a lock that is never released, like the sweep's, paces the fleet)."""
+    interval = float(conf.get("FLUSH_INTERVAL"))
+    if await get_async_store().job_lock("flush", timeout=interval).acquire():
+        from channels.db import database_sync_to_async
+
+        from .lastseen import flush
+
+        await database_sync_to_async(flush)()
 
 
 async def arun_sweeper(loop: bool = True, on_sweep: OnSweep | None = None,

@@ -51,6 +51,7 @@ def test_sweep_evicts_and_records_last_seen(django_user_model, redis_client):
     assert "swept: 0 transitions" in run("sweep")
 
 
+@pytest.mark.django_db(transaction=True)  # a sweep also flushes last seen when that is due
 def test_sweep_loop_runs_until_stopped(monkeypatch, redis_client, settings):
     from presence_app.management.commands.presence import Command
 

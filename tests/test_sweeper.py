@@ -111,3 +111,21 @@ def test_channel_layer_without_socket_timeout_is_warned_about(settings):
     with override_settings(CHANNEL_LAYERS=bare):
         assert "presence_app.W003" in [m.id for m in run_checks()]
     assert "presence_app.W003" not in [m.id for m in run_checks()]  # the test settings are fine
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweeper_flushes_last_seen_once_per_flush_interval(redis_client, settings):
+    from django.contrib.auth import get_user_model
+
+    from presence_app import presence
+    from presence_app.models import LastSeen
+    from presence_app.sweeper import sweep_once
+
+    settings.PRESENCE = {**settings.PRESENCE, "FLUSH_INTERVAL": 3600}
+    ann = get_user_model().objects.create_user("ann")
+    presence.touch(ann.pk)
+    sweep_once(force=True)
+    assert LastSeen.objects.filter(user=ann).exists()  # the first sweep flushed
+    LastSeen.objects.all().delete()
+    sweep_once(force=True)
+    assert not LastSeen.objects.exists()  # not again within the interval

@@ -71,8 +71,8 @@ class AsyncStore(BaseStore):
     async def ping(self) -> bool:
         return bool(await self.client.ping())
 
-    def sweep_lock(self, timeout: float):
-        return self.client.lock(self.keys.lock(), timeout=timeout, blocking=False)
+    def job_lock(self, job: str, timeout: float):
+        return self.client.lock(self.keys.lock(job), timeout=timeout, blocking=False)
 
     async def aclose(self) -> None:
         await self.client.aclose()

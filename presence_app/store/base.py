@@ -214,7 +214,7 @@ class BaseStore:
         return self.run(Plan(calls, finish))
 
     def housekeeping_keys(self) -> list[tuple[str, list[str]]]:
-        return [(self.keys.match_all(), [self.keys.lock(), self.keys.history()])]
+        return [(self.keys.match_all(), [*map(self.keys.lock, self.keys.JOBS), self.keys.history()])]
 
 
 class _Planned(BaseStore):

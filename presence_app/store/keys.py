@@ -81,8 +81,11 @@ class KeySpace:
     def rooms(tag: str) -> str:
         return f"{tag}:rooms"
 
-    def lock(self) -> str:
-        return f"{self.prefix}:sweep-lock"
+    #: The periodic jobs that one process at a time runs (each behind a lock of its own).
+    JOBS = ("sweep", "flush")
+
+    def lock(self, job: str) -> str:
+        return f"{self.prefix}:lock:{job}"
 
     def history(self) -> str:
         return f"{self.prefix}:history"

@@ -115,6 +115,6 @@ class Store(BaseStore):
     def ping(self) -> bool:
         return bool(self.client.ping())
 
-    def sweep_lock(self, timeout: float):
-        """A redis-py lock, so that one process at a time sweeps."""
-        return self.client.lock(self.keys.lock(), timeout=timeout, blocking=False)
+    def job_lock(self, job: str, timeout: float):
+        """A redis-py lock so that one process at a time runs ``job`` ("sweep", "flush")."""
+        return self.client.lock(self.keys.lock(job), timeout=timeout, blocking=False)

@@ -16,6 +16,7 @@ TIMERS = {
     "SWEEP_INTERVAL": 0.5,
     "ONLINE_WINDOW": 2,
     "HEARTBEAT_FLUSH_INTERVAL": 0.2,
+    "TOUCH_INTERVAL": 1,  # every page load (and any request not skipped) is activity
 }
 
 DEBUG = True  # the demo's urls serve the static files (presence.js, CSS) when DEBUG is on

@@ -180,7 +180,15 @@ def test_room_list_counts_are_live(demo, timers):
     expect(a.locator('[data-room-card="random"] .face')).to_have_attribute("title", "bob")
     expect(a.locator("#online-list")).to_contain_text("bob")
     demo.screenshot(a, "rooms")
-    # The polling is not alice's activity: without input she goes away like anybody.
+    # The polling is not alice's activity: without input she goes away like anybody, and
+    # stays away while the list goes on polling.
     idle_within = (timers["IDLE_AFTER"] + timers["SWEEP_INTERVAL"] + 3) * 1000
     expect(dot(b, "away", "alice")).to_have_class(has_class("presence-idle"), timeout=idle_within)
     expect(row(b, "away", "alice").locator("[data-seen]")).to_have_text("online now")
+    b.evaluate("""() => {
+        window.aliceStates = [];
+        presence.on("update", (e) => window.aliceStates.push(e.state));
+    }""")
+    time.sleep(3.5)  # more than one polling round
+    assert "online" not in b.evaluate("window.aliceStates")
+    expect(dot(b, "away", "alice")).to_have_class(has_class("presence-idle"))
