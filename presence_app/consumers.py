@@ -170,7 +170,7 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
         # Throttled per socket; the first activity after idle always passes (idle means no
         # write for IDLE_AFTER, which is longer than the throttle).
         if self.activity.ready():
-            await publish(await self.store.touch(self.user_id, activity=True))
+            await publish(await self.store.activity(self.user_id))
 
     async def on_join(self, frame: dict[str, Any]) -> None:
         s = conf.get_settings()

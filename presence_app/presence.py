@@ -22,6 +22,10 @@ def touch(user_id: UserId, activity: bool = True, now: float | None = None) -> l
     return get_store().touch(user_id, activity, now)
 
 
+def activity(user_id: UserId, now: float | None = None) -> list[Transition]:
+    return get_store().activity(user_id, now)
+
+
 def connect(conn_id: str, user_id: UserId, now: float | None = None, device: str | None = None) -> list[Transition]:
     return get_store().connect(conn_id, user_id, now, device)
 
@@ -85,6 +89,10 @@ def sweep(now: float | None = None) -> list[Transition]:
 # -- async twins ------------------------------------------------------------------------------
 async def atouch(user_id: UserId, activity: bool = True, now: float | None = None) -> list[Transition]:
     return await get_async_store().touch(user_id, activity, now)
+
+
+async def aactivity(user_id: UserId, now: float | None = None) -> list[Transition]:
+    return await get_async_store().activity(user_id, now)
 
 
 async def aconnect(conn_id: str, user_id: UserId, now: float | None = None, device: str | None = None) -> list[Transition]:

@@ -104,6 +104,20 @@ def test_idle_after_inactivity_heartbeats_are_not_activity(store):
     assert store.get(1, now=T + 320).state == "online"
 
 
+def test_activity_on_a_connection_resets_idle_without_an_http_window(store):
+    store.connect("c", 1, now=T)
+    store.heartbeat("c", 1, now=T + 80)
+    store.heartbeat("c", 1, now=T + 160)
+    store.heartbeat("c", 1, now=T + 240)
+    store.sweep(now=T + 301)
+    assert kinds(store.activity(1, now=T + 302)) == [("update", "1", None, "online")]
+    assert store.activity(1, now=T + 303) == []
+    store.disconnect("c", 1, now=T + 304)
+    assert store.get(1, now=T + 325).state == "offline"  # the grace, not a 60 s window
+    assert store.activity(2, now=T + 305) == []  # nobody online: nothing to do
+    assert store.get(2, now=T + 305).state == "offline"
+
+
 def test_touch_without_activity_does_not_reset_idle(store):
     store.connect("c", 1, now=T)
     store.heartbeat("c", 1, now=T + 60)

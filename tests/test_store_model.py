@@ -184,6 +184,12 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.store.touch(uid, activity=activity, now=self.now)
         self.model.touch(uid, activity)
 
+    @rule(uid=st.sampled_from(USERS))
+    def activity(self, uid):
+        self.store.activity(uid, now=self.now)
+        if self.model.users[uid].listed:
+            self.model.users[uid].la = self.model.now
+
     @rule(uid=st.sampled_from(USERS), state=st.sampled_from(["auto", "dnd", "invisible"]))
     def set_status(self, uid, state):
         self.store.set_status(uid, state, now=self.now)

@@ -41,6 +41,11 @@ class BaseStore:
         """An HTTP request (activity) or another sign of life: online for ONLINE_WINDOW."""
         return self.run(self.plans.touch(user_id, activity, now))
 
+    def activity(self, user_id, now: float | None = None):
+        """The person did something on a live connection: resets idle, and only that (the
+        lease keeps them online; an HTTP window would outlive their last tab)."""
+        return self.run(self.plans.activity(user_id, now))
+
     def connect(self, conn_id: str, user_id, now: float | None = None, device: str | None = None):
         """A WebSocket opened: the connection takes a lease of LEASE_TTL."""
         return self.run(self.plans.connect(conn_id, user_id, device, now))

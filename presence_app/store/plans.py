@@ -123,6 +123,9 @@ class Planner:
     def touch(self, user_id: Any, activity: bool, now: float | None) -> Plan:
         return self.transitions("touch", user_id, now, "1" if activity else "0")
 
+    def activity(self, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("activity", user_id, now)
+
     def connect(self, conn_id: str, user_id: Any, device: str | None, now: float | None) -> Plan:
         dev = _text(device or "", MAX_DEVICE_LENGTH, "device")
         return self.transitions("connect", user_id, now, conn_id_of(conn_id), dev)

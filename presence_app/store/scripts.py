@@ -7,7 +7,7 @@ from functools import cache
 from importlib import resources
 
 NAMES = (
-    "connect", "counts", "disconnect", "get_many", "heartbeat", "join", "leave",
+    "activity", "connect", "counts", "disconnect", "get_many", "heartbeat", "join", "leave",
     "online", "room", "set_status", "sweep", "touch",
 )
 
