@@ -1,7 +1,9 @@
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import include, path
+from django.contrib.staticfiles.views import serve
+from django.urls import include, path, re_path
 
 from project.demo.users import ADMIN, DEMO_PASSWORD, DEMO_USERS
 
@@ -19,6 +21,24 @@ urlpatterns = [
     path("", include("project.demo.urls")),
 ]
 
-# Static files (presence.js, the CSS, the admin's) under uvicorn/daphne when DEBUG is on, as
-# runserver would; a production site serves them with its web server or WhiteNoise.
-urlpatterns += staticfiles_urlpatterns()
+
+async def serve_static(request, path):
+    """staticfiles' development view under an ASGI server (uvicorn, daphne), as runserver
+    would serve them: the file is read in a thread and streamed asynchronously (Django warns
+    about sync iterators on an async server). A production site uses its web server or
+    WhiteNoise instead."""
+    response = await sync_to_async(serve)(request, path)
+    if response.streaming and not response.is_async:
+        chunks = await sync_to_async(list)(response.streaming_content)
+
+        async def content():
+            for chunk in chunks:
+                yield chunk
+
+        response.streaming_content = content()
+    return response
+
+
+if settings.DEBUG:
+    prefix = settings.STATIC_URL.lstrip("/")
+    urlpatterns.append(re_path(rf"^{prefix}(?P<path>.*)$", serve_static))
