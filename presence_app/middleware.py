@@ -74,7 +74,7 @@ class PresenceMiddleware:
             uid = self._due(getattr(request, "user", None))
             if uid is not None:
                 with _failing_open():
-                    _announce(presence.touch(uid))
+                    _announce(presence.touch(uid, activity=is_activity(request)))
         return response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
@@ -83,7 +83,7 @@ class PresenceMiddleware:
             uid = self._due(await request.auser())
             if uid is not None:
                 with _failing_open():
-                    await _aannounce(await presence.atouch(uid))
+                    await _aannounce(await presence.atouch(uid, activity=is_activity(request)))
         return response
 
     # -- the shared part of both paths ----------------------------------------------------------
@@ -105,6 +105,17 @@ class PresenceMiddleware:
         if uid is None or not self.throttle.allow(uid, float(conf.get("TOUCH_INTERVAL"))):
             return None
         return uid
+
+
+def is_activity(request: HttpRequest) -> bool:
+    """Did a person do this? Navigations and form posts yes; a page's own background requests
+    (fetch/XHR polling, auto-refresh) keep the user online but must not keep them from idle."""
+    if request.method not in ("GET", "HEAD"):
+        return True
+    if request.headers.get("X-Requested-With") == "XMLHttpRequest":
+        return False
+    mode = request.headers.get("Sec-Fetch-Mode")
+    return mode is None or mode == "navigate"
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +42,17 @@ def _is_free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, end with the process that started it, so that no
+    private Redis outlives a killed test run or demo (atexit does not run on SIGKILL/SIGTERM)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port(below: int | None = None) -> int:
@@ -81,7 +93,8 @@ class RedisServer:
             "--protected-mode", "no", *self.extra,
         ]
         log = open(self.dir / "redis.log", "wb")
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                        preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

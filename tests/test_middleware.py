@@ -151,3 +151,24 @@ def test_fail_open_through_the_whole_stack(redis_down, client, alice):
     client.force_login(alice)
     assert client.get("/admin/login/").status_code == 200
     assert client.get("/admin/login/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "method, headers, activity",
+    [
+        ("get", {"HTTP_SEC_FETCH_MODE": "navigate"}, True),
+        ("get", {}, True),  # no fetch metadata (older browsers, scripts): counted
+        ("post", {"HTTP_SEC_FETCH_MODE": "cors"}, True),  # a form or action: a person did it
+        ("get", {"HTTP_SEC_FETCH_MODE": "cors"}, False),  # the page's own fetch() polling
+        ("get", {"HTTP_X_REQUESTED_WITH": "XMLHttpRequest"}, False),
+    ],
+)
+def test_background_requests_keep_users_online_but_not_active(redis_client, alice, method,
+                                                              headers, activity):
+    now = time.time()
+    presence.touch(alice.pk, activity=True, now=now - 1000)  # active long ago: idle by now
+    request = getattr(RequestFactory(), method)("/chat/", **headers)
+    request.user = alice
+    sync_middleware()(request)
+    p = presence.get(alice.pk)
+    assert p.state == ("online" if activity else "idle")

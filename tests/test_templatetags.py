@@ -61,6 +61,15 @@ def test_presence_dot_for_each_state(people):
     ])
 
 
+def test_presence_of_gives_the_status_fields(people):
+    html = render(
+        "{% presence_of u as p %}{{ p.state }} {{ p.emoji }} {{ p.message }}|"
+        "{% presence_of v as q %}{{ q.state }}",
+        u=people["cy"], v=people["eve"],
+    )
+    assert html == "dnd 📅 In a meeting|offline"
+
+
 def test_an_invisible_user_sees_their_own_state(people):
     eve = people["eve"]
     tag = "{% presence_dot u %}"

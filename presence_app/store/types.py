@@ -175,8 +175,7 @@ class Transition:
         }
         if self.room is not None:
             event["room"] = self.room
-        if self.message:
-            event["message"] = self.message
-        if self.emoji:
-            event["emoji"] = self.emoji
+        # Always both, "" when cleared: clients replace what they showed, never merge into it.
+        event["message"] = self.message
+        event["emoji"] = self.emoji
         return event

@@ -80,6 +80,14 @@ def presence_dot(context: template.Context, user: Any) -> str:
     return "" if uid is None else dot_html(_batch(context).get(uid))
 
 
+@register.simple_tag(takes_context=True)
+def presence_of(context: template.Context, user: Any) -> Presence | None:
+    """A user's Presence (state, message, emoji, last seen ...), from the request's batch:
+    ``{% presence_of user as p %}{{ p.emoji }} {{ p.message }}``."""
+    uid = user_key(user)
+    return None if uid is None else _batch(context).get(uid)
+
+
 @register.filter
 def presence_label(presence: Presence) -> str:
     """"Online", "Away: 📅 In a meeting", ... of a Presence."""
