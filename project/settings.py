@@ -78,10 +78,7 @@ CHANNEL_LAYERS = {
     }
 }
 
-# The demo's room list polls the presence JSON API every few seconds: those background requests
-# are not a person's activity (they would keep an idle viewer "online" rather than "away"). The
-# page's WebSocket keeps its viewer online.
-PRESENCE = {"REDIS_URL": REDIS_URL, "SKIP_PATHS": ["/presence/api/"]}
+PRESENCE = {"REDIS_URL": REDIS_URL}
 
 AUTH_PASSWORD_VALIDATORS = []
 LANGUAGE_CODE = "en-us"

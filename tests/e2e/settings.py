@@ -28,6 +28,5 @@ DATABASES = {
 PRESENCE = {  # noqa: F405
     **PRESENCE,  # noqa: F405
     **TIMERS,
-    "SKIP_PATHS": ["/presence/api/"],  # as in project/settings.py: polling is not activity
     "KEY_PREFIX": os.environ.get("PRESENCE_E2E_PREFIX", "presence-e2e"),
 }
