@@ -4,8 +4,6 @@ re-joins its room after its socket drops."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -23,17 +21,13 @@ from presence_app.testing import free_port
 
 from .ws import presence_settings
 
+from .browser import SKIP_REASON, launch, skip_browser
+
 playwright = pytest.importorskip("playwright.sync_api")
-# The same switches as tests/e2e: PRESENCE_CHROMIUM names the browser, PRESENCE_SKIP_BROWSER=1
-# leaves browser tests out.
-CHROMIUM = (os.environ.get("PRESENCE_CHROMIUM") or shutil.which("chromium")
-            or shutil.which("chromium-browser"))
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not CHROMIUM, reason="no Chromium found"),
-    pytest.mark.skipif(os.environ.get("PRESENCE_SKIP_BROWSER", "") not in ("", "0"),
-                       reason="PRESENCE_SKIP_BROWSER is set"),
+    pytest.mark.skipif(skip_browser(), reason=SKIP_REASON),
 ]
 
 SCRIPT = Path(__file__).resolve().parent.parent / "presence_app/static/presence_app/presence.js"
@@ -127,7 +121,7 @@ def test_two_browsers_see_each_other_live(redis_client):
     timers = presence_settings(IDLE_AFTER=3, ONLINE_WINDOW=1)
     with timers, override_settings(ROOT_URLCONF=__name__), Server() as server, \
             playwright.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch(pw)
         try:
             a = open_page(browser, server, alice_cookie, other=bob.pk)
             b = open_page(browser, server, bob_cookie, other=alice.pk)

@@ -22,28 +22,21 @@ import pytest
 
 from presence_app.testing import free_port
 
+from ..browser import SKIP_REASON, chromium_path, launch, skip_browser
+
 from .settings import TIMERS
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 ARTIFACTS = ROOT / "artifacts" / "e2e"
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 VIEWPORT = {"width": 1280, "height": 860}
 PASSWORDS = {"admin": "presence-admin"}  # everybody else: the demo password
-
-
-def skip_browser() -> bool:
-    return os.environ.get("PRESENCE_SKIP_BROWSER", "") not in ("", "0")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not skip_browser():
         return
-    skip = pytest.mark.skip(reason="PRESENCE_SKIP_BROWSER is set: the browser tests are left out")
+    skip = pytest.mark.skip(reason=SKIP_REASON)
     for item in items:
         if HERE in Path(item.path).parents:
             item.add_marker(skip)
@@ -134,28 +127,14 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer
 
 
 # -- the browser ------------------------------------------------------------------------------
-def chromium_path() -> str:
-    wanted = os.environ.get("PRESENCE_CHROMIUM")
-    for path in [wanted] if wanted else CHROMIUM_CANDIDATES:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    where = wanted or " or ".join(CHROMIUM_CANDIDATES)
-    pytest.fail(
-        f"No Chromium at {where} for the browser tests. Install it: `apt-get install chromium` "
-        "(`make test` does on Debian), or set PRESENCE_CHROMIUM=/path/to/chrome, or set "
-        "PRESENCE_SKIP_BROWSER=1 to leave the browser tests out.",
-        pytrace=False,
-    )
-
-
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    path = chromium_path()
+    chromium_path()  # fails with what to install before Playwright starts
     from playwright.sync_api import sync_playwright
 
     playwright = sync_playwright().start()
     try:
-        chromium = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        chromium = launch(playwright)
     except Exception:
         playwright.stop()
         raise
