@@ -1,0 +1,175 @@
+"""8. Peer: the same heartbeat load through django-channels-presence's model approach (a database
+row updated per heartbeat) on SQLite and PostgreSQL, against ours.
+
+The load: ``connections`` sockets, each heartbeating; as many heartbeats as each side can take in
+``seconds`` from one Python process. The peer runs the installed package's own
+``Presence.objects.touch`` (bench/peer_worker.py, a subprocess with its own Django settings) on a
+SQLite file database and on a private PostgreSQL cluster, both with their defaults, twice: as
+shipped (its query filters on ``channel_name``, which no index leads with) and with an index on
+``channel_name`` added (the peer at its best). Ours: the same connections renewed through
+``Store.heartbeat_many`` in batches of 1,000 (the coalescer's path) and, for the per-heartbeat
+comparison, one ``Store.heartbeat`` call per heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .common import ROOT, Context, Row, benchmark, median, rates
+from .dataset import T0, bulk_connect, conn_ids
+
+BATCH = 1000
+
+
+def run_worker(config: dict, timeout: float = 300) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.peer_worker", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"peer worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def ours_rates(ctx: Context, n: int, seconds: float) -> dict[str, float]:
+    from presence_app.store import Store, StoreConfig
+
+    client = ctx.redis.client()
+    store = Store(client, StoreConfig(prefix="bpeer"))
+    uids = [str(i) for i in range(1, n + 1)]
+    pairs = list(zip(conn_ids(n, seed=8), uids, strict=True))
+    if "peer:filled" not in ctx.cache:
+        bulk_connect(store, pairs, T0)
+        ctx.cache["peer:filled"] = True
+    batches = [pairs[i : i + BATCH] for i in range(0, n, BATCH)]
+    clock = [T0 + 1.0]
+    pos = {"batch": 0, "one": 0}
+
+    def batched() -> int:
+        b = batches[pos["batch"]]
+        pos["batch"] = (pos["batch"] + 1) % len(batches)
+        clock[0] += 0.001
+        if store.heartbeat_many(b, now=clock[0]):
+            raise RuntimeError("missing leases")
+        return len(b)
+
+    def single() -> int:
+        cid, uid = pairs[pos["one"]]
+        pos["one"] = (pos["one"] + 1) % n
+        clock[0] += 0.000001
+        if not store.heartbeat(cid, uid, now=clock[0]):
+            raise RuntimeError("missing lease")
+        return 1
+
+    got = rates({"batched": batched, "single": single}, 1, seconds)
+    return {name: r["median"] for name, r in got.items()}
+
+
+@benchmark(
+    "peer",
+    "8. peer: django-channels-presence (a row per heartbeat) on SQLite and PostgreSQL vs ours",
+)
+def run(ctx: Context) -> list[Row]:
+    n = ctx.size(10_000, 2_000)
+    seconds = ctx.size(3.0, 1.0)
+    rooms = 100
+    results: dict[str, dict] = {}
+    ours_runs: list[dict[str, float]] = [ours_rates(ctx, n, seconds)]
+
+    with tempfile.TemporaryDirectory(prefix="presence-peer-") as tmp:
+        for index in (False, True):
+            db = {
+                "ENGINE": "django.db.backends.sqlite3",
+                "NAME": str(Path(tmp) / f"peer-{index}.sqlite3"),
+            }
+            label = f"SQLite, {'indexed' if index else 'as shipped'}"
+            ctx.log(f"peer on {label}: {n:,} presences, {seconds}s")
+            results[label] = run_worker(
+                {
+                    "database": db,
+                    "connections": n,
+                    "rooms": rooms,
+                    "seconds": seconds,
+                    "index": index,
+                }
+            )
+
+    pg_error = None
+    try:
+        from .pg import PostgresServer
+
+        with PostgresServer() as pg:
+            import psycopg
+
+            for index in (False, True):
+                name = f"peer_{'indexed' if index else 'shipped'}"
+                with psycopg.connect(
+                    host="127.0.0.1",
+                    port=pg.port,
+                    user="postgres",
+                    dbname="postgres",
+                    autocommit=True,
+                ) as conn:
+                    conn.execute(f"CREATE DATABASE {name}")
+                db = {**pg.settings, "NAME": name}
+                label = f"PostgreSQL, {'indexed' if index else 'as shipped'}"
+                ctx.log(f"peer on {label}: {n:,} presences, {seconds}s")
+                results[label] = run_worker(
+                    {
+                        "database": db,
+                        "connections": n,
+                        "rooms": rooms,
+                        "seconds": seconds,
+                        "index": index,
+                    }
+                )
+                results[label]["server"] = pg.version()
+    except Exception as exc:  # noqa: BLE001 - report SQLite alone and say why
+        pg_error = f"{type(exc).__name__}: {exc}"
+        ctx.log(f"PostgreSQL unavailable: {pg_error}")
+
+    ours_runs.append(ours_rates(ctx, n, seconds))
+    ours_batched = median(r["batched"] for r in ours_runs)
+    ours_single = median(r["single"] for r in ours_runs)
+    rows = []
+    for label, peer in results.items():
+        rows.append(
+            Row(
+                bench="8 peer",
+                metric=f"heartbeats/s vs channels-presence on {label} ({n:,} sockets)",
+                ours=ours_batched,
+                unit="/s",
+                baseline=peer["rate"],
+                baseline_label="touch()",
+                details={
+                    "connections": n,
+                    "peer": peer,
+                    "ours_batched_runs": [r["batched"] for r in ours_runs],
+                    "ours_single_runs": [r["single"] for r in ours_runs],
+                    "ours_single_median": ours_single,
+                    "ratio_single_call": ours_single / peer["rate"],
+                },
+            )
+        )
+    if pg_error:
+        rows.append(
+            Row(
+                bench="8 peer",
+                metric="PostgreSQL: not measured",
+                ours=ours_batched,
+                unit="/s",
+                details={"error": pg_error},
+            )
+        )
+    return rows

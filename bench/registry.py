@@ -1,0 +1,11 @@
+"""The benchmark modules, in the order they run. Each registers its benchmarks on import with
+``bench.common.benchmark``; to add one (e.g. 6. WebSockets end to end, 7. middleware cost),
+write ``bench/<name>.py`` and list it here."""
+
+MODULES = [
+    "bench.store_heartbeat",  # 1
+    "bench.store_reads",  # 2, 3
+    "bench.store_sweep",  # 4
+    "bench.store_memory",  # 5
+    "bench.peer",  # 8 (SQLite, PostgreSQL)
+]

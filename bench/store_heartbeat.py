@@ -1,0 +1,118 @@
+"""1. Heartbeat ingestion through the coalescer's path, ``Store.heartbeat_many(pairs)``, against
+raw Redis doing the least it could: one ``ZADD`` of the same batch of lease members.
+
+Both sides renew leases of the same million-member population (ours: the store's leases of 1 M
+connected users; raw: a bare sorted set of the same "user|conn" members), batch after batch, with
+a clock that moves as it would if the whole population heartbeat every 30 s (one batch every
+30 s x batch / N): each renewal moves its member 30 s further, as in production. The raw side
+formats its score once per batch (as the script does) and sends prepared members: the least a
+client could do.
+"""
+
+from __future__ import annotations
+
+from itertools import chain, repeat
+
+from .common import Check, Context, Row, benchmark, median, rates
+from .dataset import T0, population
+
+RAW_KEY = "bench:raw:leases"
+
+
+def commandstats_probe(client, commands: dict[str, str]):
+    """A ``rates`` probe: Redis' own microseconds per call of the command each side sends
+    (INFO commandstats, reset before each run), measured on the very calls that were timed."""
+
+    def probe(name: str, done: bool):
+        if not done:
+            client.config_resetstat()
+            return None
+        stats = client.info("commandstats").get(f"cmdstat_{commands[name]}", {})
+        return {"server_usec_per_call": float(stats.get("usec_per_call", 0.0))}
+
+    return probe
+
+
+@benchmark("heartbeat", "1. heartbeat ingestion (heartbeat_many vs raw ZADD)")
+def run(ctx: Context) -> list[Row]:
+    n = ctx.size(1_000_000, 100_000)
+    pop = population(ctx, n, "b1m")
+    store, client = pop.store, pop.client
+    members = pop.lease_members()
+    pairs = pop.pairs
+    ctx.log(f"raw baseline: a bare sorted set of the same {n:,} lease members")
+    client.delete(RAW_KEY)
+    for i in range(0, n, 10_000):
+        chunk = members[i : i + 10_000]
+        client.zadd(RAW_KEY, dict(zip(chunk, repeat(T0 + 90))))
+    ctx.on_close(lambda: client.unlink(RAW_KEY))
+
+    rows: list[Row] = []
+    sizes = [1000] if ctx.quick else [1000, 100, 10_000]
+    rounds, seconds = (1, 0.6) if ctx.quick else (5, 1.5)
+    clock = [T0 + 1.0]
+    interval = 30.0  # HEARTBEAT_INTERVAL: every member renewed once per 30 s of the clock
+
+    for batch in sizes:
+        nb = n // batch
+        pair_batches = [pairs[i * batch : (i + 1) * batch] for i in range(nb)]
+        member_batches = [members[i * batch : (i + 1) * batch] for i in range(nb)]
+        state = {"ours": 0, "raw": 0}
+        step = interval * batch / n
+
+        def ours(batch=batch, pair_batches=pair_batches, nb=nb, state=state, step=step) -> int:
+            i = state["ours"] = (state["ours"] + 1) % nb
+            clock[0] += step
+            missing = store.heartbeat_many(pair_batches[i], now=clock[0])
+            if missing:
+                raise RuntimeError(f"{len(missing)} leases missing during the heartbeat benchmark")
+            return batch
+
+        def raw(batch=batch, member_batches=member_batches, nb=nb, state=state, step=step) -> int:
+            i = state["raw"] = (state["raw"] + 1) % nb
+            clock[0] += step
+            exp = repr(clock[0] + 90)
+            client.execute_command(
+                "ZADD", RAW_KEY, *chain.from_iterable(zip(repeat(exp), member_batches[i]))
+            )
+            return batch
+
+        ctx.log(f"heartbeat batch {batch}: {rounds} rounds x {seconds}s per side")
+        probe = commandstats_probe(client, {"ours": "evalsha", "raw": "zadd"})
+        result = rates({"ours": ours, "raw": raw}, rounds, seconds, probe=probe)
+        o, r = result["ours"]["median"], result["raw"]["median"]
+
+        def per_call(side: str, key: str, result=result) -> float:
+            return median(p[key] for p in result[side]["probes"])
+
+        checks = []
+        if batch == 1000:
+            checks = [
+                Check(">= 0.5x raw", o / r, ">=", 0.5),
+                Check(">= 250k hb/s", o, ">=", 250_000),
+            ]
+        rows.append(
+            Row(
+                bench="1 heartbeat",
+                metric=f"heartbeat_many, batch {batch:,}",
+                ours=o,
+                unit="/s",
+                baseline=r,
+                baseline_label="ZADD",
+                checks=checks,
+                details={
+                    "population": n,
+                    "batch": batch,
+                    "clock_step_s": step,
+                    "ours_rounds": result["ours"]["rounds"],
+                    "raw_rounds": result["raw"]["rounds"],
+                    # Medians over the rounds, from the timed calls themselves: wall time per
+                    # call, and Redis' own share of it (the rest: client, network, waiting).
+                    "wall_usec_per_call_ours": per_call("ours", "wall_usec_per_call"),
+                    "wall_usec_per_call_raw": per_call("raw", "wall_usec_per_call"),
+                    "server_usec_per_call_ours": per_call("ours", "server_usec_per_call"),
+                    "server_usec_per_call_raw": per_call("raw", "server_usec_per_call"),
+                },
+            )
+        )
+    return rows

@@ -1,0 +1,82 @@
+"""5. Redis memory per online user (one socket, no rooms, no metadata) at 1 M users, against a
+bare sorted set of the same ids.
+
+Ours: INFO used_memory before and after connecting the population (recorded when it was filled,
+before any other benchmark touched it). Bare: used_memory before and after one ZADD per 10 k of
+the same user ids into a fresh key. The breakdown per structure comes from MEMORY USAGE (every
+member of the sorted sets, a sample of the user hashes); what is left is the keyspace's own
+hash table and the allocator's rounding, which MEMORY USAGE does not count per key.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import repeat
+
+from .common import Check, Context, Row, benchmark
+from .dataset import T0, population, settle, used_memory
+
+BARE_KEY = "bench:raw:ids"
+
+
+def memory_usage(client, key: str, samples: int = 0) -> int:
+    return int(client.execute_command("MEMORY", "USAGE", key, "SAMPLES", samples) or 0)
+
+
+@benchmark("memory", "5. Redis memory per online user vs a bare sorted set of the ids")
+def run(ctx: Context) -> list[Row]:
+    n = ctx.size(1_000_000, 100_000)
+    pop = population(ctx, n, "b1m")
+    client, tag = pop.client, pop.store.keys.tag(0)
+    ours_total = pop.memory_after - pop.memory_before
+    ours = ours_total / n
+
+    client.delete(BARE_KEY)
+    settle(client)
+    before = used_memory(client)
+    for i in range(0, n, 10_000):
+        client.zadd(BARE_KEY, dict(zip(pop.uids[i : i + 10_000], repeat(T0 + 90))))
+    bare_total = used_memory(client) - before
+    bare = bare_total / n
+    bare_usage = memory_usage(client, BARE_KEY)
+    client.unlink(BARE_KEY)
+
+    # Where our bytes go. The population's structures only (the listings benchmark may have added
+    # a room since the fill; its few keys are not counted here).
+    parts: dict[str, float] = {}
+    for name in ("leases", "online", "active"):
+        parts[f"{name} sorted set"] = memory_usage(client, f"{tag}:{name}") / n
+    sample = random.Random(5).sample(pop.uids, 2000)
+    hashes = [memory_usage(client, f"{tag}:u:{uid}") for uid in sample]
+    parts["user hash (key, listpack, dict entry)"] = sum(hashes) / len(hashes)
+    # used_memory minus MEMORY USAGE: the keyspace hash table, allocator rounding, expires
+    parts["rest (keyspace table, allocator)"] = ours - sum(parts.values())
+    encodings = {
+        name: client.object("encoding", f"{tag}:{name}").decode()
+        for name in ("leases", "online", "active")
+    }
+    encodings["user hash"] = client.object("encoding", f"{tag}:u:{pop.uids[0]}").decode()
+    ctx.log(f"memory: ours {ours:.0f} B/user, bare sorted set {bare:.0f} B/id")
+    return [
+        Row(
+            bench="5 memory",
+            metric=f"bytes per online user, {n:,} users",
+            ours=ours,
+            unit="B",
+            baseline=bare,
+            baseline_label="bare ZSET",
+            checks=[Check("<= 2x bare", ours / bare, "<=", 2.0)],
+            details={
+                "population": n,
+                "ours_total_bytes": ours_total,
+                "bare_total_bytes": bare_total,
+                "bare_memory_usage_per_id": bare_usage / n,
+                "breakdown_bytes_per_user": {k: round(v, 1) for k, v in parts.items()},
+                "encodings": encodings,
+                "user_hash_sample": {
+                    k.decode(): v.decode()
+                    for k, v in client.hgetall(f"{tag}:u:{pop.uids[0]}").items()
+                },
+            },
+        )
+    ]

@@ -1,0 +1,152 @@
+"""2. ``get_many(200)`` on 1 M users against a raw ``ZMSCORE`` of 200 members, and
+3. ``online(limit=100)``, ``online_count()``, ``room_members()`` at 10 k and 1 M users against the
+raw command each one would at least need, with the growth from 10 k to 1 M users.
+
+Latencies are client-side round trips (``time.perf_counter_ns`` around the call: planning,
+redis-py, loopback, Redis, parsing), ours and raw measured in alternating blocks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+from .common import Check, Context, Row, benchmark, latencies
+from .dataset import T0, Population, population
+
+ROOM = "lobby"
+ROOM_SIZE = 100
+
+
+def raw_keys(pop: Population) -> tuple[str, str]:
+    tag = pop.store.keys.tag(0)
+    return f"{tag}:online", f"{tag}:r:{ROOM}"
+
+
+@benchmark("get_many", "2. get_many(200) on 1 M users vs raw ZMSCORE")
+def run_get_many(ctx: Context) -> list[Row]:
+    n = ctx.size(1_000_000, 100_000)
+    pop = population(ctx, n, "b1m")
+    store, client = pop.store, pop.client
+    online_key, _ = raw_keys(pop)
+    rng = random.Random(2)
+    sets = [rng.sample(pop.uids, 200) for _ in range(64)]
+    now = T0 + 1
+    it = {"ours": 0, "raw": 0}
+
+    def ours() -> None:
+        i = it["ours"] = (it["ours"] + 1) % len(sets)
+        got = store.get_many(sets[i], now=now)
+        if len(got) != 200:
+            raise RuntimeError("get_many returned the wrong number of users")
+
+    def raw() -> None:
+        i = it["raw"] = (it["raw"] + 1) % len(sets)
+        client.zmscore(online_key, sets[i])
+
+    ours()
+    if not all(p.state == "online" for p in store.get_many(sets[0], now=now).values()):
+        raise RuntimeError("the population is not online at the benchmark's clock")
+    samples = ctx.size(10_000, 1000)
+    ctx.log(f"get_many(200) vs ZMSCORE(200): {samples} calls each")
+    lat = latencies({"ours": ours, "raw": raw}, samples)
+    o, r = lat["ours"], lat["raw"]
+    return [
+        Row(
+            bench="2 get_many",
+            metric=f"get_many(200) p99, {n:,} users",
+            ours=o["p99_ms"],
+            unit="ms",
+            baseline=r["p99_ms"],
+            baseline_label="ZMSCORE",
+            checks=[
+                Check("p99 <= 1 ms", o["p99_ms"], "<=", 1.0),
+                Check("<= 2x raw", o["p99_ms"] / r["p99_ms"], "<=", 2.0),
+            ],
+            details={"population": n, "ours": o, "raw": r, "ratio_p50": o["p50_ms"] / r["p50_ms"]},
+        )
+    ]
+
+
+@benchmark("listings", "3. online(limit=100), online_count(), room_members() at 10 k and 1 M users")
+def run_listings(ctx: Context) -> list[Row]:
+    sizes = [10_000, ctx.size(1_000_000, 100_000)]
+    samples = ctx.size(5000, 800)
+    now = T0 + 1
+    fns: dict[str, Callable[[], Any]] = {}
+    for n in sizes:
+        pop = population(ctx, n, "b10k" if n == 10_000 else "b1m")
+        store, client = pop.store, pop.client
+        online_key, room_key = raw_keys(pop)
+        if client.zcard(room_key) < ROOM_SIZE:
+            members = random.Random(3).sample(range(n), ROOM_SIZE)
+            for i in members:
+                store.join(ROOM, pop.cids[i], pop.uids[i], now=T0)
+        if (
+            len(store.room_members(ROOM, now=now)) != ROOM_SIZE
+            or len(store.online(limit=100, now=now)) != 100
+        ):
+            raise RuntimeError("unexpected listing sizes")
+        fns.update(
+            {
+                f"online {n}": lambda s=store: s.online(limit=100, now=now),
+                f"online raw {n}": lambda c=client, k=online_key: c.zrevrangebyscore(
+                    k, "+inf", now, start=0, num=100, withscores=True
+                ),
+                f"online_count {n}": lambda s=store: s.online_count(now=now),
+                f"online_count raw {n}": lambda c=client, k=online_key: c.zcount(k, now, "+inf"),
+                f"room_members {n}": lambda s=store: s.room_members(ROOM, now=now),
+                f"room_members raw {n}": lambda c=client, k=room_key: c.zrange(
+                    k, 0, -1, withscores=True
+                ),
+            }
+        )
+    # Both sizes side by side, so that the growth compares like with like.
+    ctx.log(f"listings at {sizes[0]:,} and {sizes[1]:,} users: {samples} calls each")
+    lat = latencies(fns, samples)
+    per_size = {
+        n: {name.rsplit(" ", 1)[0]: v for name, v in lat.items() if name.endswith(f" {n}")}
+        for n in sizes
+    }
+
+    small, big = sizes
+    bound = math.log(big) / math.log(small)  # O(log N): how much a log N step may grow
+    rows: list[Row] = []
+    labels = {
+        "online": ("online(limit=100)", "ZREVRANGEBYSCORE"),
+        "online_count": ("online_count()", "ZCOUNT"),
+        "room_members": (f"room_members() ({ROOM_SIZE} members)", "ZRANGE"),
+    }
+    for op, (metric, raw_label) in labels.items():
+        for n in sizes:
+            o, r = per_size[n][op], per_size[n][f"{op} raw"]
+            checks = [Check("p99 <= 1 ms", o["p99_ms"], "<=", 1.0)]
+            details = {"population": n, "ours": o, "raw": r}
+            if n == big:
+                growth = o["p50_ms"] / per_size[small][op]["p50_ms"]
+                checks.append(
+                    Check(
+                        f"p50 growth {small // 1000}k->{big // 1000}k <= {bound:.2f}x (log N)",
+                        growth,
+                        "<=",
+                        bound,
+                    )
+                )
+                details["growth_p50"] = growth
+                details["growth_p99"] = o["p99_ms"] / per_size[small][op]["p99_ms"]
+                details["raw_growth_p50"] = r["p50_ms"] / per_size[small][f"{op} raw"]["p50_ms"]
+            rows.append(
+                Row(
+                    bench="3 listings",
+                    metric=f"{metric} p99, {n:,} users",
+                    ours=o["p99_ms"],
+                    unit="ms",
+                    baseline=r["p99_ms"],
+                    baseline_label=raw_label,
+                    checks=checks,
+                    details=details,
+                )
+            )
+    return rows

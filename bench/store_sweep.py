@@ -1,0 +1,105 @@
+"""4. ``sweep()`` evicting 10 k expired leases among 1 M users, emitting every transition.
+
+The 1 M users connected at T0 hold live leases; 10 k more users connected 100 s earlier hold
+leases that ran out 10 s ago (one socket each, as a crashed process leaves them). ``Store.sweep``
+at T0 + 1 must evict exactly those and announce each one's ``offline``. Repeated: the 10 k are
+connected again (at the earlier clock) before each sweep, so the population is the same each time.
+
+Baseline: the least a sweeper could ask of Redis: read the expired members of a bare copy of the
+lease set and remove them (ZRANGEBYSCORE + ZREMRANGEBYSCORE in one round trip).
+"""
+
+from __future__ import annotations
+
+from .common import Check, Context, Row, benchmark, median, timed
+from .dataset import T0, bulk_connect, conn_ids, population
+
+EXPIRED_AT = T0 - 100  # connected then: the lease ran out at T0 - 10
+RAW_KEY = "bench:raw:sweep"
+
+
+@benchmark("sweep", "4. sweep() evicting 10 k expired leases among 1 M")
+def run(ctx: Context) -> list[Row]:
+    n = ctx.size(1_000_000, 100_000)
+    expired = ctx.size(10_000, 10_000)
+    repeats = ctx.size(7, 2)
+    pop = population(ctx, n, "b1m")
+    store, client = pop.store, pop.client
+    tag = store.keys.tag(0)
+    stale = [(cid, f"x{i}") for i, cid in enumerate(conn_ids(expired, seed=99))]
+    now = T0 + 1
+    ours: list[float] = []
+    raw: list[float] = []
+    counts: list[dict[str, int]] = []
+    try:
+        for rep in range(repeats):
+            bulk_connect(store, stale, EXPIRED_AT)
+            if rep == 0:
+                # The raw side's lease set: a copy of ours (1 M live + the 10 k expired), made
+                # once; after each raw sweep only the expired members are put back.
+                client.execute_command("ZUNIONSTORE", RAW_KEY, 1, f"{tag}:leases")
+                # Nothing else is due: the live users are neither expired nor idle at `now`.
+                due = client.zcount(f"{tag}:leases", "-inf", f"({now}")
+                if due != expired:
+                    raise RuntimeError(f"{due} leases due, expected {expired}")
+            seconds, transitions = timed(lambda: store.sweep(now=now))
+            ours.append(seconds * 1000)
+            kinds: dict[str, int] = {}
+            for t in transitions:
+                kinds[t.kind] = kinds.get(t.kind, 0) + 1
+            counts.append(kinds)
+            offline = {t.user_id for t in transitions if t.kind == "offline"}
+            if (
+                len(offline) != expired
+                or kinds.get("offline") != expired
+                or len(transitions) != expired
+            ):
+                raise RuntimeError(f"sweep announced {kinds}, expected {expired} offline")
+            if client.zcount(f"{tag}:leases", "-inf", f"({now}") or client.zcount(
+                f"{tag}:online", "-inf", f"({now}"
+            ):
+                raise RuntimeError("sweep left expired entries behind")
+            if client.zcard(f"{tag}:online") != n:
+                raise RuntimeError("sweep evicted a live user")
+
+            def raw_sweep() -> list:
+                pipe = client.pipeline(transaction=True)
+                pipe.zrangebyscore(RAW_KEY, "-inf", f"({now}", withscores=True)
+                pipe.zremrangebyscore(RAW_KEY, "-inf", f"({now}")
+                return pipe.execute()
+
+            seconds, (got, removed) = timed(raw_sweep)
+            if removed != expired:
+                raise RuntimeError(f"raw sweep removed {removed}")
+            raw.append(seconds * 1000)
+            client.zadd(RAW_KEY, dict(got))
+            ctx.log(f"sweep {rep + 1}/{repeats}: {ours[-1]:.1f} ms (raw {raw[-1]:.1f} ms)")
+    finally:
+        client.unlink(RAW_KEY)
+        # The swept users keep their hash (their last seen), as the store keeps it: drop them so
+        # that later benchmarks see the population they expect.
+        client.delete(*[f"{tag}:u:{uid}" for _, uid in stale])
+    o, r = median(ours), median(raw)
+    return [
+        Row(
+            bench="4 sweep",
+            metric=f"sweep() of {expired:,} expired among {n:,} (median of {repeats})",
+            ours=o,
+            unit="ms",
+            baseline=r,
+            baseline_label="ZRANGEBYSCORE+ZREMRANGEBYSCORE",
+            checks=[
+                Check("<= 100 ms", o, "<=", 100.0),
+                Check("every transition", counts[-1].get("offline", 0), ">=", expired),
+            ],
+            details={
+                "population": n,
+                "expired": expired,
+                "sweep_batch": store.config.sweep_batch,
+                "ours_ms": ours,
+                "raw_ms": raw,
+                "max_ms": max(ours),
+                "transitions": counts,
+            },
+        )
+    ]
