@@ -452,6 +452,11 @@ def test_bad_ids_are_refused(store):
             store.connect(bad, 1)
     with pytest.raises(InvalidInput):
         store.online(offset=-1)
+    # the heartbeat batch is checked as a whole, and each bad pair still refused
+    for bad in [("a\nb", 1), ("a|b", 1), ("", 1), ("c", ""), ("c", "a\x00"), ("c", None), (7, 1)]:
+        with pytest.raises(InvalidInput):
+            store.heartbeat_many([("ok", 1), bad])
+    assert store.heartbeat_many([("ok", 1), ("fine", 2)], now=T) == [("ok", "1"), ("fine", "2")]
 
 
 def test_scripts_are_reloaded_after_a_script_flush(store):

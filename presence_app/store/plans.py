@@ -62,6 +62,33 @@ def conn_id_of(conn_id: Any) -> str:
     return conn_id
 
 
+_CONN_IDS_JOINED = re.compile(r"[A-Za-z0-9._!~\-\n]*")  # conn id characters and the joining "\n"
+
+
+def lease_members(pairs: Iterable[tuple[Any, Any]]) -> list[str]:
+    """The "user|conn" lease members of (conn_id, user_id) pairs, validated as user_id_of and
+    conn_id_of would, but a whole batch at once (the coalescer's hot path): C-level checks over
+    all ids, and the per-pair checks (which name the culprit) only when something is off."""
+    pairs = list(pairs)
+    if not pairs:
+        return []
+    cids, uids = zip(*pairs, strict=True)
+    ok = all(type(u) is str for u in uids) and all(type(c) is str for c in cids)
+    if ok:
+        joined = "\n".join(cids)
+        ok = (
+            0 < min(map(len, uids)) and max(map(len, uids)) <= MAX_ID_LENGTH
+            and "".join(uids).isprintable()
+            and 0 < min(map(len, cids)) and max(map(len, cids)) <= 128
+            and joined.count("\n") == len(cids) - 1
+            and _CONN_IDS_JOINED.fullmatch(joined) is not None
+        )
+    if not ok:
+        uids = tuple(user_id_of(u) for u in uids)
+        cids = tuple(conn_id_of(c) for c in cids)
+    return [f"{u}{CONN_SEP}{c}" for u, c in zip(uids, cids, strict=True)]
+
+
 def room_of(room: Any) -> str:
     if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH:
         raise InvalidInput("room must be a string of 1-255 characters")
@@ -142,8 +169,7 @@ class Planner:
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
         """Renews many leases: one script call per shard. The result lists the (conn, user)
         pairs that hold no lease any more, whose owners should connect and join again."""
-        # The hot path of the consumers' coalescer: kept to a validation and a join per pair.
-        members = [f"{user_id_of(u)}{CONN_SEP}{conn_id_of(c)}" for c, u in pairs]
+        members = lease_members(pairs)
         if self.keys.shards == 1:
             groups = {self.keys.tag(0): members} if members else {}
         else:
@@ -229,8 +255,7 @@ class Planner:
         def finish(replies: list[Any]) -> dict[str, Presence]:
             found: dict[str, Presence] = {}
             for tag, reply in zip(tags, replies):
-                for i, uid in enumerate(groups[tag]):
-                    found[uid] = Presence.from_reply(uid, reply[7 * i : 7 * i + 7])
+                found.update(Presence.parse_many(groups[tag], reply))
             return {uid: found[uid] for uid in uids}
 
         return Plan(calls, finish)

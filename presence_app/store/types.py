@@ -41,11 +41,6 @@ class StoreConfig:
     sweep_batch: int = 1000
 
 
-def _ts(text: Any) -> float | None:
-    text = _str(text)
-    return float(text) if text else None
-
-
 def _str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -92,18 +87,19 @@ class Presence:
         }
 
     @classmethod
-    def from_reply(cls, user_id: str, fields: list[Any]) -> Presence:
-        state, seen, active, message, emoji, device, meta = (_str(f) for f in fields)
-        return cls(
-            user_id=user_id,
-            state=state,  # type: ignore[arg-type]
-            last_seen=_ts(seen),
-            last_active=_ts(active),
-            message=message,
-            emoji=emoji,
-            device=device,
-            meta=json.loads(meta) if meta else {},
-        )
+    def parse_many(cls, user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
+        """``{user_id: Presence}`` from a get_many reply (7 fields a user), decoded at once and
+        built positionally: this runs for every dot of a page."""
+        texts = [_str(f) for f in reply]
+        out = {}
+        for i, uid in enumerate(user_ids):
+            state, seen, active, message, emoji, device, meta = texts[7 * i : 7 * i + 7]
+            out[uid] = cls(
+                uid, state,  # type: ignore[arg-type]
+                float(seen) if seen else None, float(active) if active else None,
+                message, emoji, device, json.loads(meta) if meta else {},
+            )
+        return out
 
 
 @dataclass(frozen=True)
@@ -146,23 +142,23 @@ class Transition:
 
     @classmethod
     def parse_many(cls, flat: list[Any]) -> list[Transition]:
+        texts = [_str(f) for f in flat]
+        extras: dict[str, tuple[tuple[str, ...], str, str]] = {}  # a sweep's mostly repeat
         out = []
-        for i in range(0, len(flat), 6):
-            kind, user, room, state, at, extra = (_str(f) for f in flat[i : i + 6])
-            data = json.loads(extra) if extra else {}
-            rooms = data.get("rooms") or []  # Lua's cjson encodes an empty list as {}
-            out.append(
-                cls(
-                    kind=kind,
-                    user_id=user,
-                    state=state,  # type: ignore[arg-type]
-                    at=float(at),
-                    room=room or None,
-                    rooms=tuple(rooms) if isinstance(rooms, list) else (),
-                    message=data.get("message") or "",
-                    emoji=data.get("emoji") or "",
+        for i in range(0, len(texts), 6):
+            kind, user, room, state, at, extra = texts[i : i + 6]
+            parsed = extras.get(extra)
+            if parsed is None:
+                data = json.loads(extra) if extra else {}
+                rooms = data.get("rooms") or []  # Lua's cjson encodes an empty list as {}
+                parsed = extras[extra] = (
+                    tuple(rooms) if isinstance(rooms, list) else (),
+                    data.get("message") or "",
+                    data.get("emoji") or "",
                 )
-            )
+            rooms_, message, emoji = parsed
+            out.append(cls(kind, user, state, float(at), room or None,  # type: ignore[arg-type]
+                           rooms_, message, emoji))
         return out
 
     def as_event(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ local A = 8  -- index of the first script argument
 
 -- The same percent-encoding as keys.esc() in Python: user text never shapes a key.
 local function esc(s)
+  if not string.find(s, '[^%w%-%._~]') then return s end  -- plain ids: nothing to encode
   return (string.gsub(s, '[^%w%-%._~]', function(c) return string.format('%%%02X', string.byte(c)) end))
 end
 local function ukey(uid) return TAG .. ':u:' .. esc(uid) end
