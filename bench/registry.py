@@ -8,4 +8,5 @@ MODULES = [
     "bench.store_sweep",  # 4
     "bench.store_memory",  # 5
     "bench.peer",  # 8 (SQLite, PostgreSQL)
+    "bench.channel_layer",  # 9: the channel layer for many workers (issue 8)
 ]

@@ -41,7 +41,7 @@ def api_view(view: Callable[..., dict[str, Any]]) -> Callable[..., JsonResponse]
         if not request.user.is_authenticated:
             return JsonResponse({"detail": _("Authentication required.")}, status=401)
         if breaker.is_open:
-            return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
+            return _unavailable()
         try:
             return JsonResponse(view(request, *args, **kwargs))
         except (BadRequest, InvalidInput) as exc:
@@ -50,9 +50,18 @@ def api_view(view: Callable[..., dict[str, Any]]) -> Callable[..., JsonResponse]
             return JsonResponse({"detail": _("You cannot see this room.")}, status=403)
         except REDIS_DOWN as exc:
             breaker.trip(exc, "the JSON API")
-            return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
+            return _unavailable()
 
     return wrapper
+
+
+def _unavailable() -> JsonResponse:
+    """503 while Redis is away. The breaker logs the outage once per TOUCH_INTERVAL; Django
+    would add an ERROR line for every 503 it serves (django.request), and pages poll this API:
+    an outage would flood the log. So this answer counts as logged."""
+    response = JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
+    response._has_been_logged = True  # django.utils.log.log_response skips it
+    return response
 
 
 def _int(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:

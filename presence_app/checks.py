@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlparse
 
 import redis
 from django.conf import settings
@@ -81,6 +82,39 @@ def check_settings(app_configs=None, **kwargs) -> list:
     if not isinstance(s["SKIP_PATHS"], (list, tuple)):
         errors.append(Error("PRESENCE['SKIP_PATHS'] must be a list of path prefixes.",
                             id="presence_app.E007"))
+    errors.extend(_cluster_errors(s))
+    return errors
+
+
+def _cluster_errors(s: dict[str, Any]) -> list:
+    """Redis Cluster: TCP URLs of database 0 only, and more than one shard."""
+    urls = s["REDIS_URL"]
+    if not s["CLUSTER"]:
+        if isinstance(urls, (list, tuple)):
+            return [Error(
+                "PRESENCE['REDIS_URL'] is a list: only a Redis Cluster takes one (startup nodes).",
+                hint="Set PRESENCE['CLUSTER'] = True, or give one URL.",
+                id="presence_app.E008",
+            )]
+        return []
+    errors: list = []
+    for url in urls if isinstance(urls, (list, tuple)) else [urls]:
+        if url is None:
+            continue
+        parsed = urlparse(str(url))
+        if parsed.scheme not in ("redis", "rediss") or parsed.path.strip("/") not in ("", "0"):
+            errors.append(Error(
+                f"PRESENCE['REDIS_URL'] {url!r} cannot name a Redis Cluster node: a cluster "
+                "is reached over redis:// or rediss:// and has only database 0.",
+                id="presence_app.E008",
+            ))
+    if _number(s["SHARDS"]) and s["SHARDS"] < 2:
+        errors.append(Warning(
+            "PRESENCE['CLUSTER'] is on with SHARDS = 1: every key then shares one hash tag, so "
+            "one slot on one node holds all of presence and the other nodes idle.",
+            hint="Set SHARDS to a few times the number of masters (docs/scaling.md: 24 for 8).",
+            id="presence_app.W004",
+        ))
     return errors
 
 
@@ -102,19 +136,20 @@ def check_redis(app_configs=None, **kwargs) -> list:
 
 @register(Tags.compatibility)
 def check_channel_layer(app_configs=None, **kwargs) -> list:
-    """channels-redis receives with a blocking 5 s BZPOPMIN; under redis-py 8's default 5 s
-    socket timeout every idle WebSocket consumer dies with TimeoutError."""
+    """channels-redis' RedisChannelLayer receives with a blocking 5 s BZPOPMIN; under redis-py
+    8's default 5 s socket timeout every idle WebSocket consumer dies with TimeoutError. (Its
+    RedisPubSubChannelLayer polls its subscription with short reads and is not affected.)"""
     layer = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
-    if "channels_redis" not in layer.get("BACKEND", ""):
+    if not layer.get("BACKEND", "").startswith("channels_redis.core."):
         return []
     hosts = layer.get("CONFIG", {}).get("hosts") or [None]
     bare = [h for h in hosts if not (isinstance(h, dict) and "socket_timeout" in h)]
     if not bare or int(redis.__version__.split(".")[0]) < 8:
         return []
     return [Warning(
-        "CHANNEL_LAYERS['default'] uses channels-redis without a socket_timeout: with redis-py 8 "
-        "idle WebSocket consumers are cut off after 5 seconds.",
+        "CHANNEL_LAYERS['default'] uses channels-redis' RedisChannelLayer without a "
+        "socket_timeout: with redis-py 8 idle WebSocket consumers are cut off after 5 seconds.",
         hint='Give each host as {"address": URL, "socket_timeout": None, '
-             '"socket_keepalive": True}.',
+             '"socket_keepalive": True}, or use RedisPubSubChannelLayer (docs/scaling.md).',
         id="presence_app.W003",
     )]

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from . import conf
 from .connection import get_async_store
+from .limits import Throttle
 from .store import UNAVAILABLE
 from .sweeper import raise_if_cancelling
 
@@ -23,6 +24,8 @@ logger = logging.getLogger("presence_app")
 
 #: Quiet flush rounds after which the task ends (the next heartbeat starts a new one).
 IDLE_ROUNDS = 30
+#: A Redis outage fails every flush: one warning per this many seconds, not one per flush.
+_log_failure = Throttle(10.0)
 
 
 class Beating(Protocol):
@@ -70,7 +73,9 @@ class HeartbeatCoalescer:
         try:
             missing = await get_async_store().heartbeat_many(list(batch))
         except UNAVAILABLE as exc:
-            logger.warning("presence: %d heartbeats not written (%s); retrying", len(batch), exc)
+            if _log_failure.ready():
+                logger.warning("presence: %d heartbeats not written (%s); retrying",
+                               len(batch), exc)
             for key, owner in batch.items():
                 self.pending.setdefault(key, owner)
                 owner.lease_unavailable()

@@ -20,10 +20,12 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_ALIAS": "default",
     # Passed to redis-py's from_url: fail fast when Redis is away, so pages fail open quickly.
     "REDIS_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2, "retry_on_timeout": False},
-    # True: the URL names one node of a Redis Cluster (redis-py's RedisCluster).
+    # True: REDIS_URL names a node of a Redis Cluster, or is a list of node URLs (startup
+    # nodes); the store then runs on redis-py's RedisCluster, sync and async. Raise SHARDS with it.
     "CLUSTER": False,
     "KEY_PREFIX": "presence",
-    # How many slots the global sets are spread over (raise it on Redis Cluster).
+    # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
+    # changing it moves users between shards, so set it before going live or clear the keys).
     "SHARDS": 1,
     # Semantics (seconds); see DESIGN.md.
     "HEARTBEAT_INTERVAL": 30,

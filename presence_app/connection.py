@@ -1,22 +1,63 @@
-"""The default stores, built from settings: a sync Store and one AsyncStore per event loop."""
+"""The default stores, built from settings: a sync Store and one AsyncStore per event loop.
+
+``PRESENCE["CLUSTER"] = True`` builds redis-py's ``RedisCluster`` (sync) and
+``redis.asyncio.RedisCluster`` (async) instead of ``Redis``: ``REDIS_URL`` then names one node
+of the cluster, or is a list of node URLs (the startup nodes: any one that answers is enough
+to learn the whole cluster). The store itself needs no other change: every script's keys share
+one hash tag, so each call goes to one slot.
+
+What redis-py does differently on a cluster, smoothed over here so that the entry points
+fail open exactly as on a single Redis:
+
+- a cluster that cannot be reached raises ``RedisClusterException``, which is not a
+  ``RedisError``: the clients below raise ``redis.ConnectionError`` instead;
+- the sync ``RedisCluster`` connects in its constructor. ``get_store()`` must not raise (callers
+  write ``_read(get_store().online_count)`` and fail open inside): while the cluster cannot be
+  reached it returns a store whose every call raises ``ConnectionError``, and tries to build
+  the real client again ``CLUSTER_RETRY`` seconds later;
+- ``redis.asyncio.RedisCluster`` takes no ``retry_on_timeout`` (``REDIS_OPTIONS``' default).
+
+And one thing redis-py 8 does on a single Redis too: an asyncio connection pool holds at most 100
+connections and raises ``MaxConnectionsError`` at once past that, so an ASGI process with more
+than 100 store calls in flight (a reconnect storm of its sockets) would answer "unavailable".
+The async single-Redis client therefore gets a *blocking* pool (a call waits up to
+``ASYNC_POOL_TIMEOUT`` for a free connection); the async cluster client, which has no blocking
+pool, a higher cap per node. ``REDIS_OPTIONS["max_connections"]`` overrides both caps.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from typing import Any
+from urllib.parse import urlparse
 
 import redis
 import redis.asyncio as aredis
 from django.conf import settings
+from redis.exceptions import RedisClusterException
 
 from . import conf
 from .store import AsyncStore, Store, StoreConfig
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
+#: Async clients: connections per process (single Redis: the blocking pool's size) and per
+#: cluster node and process (redis-py's default is 100 for both, failing past it).
+ASYNC_MAX_CONNECTIONS = 100
+ASYNC_CLUSTER_MAX_CONNECTIONS = 1000
+#: How long an async call waits for a free pooled connection before it fails (ConnectionError).
+ASYNC_POOL_TIMEOUT = 10.0
+#: Seconds between two attempts to reach a cluster that could not be reached.
+CLUSTER_RETRY = 1.0
+#: RedisClusterException messages that mean "the cluster cannot be reached" (not a usage error).
+_UNREACHABLE = ("Redis Cluster cannot be connected", "All slots are not covered")
 
 _sync: Store | None = None
-_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncStore] = weakref.WeakKeyDictionary()
+_sync_down_until = 0.0  # the sync cluster client could not be built: when to try again
+_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncStore] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def store_config() -> StoreConfig:
@@ -46,14 +87,102 @@ def _cache_location() -> str | None:
     return location
 
 
+def redis_urls() -> list[str]:
+    """REDIS_URL as a list (a cluster may name several startup nodes), else the cache's URL,
+    else the default."""
+    url = conf.get("REDIS_URL")
+    if isinstance(url, (list, tuple)):
+        return [str(u) for u in url] or [DEFAULT_URL]
+    return [url or _cache_location() or DEFAULT_URL]
+
+
 def redis_url() -> str:
-    return conf.get("REDIS_URL") or _cache_location() or DEFAULT_URL
+    """The (first) URL presence connects to: for messages and checks."""
+    return redis_urls()[0]
+
+
+def _unreachable(exc: RedisClusterException) -> Exception:
+    if str(exc).startswith(_UNREACHABLE):
+        error = redis.ConnectionError(str(exc))
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+class _SyncCluster(redis.RedisCluster):
+    """RedisCluster whose "cannot reach the cluster" is a ConnectionError (a RedisError)."""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().execute_command(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise _unreachable(exc) from exc
+
+
+class _AsyncCluster(aredis.RedisCluster):
+    """The async twin of _SyncCluster (it connects lazily, on the first command or pipeline)."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise _unreachable(exc) from exc
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        try:  # also reached from a cluster pipeline's execute()
+            return await super().initialize(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise _unreachable(exc) from exc
+
+
+class _ClusterDown(_SyncCluster):
+    """Stands for a sync cluster client that could not be built: every use raises the
+    ConnectionError it failed with (it passes for a RedisCluster, so the store takes it)."""
+
+    def __init__(self, error: Exception) -> None:  # no super().__init__: nothing to connect
+        object.__setattr__(self, "_error", error)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_error":
+            return object.__getattribute__(self, name)
+        error = object.__getattribute__(self, "_error")
+        raise redis.ConnectionError(str(error)) from error
+
+    def __del__(self) -> None:
+        pass
+
+
+def _startup_nodes(node_class: Any, urls: list[str]) -> list[Any]:
+    nodes = []
+    for url in urls:
+        parsed = urlparse(url)
+        nodes.append(node_class(parsed.hostname or "127.0.0.1", parsed.port or 6379))
+    return nodes
+
+
+def cluster_options(options: dict[str, Any], *, asynchronous: bool) -> dict[str, Any]:
+    """REDIS_OPTIONS as the (sync or async) RedisCluster constructor takes them."""
+    out = dict(options)
+    if asynchronous:
+        # The async cluster client retries on the cluster level and has no retry_on_timeout:
+        # True becomes a TimeoutError among the errors it retries on, False needs nothing.
+        if out.pop("retry_on_timeout", False):
+            out["retry_on_error"] = [*out.get("retry_on_error", []), redis.TimeoutError]
+        out.setdefault("max_connections", ASYNC_CLUSTER_MAX_CONNECTIONS)
+    return out
 
 
 def _sync_client() -> Any:
     s = conf.get_settings()
     if s["CLUSTER"]:
-        return redis.RedisCluster.from_url(redis_url(), **s["REDIS_OPTIONS"])
+        first, *others = redis_urls()
+        options = cluster_options(s["REDIS_OPTIONS"], asynchronous=False)
+        if others:
+            options["startup_nodes"] = _startup_nodes(redis.cluster.ClusterNode, others)
+        try:  # the sync client learns the cluster's slots here, at once
+            return _SyncCluster.from_url(first, **options)
+        except RedisClusterException as exc:
+            raise _unreachable(exc) from exc
     if not s["REDIS_URL"] and _cache_location():
         from django_redis import get_redis_connection
 
@@ -63,15 +192,28 @@ def _sync_client() -> Any:
 
 def _async_client() -> Any:
     s = conf.get_settings()
-    cls = aredis.RedisCluster if s["CLUSTER"] else aredis.Redis
-    return cls.from_url(redis_url(), **s["REDIS_OPTIONS"])
+    if s["CLUSTER"]:
+        first, *others = redis_urls()
+        options = cluster_options(s["REDIS_OPTIONS"], asynchronous=True)
+        if others:
+            options["startup_nodes"] = _startup_nodes(aredis.cluster.ClusterNode, others)
+        return _AsyncCluster.from_url(first, **options)
+    options = dict(s["REDIS_OPTIONS"])
+    options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
+    pool = aredis.BlockingConnectionPool.from_url(
+        redis_url(), timeout=ASYNC_POOL_TIMEOUT, **options)
+    return aredis.Redis.from_pool(pool)  # closing the client closes its pool
 
 
 def get_store() -> Store:
-    """The process' synchronous store."""
-    global _sync
-    if _sync is None:
-        _sync = Store(_sync_client(), store_config())
+    """The process' synchronous store (never raises for an unreachable Redis: its calls do)."""
+    global _sync, _sync_down_until
+    if _sync is None or (_sync_down_until and time.monotonic() >= _sync_down_until):
+        try:
+            client, _sync_down_until = _sync_client(), 0.0
+        except redis.ConnectionError as exc:  # only the cluster client connects at once
+            client, _sync_down_until = _ClusterDown(exc), time.monotonic() + CLUSTER_RETRY
+        _sync = Store(client, store_config())
     return _sync
 
 
@@ -93,6 +235,6 @@ async def aclose_async_store() -> None:
 
 def reset_stores() -> None:
     """Forget the stores (settings changed); the next call builds new ones."""
-    global _sync
-    _sync = None
+    global _sync, _sync_down_until
+    _sync, _sync_down_until = None, 0.0
     _async.clear()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -36,11 +37,28 @@ from .sweeper import ensure_sweeper
 logger = logging.getLogger("presence_app")
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later": the channel layer cannot be reached
 #: How often a socket may warn its browser about a Redis outage found by the coalescer.
 OUTAGE_NOTICE_INTERVAL = 30.0
+#: Seconds between two tries of the channel layer's receive while Redis is away (first, most).
+RECEIVE_RETRY = (0.1, 1.0)
 _log_outage = Throttle(10.0)
 
 Handler = Callable[["PresenceConsumer", dict[str, Any]], Awaitable[None]]
+#: Channel-layer calls one socket makes at once (a watch list of 500 is 500 group_adds): each
+#: takes a pooled Redis connection, and redis-py 8's pool fails past its size (100) at once.
+GROUP_CALLS_AT_ONCE = 16
+
+
+async def _bounded(calls: list[Awaitable[Any]], return_exceptions: bool = False) -> list[Any]:
+    """asyncio.gather of ``calls``, at most GROUP_CALLS_AT_ONCE of them running at a time."""
+    gate = asyncio.Semaphore(GROUP_CALLS_AT_ONCE)
+
+    async def one(call: Awaitable[Any]) -> Any:
+        async with gate:
+            return await call
+
+    return await asyncio.gather(*(one(c) for c in calls), return_exceptions=return_exceptions)
 
 
 def activity_interval(settings: dict[str, Any]) -> float:
@@ -57,12 +75,28 @@ def _device(scope: dict[str, Any]) -> str | None:
 class PresenceConsumer(AsyncJsonWebsocketConsumer):
     user_id: str | None = None  # None: refused (anonymous), nothing to clean up
     closed = False
+    recover_retried = False
 
     @property
     def store(self) -> AsyncStore:
         return get_async_store()
 
     # -- lifecycle --------------------------------------------------------------------------
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except UNAVAILABLE as exc:
+            # Before anything else Channels asks the layer for this socket's channel, and
+            # channels-redis' pub/sub layer subscribes to it there: with Redis away that raises,
+            # which the server would log as a traceback and answer with a 500, for every socket
+            # a browser opens during the outage. Refuse it cleanly instead: 1013, "try again
+            # later" (presence.js reconnects with backoff). Anything later is not ours to hide.
+            if getattr(self, "channel_name", None) is not None:
+                raise
+            self._log(exc)
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -123,6 +157,43 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
                 + [watchers_group(u) for u in self.watched]
             )
             await publish(transitions)
+
+    # -- the channel layer's events for this socket --------------------------------------------
+    # AsyncConsumer.__call__ sets ``channel_receive`` to the layer's receive of this socket's
+    # channel and awaits it for every event. Unwrapped, a Redis outage ends every consumer with
+    # an exception: one traceback and one abnormal close (1006) per socket, all at once. Here
+    # the receive is retried until Redis is back, and the browser is told once per outage; the
+    # socket stays open, and the next heartbeat after the outage takes its lease and rooms again.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._receive_event
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self._layer_receive = receive
+
+    async def _receive_event(self) -> dict[str, Any]:
+        delay = RECEIVE_RETRY[0]
+        while True:
+            try:
+                return await self._layer_receive()
+            except UNAVAILABLE as exc:
+                self._log(exc)
+                if self.user_id is not None and not self.closed and self.outage_notice.ready():
+                    await self.send_json(protocol.error_frame(
+                        "unavailable", "live updates are interrupted; retrying"))
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, RECEIVE_RETRY[1])
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        try:
+            await super().send_json(content, close=close)
+        except OSError:
+            # The browser is gone (uvicorn's ClientDisconnected): there is nobody to tell. The
+            # websocket.disconnect waiting in the queue runs disconnect(), which cleans up;
+            # raising here would end the consumer before it, leaving its lease for LEASE_TTL
+            # and its channel in its groups for the channel layer's group_expiry.
+            pass
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every message, a hop to its one
@@ -307,13 +378,28 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
                 for room in sorted(self.rooms):
                     await self._send_room_state(room)
             except UNAVAILABLE as exc:
-                await self._unavailable(exc)  # the next heartbeat finds it missing again
+                # Redis answered a moment ago (it reported the lease missing), so this is most
+                # likely a pooled connection that died with a Redis restart: check the lease
+                # again with the next flush, not the next heartbeat (HEARTBEAT_INTERVAL away).
+                # Once: a lasting failure waits for the heartbeats, as an outage does.
+                self._log(exc)
+                if not self.recover_retried:
+                    self.recover_retried = True
+                    get_coalescer().beat(self)
+                self.lease_unavailable()
                 return
+            self.recover_retried = False
             await publish(transitions)
 
     async def _reassert(self) -> list[Transition]:
         await self._add_groups()
-        transitions = await self.store.connect(self.conn_id, self.user_id, device=self.device)
+        transitions: list[Transition] = []
+        if self.own_state in ("invisible", "dnd"):
+            # A Redis restart lost the user's status with the rest: set it again first, so that
+            # an invisible user's connect and joins below announce nothing to anybody (a no-op
+            # when Redis still has it).
+            transitions += await self.store.set_status(self.user_id, self.own_state)
+        transitions += await self.store.connect(self.conn_id, self.user_id, device=self.device)
         for room in sorted(self.rooms):
             transitions += await self.store.join(room, self.conn_id, self.user_id)
         return transitions
@@ -350,11 +436,11 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def _add(self, groups: list[str]) -> None:
-        await asyncio.gather(*(self.channel_layer.group_add(g, self.channel_name) for g in groups))
+        await _bounded([self.channel_layer.group_add(g, self.channel_name) for g in groups])
 
     async def _discard(self, groups: list[str]) -> None:
-        results = await asyncio.gather(
-            *(self.channel_layer.group_discard(g, self.channel_name) for g in groups),
+        results = await _bounded(
+            [self.channel_layer.group_discard(g, self.channel_name) for g in groups],
             return_exceptions=True,
         )
         for result in results:
@@ -373,6 +459,15 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("presence: Redis or the channel layer is unavailable: %r", exc)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
+        task = asyncio.ensure_future(self._background(coro))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    @staticmethod
+    async def _background(coro: Awaitable[None]) -> None:
+        # Nobody awaits these tasks: an error is logged here, not as "Task exception was never
+        # retrieved" at garbage collection.
+        try:
+            await coro
+        except Exception:
+            logger.exception("presence: a background task of a socket failed")

@@ -27,12 +27,15 @@ from channels.layers import get_channel_layer
 
 from . import conf, signals
 from .connection import get_store
+from .limits import Throttle
 from .store import UNAVAILABLE, Presence, Transition
 
 logger = logging.getLogger("presence_app")
 
 #: Groups written to at once; events of one group are always sent in order.
 GROUP_CONCURRENCY = 32
+#: A channel-layer outage fails every group: one warning per this many seconds.
+_log_failure = Throttle(10.0)
 
 SIGNALS = {
     "online": signals.user_online,
@@ -106,7 +109,9 @@ async def _fan_out(transitions: list[Transition], layer: Any) -> None:
                     await layer.group_send(group, event)
                 except UNAVAILABLE as exc:
                     # Live updates are best effort; the next snapshot corrects the browsers.
-                    logger.warning("presence: channel layer unavailable (%s); events dropped", exc)
+                    if _log_failure.ready():
+                        logger.warning("presence: channel layer unavailable (%s); events dropped",
+                                       exc)
                     return
 
     await asyncio.gather(*(drain(group, events) for group, events in queues.items()))

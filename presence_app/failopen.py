@@ -59,3 +59,36 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
     # A new Redis URL (tests, reconfiguration) deserves a fresh try.
     if setting == "PRESENCE":
         breaker.reset()
+
+
+class ChannelLayerOutageFilter(logging.Filter):
+    """A logging filter for channels-redis' loggers: while Redis is away its pub/sub layer logs
+    a traceback every second (its receive loop retries) and one for every socket that closes
+    meanwhile. This keeps the first of them, as one line, per ``interval`` seconds, and passes
+    every other record untouched::
+
+        LOGGING = {..., "filters": {"redis_outage": {
+                            "()": "presence_app.failopen.ChannelLayerOutageFilter"}},
+                   "loggers": {"channels_redis.pubsub": {"filters": ["redis_outage"]}}}
+    """
+
+    def __init__(self, interval: float = 10.0) -> None:
+        super().__init__()
+        self.interval = float(interval)
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, REDIS_DOWN):
+            return True
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                return False
+            self._next = now + self.interval
+        record.msg = "%s (%s: %s); the same is silenced for %ss"
+        record.args = (record.getMessage(), type(exc).__name__, exc, self.interval)
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True

@@ -17,6 +17,7 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -38,6 +39,20 @@ def error_frame(code: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "code": code, "detail": detail, **extra}
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _text_ok(value: str) -> bool:
+    """False for text that is not Unicode scalar values (a lone surrogate, which a JSON
+    escape like "\\ud800" yields): it cannot be written to Redis as UTF-8."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse(text: str | None, data: bytes | None, max_bytes: int) -> dict[str, Any]:
     """The frame as a dict with a string ``type``; size is checked before any decoding."""
     if text is None:
@@ -46,8 +61,10 @@ def parse(text: str | None, data: bytes | None, max_bytes: int) -> dict[str, Any
     if len(text) > max_bytes or (len(text) * 4 > max_bytes and len(text.encode()) > max_bytes):
         raise FrameError("too_large", f"frames are limited to {max_bytes} bytes")
     try:
-        frame = json.loads(text)
-    except ValueError:
+        # NaN and Infinity are Python's, not JSON; nesting deeper than Python's recursion
+        # limit (a few KB of "[") raises RecursionError, not ValueError.
+        frame = json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
         raise FrameError("bad_frame", "the frame is not valid JSON") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise FrameError("bad_frame", 'a frame is a JSON object with a string "type"')
@@ -60,6 +77,8 @@ def room_name(frame: dict[str, Any], pattern: str, max_length: int) -> str:
         raise FrameError("invalid", '"room" must be a non-empty string')
     if len(room) > max_length:
         raise FrameError("invalid", f"room names are limited to {max_length} characters")
+    if not _text_ok(room):
+        raise FrameError("invalid", "the room name is not valid Unicode text")
     # fullmatch: a pattern ending in "$" would otherwise admit a trailing newline.
     if not re.fullmatch(pattern, room):
         raise FrameError("invalid", "the room name does not match the allowed pattern")
@@ -88,17 +107,20 @@ def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"state": None, "message": None, "emoji": None}
     state = frame.get("state")
     if state is not None:
-        if state not in SET_STATES:
+        # isinstance first: a list or an object is not hashable, so "in" would raise.
+        if not isinstance(state, str) or state not in SET_STATES:
             raise FrameError("invalid", '"state" must be one of online, auto, dnd, invisible')
         out["state"] = SET_STATES[state]
     for key in ("message", "emoji"):
         value = frame.get(key)
-        if value is not None and not isinstance(value, str):
-            raise FrameError("invalid", f'"{key}" must be a string')
+        if value is not None and not (isinstance(value, str) and _text_ok(value)):
+            raise FrameError("invalid", f'"{key}" must be a string of Unicode text')
         out[key] = value
     expires = frame.get("expires_in")
     if expires is not None:
-        if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not expires > 0:
+        # 1e999 parses as infinity: "never" is no expiry, which is leaving it out.
+        if (isinstance(expires, bool) or not isinstance(expires, (int, float))
+                or not expires > 0 or not math.isfinite(expires)):
             raise FrameError("invalid", '"expires_in" must be a positive number of seconds')
         out["expires_in"] = float(expires)
     if all(out[k] is None for k in ("state", "message", "emoji")):

@@ -23,11 +23,14 @@ from typing import TypeVar
 from . import conf
 from .connection import aclose_async_store, get_async_store
 from .dispatch import publish
+from .limits import Throttle
 from .store import UNAVAILABLE, Transition
 
 logger = logging.getLogger("presence_app")
 
 OnSweep = Callable[[list[Transition]], None]
+#: A Redis outage fails every round: one warning per this many seconds, not one per round.
+_log_failure = Throttle(10.0)
 T = TypeVar("T")
 
 
@@ -71,7 +74,8 @@ async def arun_sweeper(loop: bool = True, on_sweep: OnSweep | None = None,
         except UNAVAILABLE as exc:
             if not loop:
                 raise
-            logger.warning("presence: sweep failed (%s); retrying", exc)
+            if _log_failure.ready():
+                logger.warning("presence: sweep failed (%s); retrying", exc)
             transitions = None
         if transitions is not None and on_sweep is not None:
             on_sweep(transitions)

@@ -66,12 +66,17 @@ CACHES = {
     }
 }
 
-# socket_timeout=None: channels-redis waits for messages with a blocking BZPOPMIN of 5 s, which
-# redis-py 8's default 5 s socket timeout cuts off (an idle consumer dies with TimeoutError).
-# Keepalive still detects a dead peer.
+# The channel layer: channels-redis' pub/sub layer, chosen by measurement (docs/scaling.md,
+# bench/channel_layer.py): a group_send is one PUBLISH whatever the group's size, each process
+# fans out to its own sockets in memory, nothing is dropped in bursts (RedisChannelLayer drops
+# past its `capacity` of 100 messages waiting per process), and a crashed process leaves no
+# stale group members. channels-redis does not speak Redis Cluster: give it plain Redis servers
+# (several hosts spread the groups over them by consistent hashing).
+# socket_timeout=None is needed by RedisChannelLayer (its blocking BZPOPMIN outlasts redis-py 8's
+# 5 s default timeout: check presence_app.W003) and harmless here; keepalive detects dead peers.
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
             "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
         },

@@ -173,3 +173,18 @@ def redis_down():
         get_store().ping()
         server.stop()
         yield server
+
+
+# -- long variants: `pytest --run-slow` ----------------------------------------------------------
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the long variants (tests marked slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="a long variant: run it with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

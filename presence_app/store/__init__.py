@@ -4,7 +4,7 @@
 scripts. The store knows nothing of Django or Channels: give it a client and a StoreConfig.
 """
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from .aio import AsyncStore
 from .sync import Store
@@ -21,7 +21,7 @@ from .types import (
 
 #: What a store call raises when Redis cannot be reached or answers with an error of its own;
 #: entry points catch these to fail open (an error frame, a log line) instead of crashing.
-UNAVAILABLE = (RedisError, OSError)
+UNAVAILABLE = (RedisError, RedisClusterException, OSError)
 
 __all__ = [
     "ONLINE_STATES",

@@ -22,7 +22,8 @@ local live = until_ ~= nil and until_ >= NOW
 if new_idx == K_HIDDEN and old_idx == K_ONLINE then
   -- Frozen public last seen: what the others saw last.
   local seen = live and NOW or math.max(num(u.ls) or 0, (until_ or 0) - LEASE_TTL)
-  redis.call('HSET', uk, 'lv', seen)
+  -- Nothing known (Redis lost it, e.g. a restart): no last seen, rather than one of 1970.
+  if seen > 0 then redis.call('HSET', uk, 'lv', seen) else redis.call('HDEL', uk, 'lv') end
   if until_ ~= nil then
     for _, room in ipairs(rooms_of(u)) do
       if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
