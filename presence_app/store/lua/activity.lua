@@ -8,7 +8,5 @@ local idx = index_of(u.st)
 local until_ = num(redis.call('ZSCORE', idx, uid))
 if until_ == nil then return OUT end
 local was_idle = mark_active(uid, uk, u)
-if was_idle and idx == K_ONLINE then
-  emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
-end
+if idx == K_ONLINE then announce_life(uid, u, true, was_idle, until_) end
 return OUT

@@ -11,11 +11,5 @@ if device ~= '' then redis.call('HSET', uk, 'dev', device) end
 redis.call('ZADD', idx, 'GT', exp, uid)
 local was_idle = mark_active(uid, uk, u)
 keep_user(uk, true)
-if idx == K_ONLINE then
-  if not listed then
-    emit('online', uid, nil, public_state(u, exp), NOW, u, rooms_of(u))
-  elseif was_idle then
-    emit('update', uid, nil, public_state(u, exp), NOW, u, rooms_of(u))
-  end
-end
+if idx == K_ONLINE then announce_life(uid, u, listed, was_idle, exp) end
 return OUT

@@ -129,6 +129,16 @@ local function keep_user(uk, listed)
   if listed then redis.call('PERSIST', uk) else redis.call('EXPIRE', uk, META_TTL) end
 end
 
+-- After a sign of life of a visible user: 'online' when they were not listed, 'update' when
+-- they come back from idle (the others saw them yellow).
+local function announce_life(uid, u, listed, was_idle, until_)
+  if not listed then
+    emit('online', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
+  elseif was_idle then
+    emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
+  end
+end
+
 -- Marks a user active now; returns true when they were idle (announced or by the clock).
 local function mark_active(uid, uk, u)
   local la = num(u.la)

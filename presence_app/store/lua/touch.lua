@@ -17,11 +17,6 @@ elseif not listed then
 end
 keep_user(uk, true)
 if idx == K_ONLINE then
-  local until_ = num(redis.call('ZSCORE', idx, uid))
-  if not listed then
-    emit('online', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
-  elseif was_idle then
-    emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
-  end
+  announce_life(uid, u, listed, was_idle, num(redis.call('ZSCORE', idx, uid)))
 end
 return OUT
