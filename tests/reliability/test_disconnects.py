@@ -1,0 +1,54 @@
+"""A browser that drops its connection while the server is still answering its frames is
+cleaned up as one that closed cleanly: its lease is cut to the grace and its channel-layer
+groups are left at once. (Before the fix, uvicorn's ClientDisconnected ended the consumer at
+the first reply it could not send, skipping disconnect(): the user stayed a full LEASE_TTL, and
+the socket's dead channel stayed in its groups for channels-redis' group_expiry, a day.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from .clients import Client
+from .conftest import eventually
+from .settings import TIMERS
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOMS = [f"room-{i}" for i in range(15)]
+
+
+@pytest.mark.parametrize("layer", ["pubsub", "core"])
+async def test_dropped_mid_conversation_is_cleaned_up_like_a_close(db, servers, store, layer):
+    users = db.users([f"dropper{i}" for i in range(5)])
+    server = await servers.astart(env={"RELIABILITY_LAYER": layer})
+    droppers = []
+    for user in users.values():
+        client = await Client(server, user).connect()
+        await client.join("lobby")
+        droppers.append(client)
+    ids = {c.id for c in droppers}
+    await eventually(lambda: set(store.online()) == ids, 5, "all online")
+    # RedisChannelLayer keeps its groups in Redis (the pub/sub layer in the process).
+    layer_keys = f"asgi-{store.config.prefix}:group:*"
+    assert bool(store.client.keys(layer_keys)) == (layer == "core")
+
+    loop = asyncio.get_running_loop()
+    # Each sends a burst of frames that all want an answer, and vanishes before reading one.
+    for client in droppers:
+        for room in ROOMS:
+            await client.send(type="join", room=room)
+    gone_at = loop.time()
+    await asyncio.gather(*(c.abort() for c in droppers))
+
+    # Gone after the grace (and a sweep), not after the lease: disconnect() ran for each.
+    bound = TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 0.5
+    await eventually(lambda: not set(store.online()) & ids, TIMERS["LEASE_TTL"] + 2, "offline")
+    took = loop.time() - gone_at
+    print(f"offline {took:.2f} s after the drop (grace bound {bound:.2f} s, "
+          f"lease {TIMERS['LEASE_TTL']} s)")
+    assert took <= bound
+    # ... and left every group: no dead channel is kept in the channel layer.
+    assert store.client.keys(layer_keys) == []
+    assert server.tracebacks() == 0, server.log()
