@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -89,9 +90,19 @@ def lease_members(pairs: Iterable[tuple[Any, Any]]) -> list[str]:
     return [f"{u}{CONN_SEP}{c}" for u, c in zip(uids, cids, strict=True)]
 
 
+def _encodable(text: str) -> bool:
+    """False for a str that is not Unicode text (a lone surrogate, as JSON's "\\ud800" gives):
+    it cannot reach Redis as UTF-8."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def room_of(room: Any) -> str:
-    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH:
-        raise InvalidInput("room must be a string of 1-255 characters")
+    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not _encodable(room):
+        raise InvalidInput("room must be a string of 1-255 characters of Unicode text")
     return room
 
 
@@ -102,6 +113,8 @@ def _text(value: Any, limit: int, what: str) -> str:
         raise InvalidInput(f"{what} is longer than {limit} characters")
     if any(ord(c) < 32 and c not in "\t" for c in value):
         raise InvalidInput(f"{what} must not contain control characters")
+    if not _encodable(value):
+        raise InvalidInput(f"{what} must be Unicode text")
     return value
 
 
@@ -211,8 +224,8 @@ class Planner:
             updates["dev"] = _text(device, MAX_DEVICE_LENGTH, "device") or None
         if "msg" in updates or "emoji" in updates:
             if expires_in is not None:
-                if not expires_in > 0:
-                    raise InvalidInput("expires_in must be a positive number of seconds")
+                if not (isinstance(expires_in, (int, float)) and 0 < expires_in < math.inf):
+                    raise InvalidInput("expires_in must be a positive, finite number of seconds")
                 # The clock of the expiry is the caller's `now` or, failing that, Redis' own:
                 # the script adds it (see set_status.lua's 'mx+').
                 updates["mx+"] = float(expires_in)

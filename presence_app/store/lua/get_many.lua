@@ -1,6 +1,7 @@
 -- get_many(viewer, reveal_all, users...): each user's presence as the viewer may see it, 7 fields
 -- a user: state, last_seen, last_active, message, emoji, device, meta. An invisible user is offline
--- with a frozen last seen, unless the viewer is that user or reveal_all is set (superusers).
+-- with a frozen last seen and no status text, unless the viewer is that user or reveal_all is
+-- set (superusers).
 -- One ZMSCORE of the public index per 1,000 users; the hidden index only for invisible ones.
 local viewer, reveal_all = ARGV[A], ARGV[A + 1] == '1'
 local first = A + 2
@@ -19,7 +20,9 @@ for chunk = first, #ARGV, 1000 do
     local live = until_ ~= nil and until_ >= NOW
     local state, seen, active, device = 'offline', nil, num(u.la), f[7] or ''
     if u.st == 'invisible' and not (reveal_all or uid == viewer) then
+      -- Nothing that changes while they hide: no activity, device, message or emoji.
       seen, active, device = num(f[4]), nil, ''
+      u.msg, u.emoji = nil, nil
     else
       if live then
         seen = NOW
