@@ -99,6 +99,11 @@ LOGOUT_REDIRECT_URL = "/"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    # While Redis is away the pub/sub layer logs a traceback a second: one line per 10 s instead.
+    "filters": {"redis_outage": {"()": "presence_app.failopen.ChannelLayerOutageFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"presence_app": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "presence_app": {"handlers": ["console"], "level": "INFO"},
+        "channels_redis.pubsub": {"filters": ["redis_outage"]},
+    },
 }
