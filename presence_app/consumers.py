@@ -234,6 +234,7 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_heartbeat(self, frame: dict[str, Any]) -> None:
         get_coalescer().beat(self)
+        await self.send_json(protocol.HEARTBEAT_ACK)
         if asyncio.get_running_loop().time() - self.groups_at > self.group_refresh:
             await self._add_groups()
 

@@ -35,6 +35,11 @@ class FrameError(Exception):
         self.extra = extra
 
 
+#: The answer to every heartbeat: a client that hears nothing for a whole heartbeat interval
+#: knows its connection is dead (a sleeping laptop, a dropped NAT mapping) and reconnects.
+HEARTBEAT_ACK: dict[str, Any] = {"type": "heartbeat.ack"}
+
+
 def error_frame(code: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "code": code, "detail": detail, **extra}
 

@@ -410,7 +410,7 @@ async def test_room_and_watch_limits_and_can_join(alice):
 # -- heartbeats, recovery, outages ---------------------------------------------------------------
 async def test_heartbeats_are_written_in_batches(alice, bob, carol):
     """27 heartbeat frames from 9 sockets: a handful of heartbeat script calls, counted by the
-    real Redis (MONITOR), every lease renewed exactly once per frame."""
+    real Redis (MONITOR), every lease renewed exactly once per frame, every frame acknowledged."""
     with presence_settings(HEARTBEAT_FLUSH_INTERVAL=0.5):
         socks = [await Socket.open(cookie) for _, cookie in (alice, bob, carol) for _ in range(3)]
         sha = scripts.load()["heartbeat"].sha
@@ -432,6 +432,9 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol):
         assert len(members) == 27
         assert {m.split("|")[0] for m in members} == {s.user for s in socks}
         assert 3 <= len(calls) <= 6, calls
+        # Every frame is answered at once, however its write is batched.
+        acks = [sum(f["type"] == "heartbeat.ack" for f in s.drain()) for s in socks]
+        assert acks == [4] + [3] * 8
         for s in socks:
             await s.close()
 

@@ -1,6 +1,6 @@
 """presence.js in a real browser (Chromium via Playwright) against the real ASGI app served by
 uvicorn: two logged-in pages see each other's dots, status, typing, idle and leave, and a page
-re-joins its room after its socket drops."""
+re-joins its room after its socket drops or its link goes dead."""
 
 from __future__ import annotations
 
@@ -164,6 +164,13 @@ def test_two_browsers_see_each_other_live(redis_client):
             while sorted(get_store().room_members("lobby")) != sorted([str(alice.pk), str(bob.pk)]):
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
+
+            # Alice's link goes dead without a close (her page stops hearing the server): her
+            # unanswered heartbeat drops the socket within two intervals, and she reconnects.
+            a.evaluate("presence.socket.onmessage = () => {}")
+            a.wait_for_function("events.filter(e => e[0] === 'open').length === 3",
+                                timeout=6000)
+            assert a.evaluate("presence.socket.readyState") == 1
 
             # Bob closes his tab: after the grace, Alice sees him leave and go offline.
             b.context.close()

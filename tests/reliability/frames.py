@@ -182,9 +182,10 @@ def _utf8(value: str) -> bool:
 @dataclass
 class Expect:
     """What one frame must get back: an error code, a room's state, a status confirmation
-    (state, message, emoji) or nothing."""
+    (state, message, emoji), a heartbeat's ack or nothing."""
 
     error: str | None = None
+    ack: bool = False
     state_of: str | None = None
     watch_state: int | None = None  # members in the watch snapshot
     status: tuple[str, str, str] | None = None
@@ -222,9 +223,10 @@ class Model:
         return getattr(self, f"_{kind}")(frame)
 
     def _heartbeat(self, frame: dict[str, Any]) -> Expect:
-        return Expect()
+        return Expect(ack=True)
 
-    _activity = _heartbeat
+    def _activity(self, frame: dict[str, Any]) -> Expect:
+        return Expect()
 
     def _room(self, frame: dict[str, Any]) -> str:
         room = frame.get("room")
@@ -334,24 +336,31 @@ class Conversation:
         self.sent = 0
         self.codes: dict[str, int] = {}
 
-    async def _until_barrier(self) -> list[dict[str, Any]]:
+    async def _until_barrier(self) -> tuple[list[dict[str, Any]], int]:
+        """The frames up to the barrier's error, without room events, and the acks among them
+        (counted apart: the socket also heartbeats in the background)."""
         await self.sock.send_raw(json.dumps({"type": "sync"}))
-        out = []
+        out, acks = [], 0
         while True:
             frame = await self.sock.next(10)
             if frame["type"] == "<closed>":
                 raise AssertionError(f"the server closed the socket: {frame}")
             if frame["type"] == "error" and frame.get("frame") == "sync":
-                return out
+                return out, acks
             if frame["type"] in EVENTS and not frame.get("self"):
                 continue  # events of the socket's rooms: not answers
+            if frame["type"] == "heartbeat.ack":
+                acks += 1
+                continue
             out.append(frame)
 
     async def send(self, data: str | bytes) -> None:
         expect = self.model.answer(data)
         await self.sock.send_raw(data)
         self.sent += 1
-        got = await self._until_barrier()
+        got, acks = await self._until_barrier()
+        if expect.ack:
+            assert acks >= 1, ("a heartbeat without its ack", repr(data[:300]), got)
         answers = [f for f in got if not (f["type"] == "presence.update" and f.get("self"))]
         shown = repr(data[:300])
         if expect.error:

@@ -39,6 +39,9 @@
   const ACTIVITY_EVENTS = ["pointerdown", "pointermove", "keydown", "wheel", "touchstart", "scroll"];
   const CLOSE_UNAUTHENTICATED = 4401;
   const STABLE_MS = 10000; // a connection that lived this long resets the backoff
+  // Our close code when the server stopped answering heartbeats (a dead link: the browser may
+  // not notice for minutes, while the server has long dropped this socket's lease).
+  const CLOSE_STALE = 4000;
 
   function defaultUrl() {
     const scheme = global.location.protocol === "https:" ? "wss:" : "ws:";
@@ -185,8 +188,26 @@
       if (this.closed) return;
       const ws = new WebSocket(this.url);
       this.socket = ws;
-      ws.onmessage = (event) => this._receive(event.data);
+      ws.onmessage = (event) => {
+        this.heardAt = Date.now();
+        this._receive(event.data);
+      };
       ws.onclose = (event) => this._onClose(ws, event);
+    }
+
+    // Every heartbeat is answered: one that got no frame back within a whole interval means
+    // the link is dead. Drop the socket at once (a close handshake would wait on the dead link
+    // too) and reconnect.
+    _beat() {
+      const ws = this.socket;
+      if (this.beatAt && this.heardAt < this.beatAt) {
+        ws.onclose = null;
+        ws.onmessage = null;
+        ws.close(CLOSE_STALE);
+        this._onClose(ws, {code: CLOSE_STALE});
+        return;
+      }
+      if (this._send({type: "heartbeat"})) this.beatAt = Date.now();
     }
 
     _onClose(ws, event) {
@@ -239,8 +260,8 @@
       this.tokens = rate;
       this.tokensAt = Date.now();
       this._clearTimer("heartbeat");
-      this.timers.heartbeat = setInterval(() => this._send({type: "heartbeat"}),
-        msg.heartbeat * 1000);
+      this.beatAt = 0;
+      this.timers.heartbeat = setInterval(() => this._beat(), msg.heartbeat * 1000);
       // A new connection knows nothing: join the rooms and watch the users again.
       for (const room of this.rooms) this._send({type: "join", room});
       this._syncWatch();
