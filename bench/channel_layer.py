@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from .common import Check, Context, Row, benchmark, median, percentile
@@ -55,56 +56,55 @@ async def close(layer: Any) -> None:
 
 
 # -- a receiver: one ASGI worker's consumers ------------------------------------------------------
-def receiver(
-    kind: str,
-    url: str,
-    members: int,
-    ready: Any,
-    stop: Any,
-    delivered: Any,
-    last_at: Any,
-    results: Any,
-) -> None:
-    asyncio.run(_receive(kind, url, members, ready, stop, delivered, last_at, results))
+@dataclass
+class Receiver:
+    """One ASGI worker (a process of its own, ``run``): ``members`` consumer channels in GROUP.
+    ``ready`` is set once they are in the group, ``delivered`` and ``last_at`` count the
+    deliveries and time the last one while the sender sends, until ``stop``; then the latencies
+    go to ``results``."""
 
+    kind: str
+    url: str
+    members: int
+    ready: Any
+    stop: Any
+    delivered: Any
+    last_at: Any
+    results: Any
 
-async def _receive(
-    kind: str,
-    url: str,
-    members: int,
-    ready: Any,
-    stop: Any,
-    delivered: Any,
-    last_at: Any,
-    results: Any,
-) -> None:
-    layer = make_layer(kind, url)
-    channels = [await layer.new_channel() for _ in range(members)]
-    for channel in channels:
-        await layer.group_add(GROUP, channel)
-    latencies: dict[str, list[float]] = {"warmup": [], "latency": [], "burst": []}
+    def run(self) -> None:
+        asyncio.run(self._receive())
 
-    async def consume(channel: str) -> None:
-        while True:
-            message = await layer.receive(channel)
-            now = time.time()
-            latencies[message["phase"]].append(now - message["t"])
-            delivered.value += 1
-            last_at.value = now
+    async def _receive(self) -> None:
+        layer = make_layer(self.kind, self.url)
+        channels = [await layer.new_channel() for _ in range(self.members)]
+        for channel in channels:
+            await layer.group_add(GROUP, channel)
+        latencies: dict[str, list[float]] = {"warmup": [], "latency": [], "burst": []}
 
-    tasks = [asyncio.ensure_future(consume(c)) for c in channels]
-    ready.set()
-    while not stop.is_set():
-        await asyncio.sleep(0.02)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    for channel in channels:
-        await layer.group_discard(GROUP, channel)
-    # Latencies are sampled to keep the pipe small: every delivery of a small group, ~20 k else.
-    step = max(1, len(latencies["latency"]) // 20_000)
-    results.put({"latency": latencies["latency"][::step], "burst_n": len(latencies["burst"])})
-    await close(layer)
+        async def consume(channel: str) -> None:
+            while True:
+                message = await layer.receive(channel)
+                now = time.time()
+                latencies[message["phase"]].append(now - message["t"])
+                self.delivered.value += 1
+                self.last_at.value = now
+
+        tasks = [asyncio.ensure_future(consume(c)) for c in channels]
+        self.ready.set()
+        while not self.stop.is_set():
+            await asyncio.sleep(0.02)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for channel in channels:
+            await layer.group_discard(GROUP, channel)
+        # Latencies are sampled to keep the pipe small: every delivery of a small group, ~20 k
+        # else.
+        step = max(1, len(latencies["latency"]) // 20_000)
+        self.results.put({"latency": latencies["latency"][::step],
+                          "burst_n": len(latencies["burst"])})
+        await close(layer)
 
 
 # -- the sender ------------------------------------------------------------------------------------
@@ -160,24 +160,19 @@ def measure(
     client = ctx.redis.client()
     client.flushall()
     spawn = mp.get_context("spawn")
-    ready = [spawn.Event() for _ in range(workers)]
-    stop = spawn.Event()
-    delivered = [spawn.Value("q", 0, lock=False) for _ in range(workers)]
-    last_at = [spawn.Value("d", 0.0, lock=False) for _ in range(workers)]
-    results = spawn.Queue()
-    procs = [
-        spawn.Process(
-            target=receiver,
-            daemon=True,
-            args=(kind, url, members, ready[i], stop, delivered[i], last_at[i], results),
-        )
-        for i in range(workers)
+    stop, results = spawn.Event(), spawn.Queue()
+    receivers = [
+        Receiver(kind, url, members, spawn.Event(), stop, spawn.Value("q", 0, lock=False),
+                 spawn.Value("d", 0.0, lock=False), results)
+        for _ in range(workers)
     ]
+    delivered = [r.delivered for r in receivers]
+    procs = [spawn.Process(target=r.run, daemon=True) for r in receivers]
     for p in procs:
         p.start()
     try:
-        for event in ready:
-            if not event.wait(60):
+        for r in receivers:
+            if not r.ready.wait(60):
                 raise RuntimeError("a receiver did not start")
         group = workers * members
         # warm-up, not measured: connections opened, the pub/sub layer's reader past its first
@@ -195,7 +190,7 @@ def measure(
         sent_s = time.time() - t0
         got = _wait_for(delivered, base + group * burst_sends) - base
         cpu1, cmds1 = redis_cpu(client), client.info("stats")["total_commands_processed"]
-        end = max(v.value for v in last_at)
+        end = max(r.last_at.value for r in receivers)
         stop.set()
         samples, burst_n = [], 0
         for _ in procs:
@@ -232,6 +227,12 @@ def measure(
     }
 
 
+def compare(metric: str, key: str, unit: str, pubsub: dict, core: dict, **extra: Any) -> Row:
+    """A row of the pub/sub layer's figure ``key`` against the core layer's."""
+    return Row(bench="9 channel_layer", metric=metric, ours=pubsub[key], unit=unit,
+               baseline=core[key], baseline_label="RedisChannelLayer", **extra)
+
+
 @benchmark(
     "channel_layer", "9. channel layer fan-out: RedisChannelLayer vs RedisPubSubChannelLayer"
 )
@@ -266,40 +267,13 @@ def run(ctx: Context) -> list[Row]:
         core, pubsub = merged["core"], merged["pubsub"]
         size = f"{workers} workers x {members}"
         rows += [
-            Row(
-                bench="9 channel_layer",
-                metric=f"group_send -> receive p50, {size}",
-                ours=pubsub["p50_ms"],
-                unit="ms",
-                baseline=core["p50_ms"],
-                baseline_label="RedisChannelLayer",
-                details={"pubsub": pubsub, "core": core},
-            ),
-            Row(
-                bench="9 channel_layer",
-                metric=f"group_send -> receive p99, {size}",
-                ours=pubsub["p99_ms"],
-                unit="ms",
-                baseline=core["p99_ms"],
-                baseline_label="RedisChannelLayer",
-            ),
-            Row(
-                bench="9 channel_layer",
-                metric=f"deliveries/s back to back, {size}",
-                ours=pubsub["deliveries_per_s"],
-                unit="/s",
-                baseline=core["deliveries_per_s"],
-                baseline_label="RedisChannelLayer",
-                checks=[Check("pub/sub loses nothing", pubsub["burst_lost"], "<=", 0)],
-            ),
-            Row(
-                bench="9 channel_layer",
-                metric=f"Redis CPU per group_send, {size}",
-                ours=pubsub["redis_cpu_ms_per_group_send"],
-                unit="ms",
-                baseline=core["redis_cpu_ms_per_group_send"],
-                baseline_label="RedisChannelLayer",
-            ),
+            compare(f"group_send -> receive p50, {size}", "p50_ms", "ms", pubsub, core,
+                    details={"pubsub": pubsub, "core": core}),
+            compare(f"group_send -> receive p99, {size}", "p99_ms", "ms", pubsub, core),
+            compare(f"deliveries/s back to back, {size}", "deliveries_per_s", "/s", pubsub, core,
+                    checks=[Check("pub/sub loses nothing", pubsub["burst_lost"], "<=", 0)]),
+            compare(f"Redis CPU per group_send, {size}", "redis_cpu_ms_per_group_send", "ms",
+                    pubsub, core),
         ]
     return rows
 

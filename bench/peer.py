@@ -87,23 +87,19 @@ def run(ctx: Context) -> list[Row]:
     results: dict[str, dict] = {}
     ours_runs: list[dict[str, float]] = [ours_rates(ctx, n, seconds)]
 
+    def measure(engine: str, index: bool, db: dict) -> dict:
+        """Runs the peer on ``db`` (as shipped, or with the index) into ``results``."""
+        label = f"{engine}, {'indexed' if index else 'as shipped'}"
+        ctx.log(f"peer on {label}: {n:,} presences, {seconds}s")
+        config = {"database": db, "connections": n, "rooms": rooms, "seconds": seconds}
+        results[label] = run_worker({**config, "index": index})
+        return results[label]
+
     with tempfile.TemporaryDirectory(prefix="presence-peer-") as tmp:
         for index in (False, True):
-            db = {
-                "ENGINE": "django.db.backends.sqlite3",
-                "NAME": str(Path(tmp) / f"peer-{index}.sqlite3"),
-            }
-            label = f"SQLite, {'indexed' if index else 'as shipped'}"
-            ctx.log(f"peer on {label}: {n:,} presences, {seconds}s")
-            results[label] = run_worker(
-                {
-                    "database": db,
-                    "connections": n,
-                    "rooms": rooms,
-                    "seconds": seconds,
-                    "index": index,
-                }
-            )
+            sqlite = {"ENGINE": "django.db.backends.sqlite3",
+                      "NAME": str(Path(tmp) / f"peer-{index}.sqlite3")}
+            measure("SQLite", index, sqlite)
 
     pg_error = None
     try:
@@ -114,27 +110,10 @@ def run(ctx: Context) -> list[Row]:
 
             for index in (False, True):
                 name = f"peer_{'indexed' if index else 'shipped'}"
-                with psycopg.connect(
-                    host="127.0.0.1",
-                    port=pg.port,
-                    user="postgres",
-                    dbname="postgres",
-                    autocommit=True,
-                ) as conn:
+                with psycopg.connect(host="127.0.0.1", port=pg.port, user="postgres",
+                                     dbname="postgres", autocommit=True) as conn:
                     conn.execute(f"CREATE DATABASE {name}")
-                db = {**pg.settings, "NAME": name}
-                label = f"PostgreSQL, {'indexed' if index else 'as shipped'}"
-                ctx.log(f"peer on {label}: {n:,} presences, {seconds}s")
-                results[label] = run_worker(
-                    {
-                        "database": db,
-                        "connections": n,
-                        "rooms": rooms,
-                        "seconds": seconds,
-                        "index": index,
-                    }
-                )
-                results[label]["server"] = pg.version()
+                measure("PostgreSQL", index, {**pg.settings, "NAME": name})["server"] = pg.version()
     except Exception as exc:  # noqa: BLE001 - report SQLite alone and say why
         pg_error = f"{type(exc).__name__}: {exc}"
         ctx.log(f"PostgreSQL unavailable: {pg_error}")

@@ -19,9 +19,10 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from . import dashboard
-from .failopen import REDIS_DOWN, breaker
+from .failopen import breaker
 from .lookup import PresenceBatch, user_key
 from .models import LastSeen, PresenceDashboard
+from .store import UNAVAILABLE
 from .templatetags.presence import dot_html, state_label
 
 
@@ -92,7 +93,7 @@ class LastSeenAdmin(admin.ModelAdmin):
         }
         try:
             context.update(dashboard.build(request, page, query))
-        except REDIS_DOWN as exc:
+        except UNAVAILABLE as exc:
             breaker.trip(exc, "the admin dashboard")
             context["unavailable"] = True
         template = self.dashboard_body_template if context["partial"] else self.dashboard_template

@@ -20,9 +20,9 @@ from django.views.decorators.http import require_GET
 
 from . import conf
 from .connection import get_store
-from .failopen import REDIS_DOWN, breaker
+from .failopen import breaker
 from .lookup import user_key, users_in_order
-from .store import InvalidInput, Presence
+from .store import UNAVAILABLE, InvalidInput, Presence
 
 MAX_PER_PAGE = 100
 
@@ -48,7 +48,7 @@ def api_view(view: Callable[..., dict[str, Any]]) -> Callable[..., JsonResponse]
             return JsonResponse({"detail": str(exc)}, status=400)
         except PermissionDenied:
             return JsonResponse({"detail": _("You cannot see this room.")}, status=403)
-        except REDIS_DOWN as exc:
+        except UNAVAILABLE as exc:
             breaker.trip(exc, "the JSON API")
             return _unavailable()
 

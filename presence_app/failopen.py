@@ -3,6 +3,7 @@
 A process-wide breaker remembers the failure for ``TOUCH_INTERVAL`` seconds. While it is open the
 middleware and the template tags skip Redis entirely, so a dead Redis costs one connection
 timeout per interval rather than one per request, and the log gets one line per interval.
+What counts as "Redis is away" is the store's :data:`presence_app.store.UNAVAILABLE`.
 """
 
 from __future__ import annotations
@@ -14,14 +15,11 @@ from typing import Any
 
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from redis.exceptions import ConnectionError, TimeoutError
 
 from . import conf
+from .store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
-
-#: What "Redis is away" looks like; anything else is a bug and must not be hidden.
-REDIS_DOWN: tuple[type[Exception], ...] = (ConnectionError, TimeoutError)
 
 
 class Breaker:
@@ -80,7 +78,7 @@ class ChannelLayerOutageFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, REDIS_DOWN):
+        if not isinstance(exc, UNAVAILABLE):
             return True
         now = time.monotonic()
         with self._lock:

@@ -17,8 +17,8 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from .connection import get_store
-from .failopen import REDIS_DOWN, breaker
-from .store import Presence
+from .failopen import breaker
+from .store import UNAVAILABLE, Presence
 
 ATTR = "_presence_batch"
 
@@ -81,7 +81,7 @@ class PresenceBatch:
                     get_store().get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
                 )
                 return
-            except REDIS_DOWN as exc:
+            except UNAVAILABLE as exc:
                 breaker.trip(exc, "a presence read")
         self.available = False
         self.presences.update((uid, Presence(uid)) for uid in missing)

@@ -17,10 +17,12 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.utils.functional import LazyObject, empty
 
 from . import conf, presence
-from .failopen import REDIS_DOWN, breaker
+from .failopen import breaker
 from .lookup import user_key
+from .store import UNAVAILABLE
 
 
 class Throttle:
@@ -80,7 +82,8 @@ class PresenceMiddleware:
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         response = await self.get_response(request)
         if self._wanted(request) and hasattr(request, "auser"):
-            uid = self._due(await request.auser())
+            user = _loaded_user(request)
+            uid = self._due(user if user is not None else await request.auser())
             if uid is not None:
                 with _failing_open():
                     await _aannounce(await presence.atouch(uid, activity=is_activity(request)))
@@ -107,6 +110,18 @@ class PresenceMiddleware:
         return uid
 
 
+def _loaded_user(request: HttpRequest) -> Any:
+    """``request.user`` when reading it costs no query: set by login() / logout(), or the lazy
+    user already loaded (by the view, ``login_required``, another middleware); else None.
+    Under ASGI a sync view loads ``request.user``, not ``auser()``'s cache: awaiting
+    ``auser()`` then would load the user a second time (a thread hop and a query per request)."""
+    user = getattr(request, "user", None)
+    if isinstance(user, LazyObject):
+        user = user._wrapped
+        return None if user is empty else user
+    return user
+
+
 def is_activity(request: HttpRequest) -> bool:
     """Did a person do this? Navigations and form posts yes; a page's own background requests
     (fetch/XHR polling, auto-refresh) keep the user online but must not keep them from idle."""
@@ -122,7 +137,7 @@ def is_activity(request: HttpRequest) -> bool:
 def _failing_open() -> Iterator[None]:
     try:
         yield
-    except REDIS_DOWN as exc:
+    except UNAVAILABLE as exc:
         breaker.trip(exc, "PresenceMiddleware")
 
 

@@ -1,21 +1,17 @@
-"""Test settings: the demo's, on a private Redis started for the run (or REDIS_URL), with short
-timers so that expiry, grace and idle can be seen within a test."""
+"""Test settings: the demo's, on a private Redis started for the run (or REDIS_URL), with an
+in-memory database and a fast password hasher.
+
+Everything that names Redis (the cache, the channel layer, PRESENCE) is project/settings.py's
+own, so the tests run on the channel layer the project ships (channels-redis' pub/sub layer) and
+cannot drift from it: ensure_redis_url() puts the run's Redis into the environment, where the
+demo's settings read REDIS_URL, before they are imported.
+"""
 
 from presence_app.testing import ensure_redis_url
 
-from project.settings import *  # noqa: F403
+ensure_redis_url()
 
-REDIS_URL = ensure_redis_url()
-CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": REDIS_URL}}
-# As in project/settings.py: no socket timeout under channels-redis' blocking BZPOPMIN.
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {
-            "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
-        },
-    }
-}
-PRESENCE = {"REDIS_URL": REDIS_URL}
+from project.settings import *  # noqa: E402, F403
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}

@@ -15,12 +15,12 @@ from presence_app.connection import get_async_store, get_store
 from presence_app.signals import user_offline
 from presence_app.store import scripts
 
+from .frame_waits import about
 from .ws import (
     FAST,
     ORIGIN,
     Monitor,
     Socket,
-    about,
     application,
     make_user,
     presence_settings,

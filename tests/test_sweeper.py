@@ -8,8 +8,7 @@ import re
 from datetime import datetime
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import channel_layers, get_channel_layer
+from channels.layers import BaseChannelLayer, channel_layers, get_channel_layer
 from django.core.checks import run_checks
 from django.test import override_settings
 
@@ -33,22 +32,35 @@ def fast(redis_client):
     channel_layers.backends.clear()
 
 
+async def _sweep_while_listening(group: str, now: float) -> tuple[list[Transition], dict]:
+    """sweep_once (on its own event loop, in a thread, as the command runs it) while a channel
+    of this loop listens to ``group``. The pub/sub layer delivers a group's events only to the
+    channels subscribed at the time, in the process (and loop) that subscribed them: so the
+    listener is a channel of its own (new_channel), and an event of our own that comes back
+    proves the subscription is live before the sweep publishes."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    await layer.group_send(group, {"type": "test.ready"})
+    assert (await asyncio.wait_for(layer.receive(channel), 5))["type"] == "test.ready"
+    transitions = await asyncio.to_thread(sweeper.sweep_once, now=now)
+    return transitions, await asyncio.wait_for(layer.receive(channel), 5)
+
+
 def test_sweep_once_evicts_publishes_signals_and_samples(fast):
     store = get_store()
     store.connect("c1", "42", now=T0)
     store.join("lobby", "c1", "42", now=T0)
-    layer = get_channel_layer()
-    async_to_sync(layer.group_add)(dispatch.room_group("lobby"), "sweep-test")
     offline = []
     user_offline.connect(lambda sender, **kw: offline.append(kw), weak=False,
                          dispatch_uid="t-sweep")
     try:
-        transitions = sweeper.sweep_once(now=T0 + 10)
+        transitions, event = asyncio.run(
+            _sweep_while_listening(dispatch.room_group("lobby"), T0 + 10))
     finally:
         user_offline.disconnect(dispatch_uid="t-sweep")
     assert [(t.kind, t.user_id, t.room) for t in transitions] == [
         ("leave", "42", "lobby"), ("offline", "42", None)]
-    event = async_to_sync(layer.receive)("sweep-test")
     assert (event["type"], event["user"], event["room"]) == ("presence.leave", "42", "lobby")
     assert [(o["user_id"], o["state"]) for o in offline] == [("42", "offline")]
     assert isinstance(offline[0]["at"], datetime)
@@ -83,7 +95,9 @@ def test_run_sweeper_loop_keeps_going_until_cancelled(fast):
 
 
 def test_group_names_are_valid_distinct_and_hide_user_text(fast):
-    layer = get_channel_layer()
+    # Channels' own naming rules (ASCII alnum, "-_.", < 100 characters), which RedisChannelLayer
+    # and the in-memory layer enforce; the pub/sub layer checks nothing, so ask the base class.
+    layer = BaseChannelLayer()
     rooms = ["lobby", "Lobby", "a" * 100, "doc:42@team", "ünïcode room / with spaces"]
     names = [dispatch.room_group(r) for r in rooms]
     names += [dispatch.watchers_group("42"), dispatch.self_group("42"), dispatch.watchers_group(42)]

@@ -15,6 +15,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient, override_settings
 
+from .frame_waits import CLOSED, FrameWaits
+
 ORIGIN = b"http://testserver"
 
 #: Timers short enough to watch leases expire within a test (checks: LEASE_TTL > HEARTBEAT).
@@ -45,8 +47,10 @@ async def make_user(username: str) -> tuple[Any, str]:
     return user, client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-class Socket:
+class Socket(FrameWaits):
     """A WebsocketCommunicator that reads without cancelling the app on a timeout."""
+
+    WAIT_TIMEOUT = 3.0
 
     def __init__(self, comm: WebsocketCommunicator, name: str = "") -> None:
         self.comm = comm
@@ -83,55 +87,8 @@ class Socket:
         message = await asyncio.wait_for(self.comm.output_queue.get(), timeout)
         if message["type"] == "websocket.close":
             self.closed_with = message.get("code", 1000)
-            return {"type": "<closed>", "code": self.closed_with}
+            return {"type": CLOSED, "code": self.closed_with}
         return json.loads(message["text"])
-
-    async def wait_for(self, type: str, /, timeout: float = 3.0, **match: Any) -> dict[str, Any]:
-        """The next frame of ``type`` whose fields equal ``match``; other frames are skipped."""
-        loop = asyncio.get_running_loop()
-        deadline, seen = loop.time() + timeout, []
-        while True:
-            try:
-                frame = await self.next(max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                raise AssertionError(
-                    f"{self.name}: no {type} {match} within {timeout}s; saw {seen}") from None
-            if frame["type"] == type and all(frame.get(k) == v for k, v in match.items()):
-                return frame
-            seen.append(frame)
-
-    async def wait_all(self, *specs: tuple[str, dict[str, Any]], timeout: float = 3.0,
-                       ) -> list[dict[str, Any]]:
-        """One frame per ``(type, match)`` spec, in whatever order they come (events of
-        different groups are not ordered among themselves)."""
-        loop = asyncio.get_running_loop()
-        deadline, found, seen = loop.time() + timeout, [None] * len(specs), []
-        while None in found:
-            try:
-                frame = await self.next(max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                missing = [s for s, f in zip(specs, found, strict=True) if f is None]
-                raise AssertionError(
-                    f"{self.name}: no {missing} within {timeout}s; saw {seen}") from None
-            for i, (type_, match) in enumerate(specs):
-                if found[i] is None and frame["type"] == type_ and all(
-                        frame.get(k) == v for k, v in match.items()):
-                    found[i] = frame
-                    break
-            else:
-                seen.append(frame)
-        return found
-
-    async def collect(self, seconds: float) -> list[dict[str, Any]]:
-        """Every frame that arrives within ``seconds``."""
-        loop = asyncio.get_running_loop()
-        deadline, out = loop.time() + seconds, []
-        while (left := deadline - loop.time()) > 0:
-            try:
-                out.append(await self.next(left))
-            except TimeoutError:
-                break
-        return out
 
     def drain(self) -> list[dict[str, Any]]:
         out = []
@@ -176,11 +133,6 @@ async def shutdown() -> None:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await aclose_async_store()
-
-
-def about(frames: list[dict[str, Any]], user: str) -> list[dict[str, Any]]:
-    """The presence events among ``frames`` that concern ``user``."""
-    return [f for f in frames if f.get("user") == user and f["type"].startswith("presence.")]
 
 
 class Monitor:

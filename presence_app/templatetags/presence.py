@@ -18,9 +18,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from ..connection import get_store
-from ..failopen import REDIS_DOWN, breaker
+from ..failopen import breaker
 from ..lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
-from ..store import InvalidInput, Presence
+from ..store import UNAVAILABLE, InvalidInput, Presence
 
 register = template.Library()
 
@@ -116,7 +116,7 @@ def _read(default: Any, fn: Any, *args: Any) -> Any:
         return default
     try:
         return fn(*args)
-    except REDIS_DOWN as exc:
+    except UNAVAILABLE as exc:
         breaker.trip(exc, "a presence tag")
         return default
 

@@ -2,7 +2,8 @@
 cookie and the server's own Origin, JSON text frames, heartbeats in the background.
 
 Hundreds of them run in one event loop. Every frame a client receives goes to its inbox
-(``wait_for`` reads it in order, skipping what does not match) and to its ``listeners``.
+(``wait_for`` and ``wait_all``, tests/frame_waits.py, read it in order, skipping what
+does not match) and to its ``listeners``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.frame_waits import CLOSED, FrameWaits
 from tests.servers import AsgiServer, User
 
-CLOSED = "<closed>"
 EVENTS = ("presence.join", "presence.leave", "presence.update", "presence.typing")
 
 
@@ -29,7 +30,7 @@ class Refused(Exception):
         self.status = status
 
 
-class Client:
+class Client(FrameWaits):
     def __init__(self, server: AsgiServer, user: User | None, *, name: str = "",
                  origin: str | None = "", path: str = "") -> None:
         self.server = server
@@ -108,48 +109,15 @@ class Client:
     async def next(self, timeout: float) -> dict[str, Any]:
         return await asyncio.wait_for(self.inbox.get(), timeout)
 
-    async def wait_for(self, type: str, /, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
-        """The next frame of ``type`` whose fields equal ``match``; other frames are dropped."""
-        loop = asyncio.get_running_loop()
-        deadline, seen = loop.time() + timeout, []
-        while True:
-            try:
-                frame = await self.next(max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                raise AssertionError(f"{self.name}: no {type} {match} within {timeout}s; "
-                                     f"saw {seen[-10:]}") from None
-            if frame["type"] == type and all(frame.get(k) == v for k, v in match.items()):
-                return frame
-            if frame["type"] == CLOSED and type != CLOSED:
-                raise AssertionError(f"{self.name}: closed ({frame['code']}) waiting for {type}")
-            seen.append(frame)
-
-    async def wait_all_of(self, *specs: tuple[str, dict[str, Any]],
-                          timeout: float = 5.0) -> list[dict[str, Any]]:
-        """One frame per ``(type, match)``, in any order (events of different groups are not
-        ordered among themselves); other frames are dropped."""
-        loop = asyncio.get_running_loop()
-        deadline, found = loop.time() + timeout, [None] * len(specs)
-        while None in found:
-            try:
-                frame = await self.next(max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                missing = [s for s, f in zip(specs, found, strict=True) if f is None]
-                raise AssertionError(f"{self.name}: no {missing} within {timeout}s") from None
-            for i, (type_, match) in enumerate(specs):
-                if found[i] is None and frame["type"] == type_ and all(
-                        frame.get(k) == v for k, v in match.items()):
-                    found[i] = frame
-                    break
-        return found  # type: ignore[return-value]
-
     async def reply(self, timeout: float = 5.0, **frame: Any) -> list[dict[str, Any]]:
         """Sends ``frame``, then a frame of an unknown type as a barrier: the answers that came
         back in between (the socket handles its frames in order, so they answer ``frame``).
         Events of the socket's groups (join, leave, update, typing) come through the channel
-        layer, in no order with the answers: they are left out."""
+        layer, in no order with the answers, and the acks of background heartbeats answer
+        other frames: they are left out (an ack stays when ``frame`` is a heartbeat)."""
         await self.send(**frame)
-        return [f for f in await self.barrier(timeout) if f["type"] not in EVENTS]
+        noise = EVENTS if frame.get("type") == "heartbeat" else (*EVENTS, "heartbeat.ack")
+        return [f for f in await self.barrier(timeout) if f["type"] not in noise]
 
     async def barrier(self, timeout: float = 5.0) -> list[dict[str, Any]]:
         await self.send(type="sync")

@@ -1,40 +1,22 @@
 """Settings of the servers the reliability tests start (subprocesses, see tests/servers.py).
 
-The test settings (tests/settings.py) on the Redis in REDIS_URL and the SQLite file in
-DJANGO_DB, with timers short enough to watch leases expire, graces end and sweeps run within a
-test. ``PRESENCE_KEY_PREFIX`` and ``PRESENCE_OVERRIDES`` (JSON, merged into PRESENCE) let a test
-tune one server. The values below pass the system checks (conftest.py runs `manage.py check`
-on these settings before any server starts).
+The settings every test server shares (tests/server_settings.py: the test settings on the Redis
+in REDIS_URL and the SQLite file in DJANGO_DB, timers short enough to watch leases expire,
+graces end and sweeps run within a test). ``PRESENCE_KEY_PREFIX`` and ``PRESENCE_OVERRIDES``
+(JSON, merged into PRESENCE) let a test tune one server. The values below pass the system checks
+(conftest.py runs `manage.py check` on these settings before any server starts).
 """
 
 import json
 import os
 
-from tests.settings import *  # noqa: F403
+from tests.server_settings import *  # noqa: F403
 
-#: Seconds. A lease outlives 3 missed heartbeats; a closed last socket keeps its user 1 s; the
-#: sweep runs twice a second. So a dead process' users are gone within LEASE_TTL +
-#: SWEEP_INTERVAL = 3.5 s, and a restarted Redis is refilled within one heartbeat interval.
-TIMERS = {
-    "HEARTBEAT_INTERVAL": 1,
-    "LEASE_TTL": 3,
-    "DISCONNECT_GRACE": 1,
-    "SWEEP_INTERVAL": 0.5,
-    "HEARTBEAT_FLUSH_INTERVAL": 0.2,
-    "TOUCH_INTERVAL": 1,
-    "ONLINE_WINDOW": 2,
-}
+#: Seconds: the shared timers (so a restarted Redis is refilled within one heartbeat interval),
+#: and HTTP presence: one touch per user a second, a request keeps its user online 2 s.
+TIMERS = {**TIMERS, "TOUCH_INTERVAL": 1, "ONLINE_WINDOW": 2}  # noqa: F405
 
 DEBUG = True  # project/urls.py serves the static files (presence.js) when DEBUG is on
-ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("DJANGO_DB", ""),
-        # Hundreds of sockets authenticate at once: wait for SQLite's lock rather than fail.
-        "OPTIONS": {"timeout": 20},
-    }
-}
 PRESENCE = {  # noqa: F405
     **PRESENCE,  # noqa: F405
     **TIMERS,
@@ -51,19 +33,16 @@ PRESENCE = {  # noqa: F405
 #   does not wait), so 200 sockets joining at once get errors; and `capacity` (100) bounds the
 #   messages waiting for one process (group_send writes one per event and process), so the
 #   sweep of a crashed process' 200 users, 200 leaves at once, loses those past the first 100;
-# - "core-defaults": RedisChannelLayer as tests/settings.py configures it.
-# Keys apart per test either way (prefix). A new dict throughout: the imported one is
-# tests.settings' own.
+# - "core-defaults": RedisChannelLayer with channels-redis' defaults (the project's hosts only).
+# Keys apart per test either way (prefix).
 LAYER = os.environ.get("RELIABILITY_LAYER", "pubsub")
-_hosts = [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}]  # noqa: F405
-_config = {"hosts": _hosts, "prefix": "asgi-" + PRESENCE["KEY_PREFIX"]}
+_sized = {}
 if LAYER == "core":
-    _config["hosts"] = [{**h, "max_connections": 10_000} for h in _hosts]
-    _config["capacity"] = 10_000
-BACKEND = {"pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
-           "core": "channels_redis.core.RedisChannelLayer",
-           "core-defaults": "channels_redis.core.RedisChannelLayer"}[LAYER]
-CHANNEL_LAYERS = {"default": {"BACKEND": BACKEND, "CONFIG": _config}}
+    _sized = {"hosts": [{**h, "max_connections": 10_000} for h in LAYER_HOSTS],  # noqa: F405
+              "capacity": 10_000}
+CHANNEL_LAYERS = channel_layers(  # noqa: F405
+    {"pubsub": "pubsub", "core": "core", "core-defaults": "core"}[LAYER],
+    prefix="asgi-" + PRESENCE["KEY_PREFIX"], **_sized)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -145,8 +145,8 @@ async def test_an_invisible_user_shows_nowhere_but_to_superusers(db, servers, st
     await viewer.wait_for("presence.join", user=ghost_id, room="lobby")
     await ghost.send(type="status", state="invisible")
     await ghost.wait_for("presence.update", self=True, state="invisible")
-    await viewer.wait_all_of(("presence.leave", {"user": ghost_id, "state": "offline"}),
-                             ("presence.update", {"user": ghost_id, "state": "offline"}))
+    await viewer.wait_all(("presence.leave", {"user": ghost_id, "state": "offline"}),
+                          ("presence.update", {"user": ghost_id, "state": "offline"}))
     # From now on nothing about the ghost reaches anybody else: a new tab, rooms, typing.
     viewer.drain()
     tab = await Client(server, users["ghost"]).connect()

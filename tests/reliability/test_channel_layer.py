@@ -1,4 +1,4 @@
-"""channels-redis' RedisChannelLayer with its defaults (as tests/settings.py configures it:
+"""channels-redis' RedisChannelLayer with its defaults (the project's hosts, nothing else:
 RELIABILITY_LAYER=core-defaults) loses bursts; the project uses the pub/sub layer, and the other
 reliability tests run on both it and RedisChannelLayer sized for bursts ("max_connections" on
 the host, "capacity" raised: tests/reliability/settings.py). The two xfail tests show the

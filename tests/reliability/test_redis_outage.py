@@ -98,8 +98,9 @@ async def test_redis_outage_fails_open_and_a_restart_heals_within_a_heartbeat(
     assert all(c.open for c in clients)
 
     # -- Redis is back, empty ---------------------------------------------------------------------
+    # It has no persistence: it comes back empty (checking that here would race the heal,
+    # which starts within one heartbeat flush)...
     await asyncio.to_thread(redis_server.start)
-    assert store.online() == []  # a restart loses presence...
     healed = await eventually(all_present, HEAL_BOUND, "everybody back in their rooms")
     print(f"present again {healed:.2f} s after Redis came back (bound {HEAL_BOUND:.1f} s)")
     # ... and each socket was sent its rooms' state again. The invisible user stayed hidden

@@ -11,8 +11,10 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.frame_waits import CLOSED, FrameWaits
 
-class Tab:
+
+class Tab(FrameWaits):
     def __init__(self, name: str, conn: ClientConnection) -> None:
         self.name = name
         self.conn = conn
@@ -42,7 +44,7 @@ class Tab:
                 self.frames.put_nowait(frame)
         except ConnectionClosed:
             pass
-        self.frames.put_nowait({"type": "<closed>"})
+        self.frames.put_nowait({"type": CLOSED})
 
     async def send(self, **frame: Any) -> None:
         await self.conn.send(json.dumps(frame))
@@ -58,30 +60,8 @@ class Tab:
 
         self.pump = asyncio.ensure_future(pump())
 
-    async def wait_for(self, type: str, /, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
-        """The next frame of ``type`` whose fields equal ``match``; other frames are skipped."""
-        return (await self.wait_all((type, match), timeout=timeout))[0]
-
-    async def wait_all(self, *specs: tuple[str, dict[str, Any]], timeout: float = 5.0,
-                       ) -> list[dict[str, Any]]:
-        """One frame per ``(type, match)``, in whatever order they come."""
-        loop = asyncio.get_running_loop()
-        deadline, found, skipped = loop.time() + timeout, [None] * len(specs), []
-        while None in found:
-            try:
-                frame = await asyncio.wait_for(self.frames.get(), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                missing = [s for s, f in zip(specs, found, strict=True) if f is None]
-                raise AssertionError(
-                    f"{self.name}: no {missing} within {timeout}s; skipped {skipped}") from None
-            for i, (type_, match) in enumerate(specs):
-                if found[i] is None and frame["type"] == type_ and all(
-                        frame.get(k) == v for k, v in match.items()):
-                    found[i] = frame
-                    break
-            else:
-                skipped.append(frame)
-        return found
+    async def next(self, timeout: float) -> dict[str, Any]:
+        return await asyncio.wait_for(self.frames.get(), timeout)
 
     async def joined(self, room: str) -> dict[str, Any]:
         await self.send(type="join", room=room)
@@ -95,7 +75,3 @@ class Tab:
         self.reader.cancel()
         await asyncio.gather(self.reader, return_exceptions=True)
 
-
-def about(frames: list[dict[str, Any]], user: str) -> list[dict[str, Any]]:
-    """The presence events among ``frames`` that concern ``user``."""
-    return [f for f in frames if f.get("user") == user and f["type"].startswith("presence.")]

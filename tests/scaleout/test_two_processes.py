@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from ..frame_waits import about
 from ..servers import AsgiServer, Database
-from .client import Tab, about
+from .client import Tab
 from .settings import TIMERS
 
 USERS = ("alice", "bob", "carol", "dave")

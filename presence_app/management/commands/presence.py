@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, lastseen, sweeper
 from ...connection import get_store
-from ...failopen import REDIS_DOWN
 from ...models import LastSeen
+from ...store import UNAVAILABLE
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         try:
             getattr(self, f"do_{action}")(**options)
-        except REDIS_DOWN as exc:
+        except UNAVAILABLE as exc:
             raise CommandError(f"Redis for presence is unreachable: {exc}") from exc
         except KeyboardInterrupt:
             self.stdout.write("Stopped.")
