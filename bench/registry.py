@@ -7,6 +7,8 @@ MODULES = [
     "bench.store_reads",  # 2, 3
     "bench.store_sweep",  # 4
     "bench.store_memory",  # 5
+    "bench.sockets",  # 6 (uvicorn, daphne)
+    "bench.middleware",  # 7
     "bench.peer",  # 8 (SQLite, PostgreSQL)
     "bench.channel_layer",  # 9: the channel layer for many workers (issue 8)
 ]

@@ -5,6 +5,7 @@ of ALLOWED_HOSTS (no cross-site sockets), the session's user is put in the scope
 presence consumer refuses anonymous sockets itself (close code 4401).
 """
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -18,6 +19,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
+
+# A process holding thousands of sockets has over a million objects the garbage collector walks;
+# with CPython's defaults it does so every few seconds, stalling every socket for up to 1.5 s at
+# 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up loaded, and collect
+# the young generations in larger, rarer batches, so that full collections become rare.
+gc.freeze()
+gc.set_threshold(50_000, 20, 100)
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,
