@@ -263,8 +263,10 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
             await self._discard([group])
             raise
         self.rooms.add(room)
-        await self._send_room_state(room)
+        # The others first: the joiner's snapshot costs two reads, and the join is in Redis
+        # already (announced even if the snapshot then fails).
         await publish(transitions)
+        await self._send_room_state(room)
 
     async def on_leave(self, frame: dict[str, Any]) -> None:
         s = conf.get_settings()
