@@ -15,31 +15,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from .common import ROOT, Context, Row, benchmark, median, rates
+from .common import ROOT, Context, Row, benchmark, median, rates, run_worker
 from .dataset import T0, bulk_connect, conn_ids
 
 BATCH = 1000
 
 
-def run_worker(config: dict, timeout: float = 300) -> dict:
+def peer_worker(config: dict, timeout: float = 300) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.peer_worker", json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env=env,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"peer worker failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_worker("bench.peer_worker", [json.dumps(config)], env, timeout)
 
 
 def ours_rates(ctx: Context, n: int, seconds: float) -> dict[str, float]:
@@ -92,7 +80,7 @@ def run(ctx: Context) -> list[Row]:
         label = f"{engine}, {'indexed' if index else 'as shipped'}"
         ctx.log(f"peer on {label}: {n:,} presences, {seconds}s")
         config = {"database": db, "connections": n, "rooms": rooms, "seconds": seconds}
-        results[label] = run_worker({**config, "index": index})
+        results[label] = peer_worker({**config, "index": index})
         return results[label]
 
     with tempfile.TemporaryDirectory(prefix="presence-peer-") as tmp:

@@ -48,11 +48,12 @@ class BareConsumer(AsyncJsonWebsocketConsumer):
             group = f"bare.{room}"
             if kind == "join":
                 await self.channel_layer.group_add(group, self.channel_name)
-                await self.send_json({"type": "presence.state", "room": room, "members": []})
             event = {"type": f"presence.{kind}", "user": self.user_id, "room": room,
                      "state": "online"}
-            await self.channel_layer.group_send(group, event)
-            if kind == "leave":
+            await self.channel_layer.group_send(group, event)  # the others first, as ours
+            if kind == "join":
+                await self.send_json({"type": "presence.state", "room": room, "members": []})
+            else:
                 await self.channel_layer.group_discard(group, self.channel_name)
 
     async def presence_join(self, event: dict[str, Any]) -> None:
@@ -61,7 +62,8 @@ class BareConsumer(AsyncJsonWebsocketConsumer):
     presence_leave = presence_join
 
 
-gc.freeze()  # as project/asgi.py does
+gc.collect()  # as project/asgi.py does
+gc.freeze()
 gc.set_threshold(50_000, 20, 100)
 
 application = ProtocolTypeRouter({

@@ -1,4 +1,4 @@
-"""Settings of the servers benchmark 6 starts (bench/websockets.py): the demo project's, as
+"""Settings of the servers benchmark 6 starts (bench/sockets.py): the demo project's, as
 shipped (its middleware, the pub/sub channel layer, presence defaults), on the run's Redis
 (REDIS_URL) and a SQLite file (DJANGO_DB), without debug.
 

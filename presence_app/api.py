@@ -122,7 +122,12 @@ def can_view_room(user: Any, room: str) -> bool:
         return True
     if isinstance(hook, str):
         hook = import_string(hook)
-    return bool(hook(user, room))
+    try:
+        return bool(hook(user, room))
+    except UNAVAILABLE as exc:
+        # The site's own hook failed (its database, its HTTP service): a 500 with its
+        # traceback, not presence's 503 and a tripped breaker.
+        raise RuntimeError(f"CAN_JOIN failed for room {room!r}") from exc
 
 
 @api_view

@@ -24,6 +24,7 @@ from presence_app.routing import websocket_urlpatterns  # noqa: E402
 # with CPython's defaults it does so every few seconds, stalling every socket for up to 1.5 s at
 # 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up loaded, and collect
 # the young generations in larger, rarer batches, so that full collections become rare.
+gc.collect()  # what start-up left over, before freezing the rest
 gc.freeze()
 gc.set_threshold(50_000, 20, 100)
 

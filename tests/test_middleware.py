@@ -172,3 +172,53 @@ def test_background_requests_keep_users_online_but_not_active(redis_client, alic
     sync_middleware()(request)
     p = presence.get(alice.pk)
     assert p.state == ("online" if activity else "idle")
+
+
+def lazy_request(user, path="/chat/"):
+    """An async request as AuthenticationMiddleware leaves it: ``request.user`` a lazy object,
+    ``auser()`` counting its calls (each is a query and a thread hop in Django)."""
+    from django.utils.functional import SimpleLazyObject
+
+    request = AsyncRequestFactory().get(path)
+    request.user = SimpleLazyObject(lambda: user)
+    request.auser_calls = 0
+
+    async def auser():
+        request.auser_calls += 1
+        return user
+
+    request.auser = auser
+    return request
+
+
+@pytest.fixture
+def carol_and_dave(django_user_model):
+    return [django_user_model.objects.create_user(name) for name in ("carol", "dave")]
+
+
+async def test_the_async_path_reuses_the_user_the_view_loaded(alice, bob, carol_and_dave):
+    """Under ASGI a sync view loads the lazy ``request.user``; the middleware takes that one
+    instead of loading the user again (``auser()``), takes the user a view logged in, and
+    writes nobody for a view that logged its user out."""
+    carol, dave = carol_and_dave
+
+    def after(view_does):
+        async def get_response(request):
+            view_does(request)
+            return HttpResponse("ok")
+
+        return PresenceMiddleware(get_response)
+
+    loaded = lazy_request(alice)
+    await after(lambda r: r.user.pk)(loaded)  # the view read request.user
+    unread = lazy_request(bob)
+    await after(lambda r: None)(unread)  # the view never looked: loaded by the middleware
+    logged_in = lazy_request(AnonymousUser())
+    await after(lambda r: setattr(r, "user", carol))(logged_in)  # as login() does
+    logged_out = lazy_request(dave)
+    await after(lambda r: setattr(r, "user", AnonymousUser()))(logged_out)  # as logout()
+
+    assert [r.auser_calls for r in (loaded, unread, logged_in, logged_out)] == [0, 1, 0, 0]
+    states = await presence.aget_many([alice.pk, bob.pk, carol.pk, dave.pk])
+    assert [states[str(u.pk)].state for u in (alice, bob, carol, dave)] == [
+        "online", "online", "online", "offline"]

@@ -4,7 +4,7 @@
 scripts. The store knows nothing of Django or Channels: give it a client and a StoreConfig.
 """
 
-from redis.exceptions import RedisClusterException, RedisError
+from redis import exceptions as rx
 
 from .aio import AsyncStore
 from .sync import Store
@@ -19,9 +19,14 @@ from .types import (
     UnknownConnection,
 )
 
-#: What a store call raises when Redis cannot be reached or answers with an error of its own;
-#: entry points catch these to fail open (an error frame, a log line) instead of crashing.
-UNAVAILABLE = (RedisError, RedisClusterException, OSError)
+#: What a store call raises when Redis is away or cannot serve right now: unreachable, timing
+#: out, loading, out of memory, a read-only replica after a failover, a cluster without its
+#: slot. Entry points catch these to fail open (an error frame, a log line). Any other Redis
+#: error (a script error, a wrong type, a bad argument) is a bug, and is let through.
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    rx.ConnectionError, rx.TimeoutError, rx.OutOfMemoryError, rx.ReadOnlyError,
+    rx.ClusterDownError, rx.TryAgainError, rx.RedisClusterException, OSError,
+)
 
 __all__ = [
     "ONLINE_STATES",

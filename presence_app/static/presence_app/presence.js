@@ -200,6 +200,7 @@
     // too) and reconnect.
     _beat() {
       const ws = this.socket;
+      if (!ws) return;
       if (this.beatAt && this.heardAt < this.beatAt) {
         ws.onclose = null;
         ws.onmessage = null;
@@ -207,7 +208,7 @@
         this._onClose(ws, {code: CLOSE_STALE});
         return;
       }
-      if (this._send({type: "heartbeat"})) this.beatAt = Date.now();
+      this._send({type: "heartbeat"});
     }
 
     _onClose(ws, event) {
@@ -290,7 +291,9 @@
       this.tokens = Math.min(this.rate, this.tokens + ((now - this.tokensAt) / 1000) * this.rate);
       this.tokensAt = now;
       while (this.queue.length && this.tokens >= 1) {
-        ws.send(JSON.stringify(this.queue.shift()));
+        const frame = this.queue.shift();
+        ws.send(JSON.stringify(frame));
+        if (frame.type === "heartbeat") this.beatAt = Date.now(); // sent, not queued
         this.tokens -= 1;
       }
       if (this.queue.length && !this.timers.drain) {
