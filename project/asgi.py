@@ -21,8 +21,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
 
 # A process holding thousands of sockets has over a million objects the garbage collector walks;
-# with CPython's defaults it does so every few seconds, stalling every socket for up to 1.5 s at
-# 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up loaded, and collect
+# with CPython's defaults it does so several times a minute under load, stalling every socket for
+# up to 1.5 s at 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up loaded, and collect
 # the young generations in larger, rarer batches, so that full collections become rare.
 gc.collect()  # what start-up left over, before freezing the rest
 gc.freeze()
