@@ -104,6 +104,23 @@ def benchmark(name: str, title: str, quick_ok: bool = True):
     return register
 
 
+# -- processes ----------------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used, its ended threads included."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    """A process' resident memory."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
 # -- workers ------------------------------------------------------------------------------------
 def run_worker(module: str, args: list[str], env: dict[str, str], timeout: float = 300) -> dict:
     """``python -m module *args`` from the repository root: a benchmark part that needs Django

@@ -22,6 +22,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.urls import path
 
+from .common import cpu_seconds
+
 PATH = "/page/"
 EVALS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall")
 WARM_FEW = 50  # warm-up requests of a side whose throttle needs no warming
@@ -44,10 +46,14 @@ def setup() -> None:
     django.setup()
 
 
-def redis_writes(client) -> int:
-    """Script calls Redis has run so far (every presence write is one)."""
-    stats = client.info("commandstats")
+def script_calls(stats: dict) -> int:
+    """Script calls in an INFO commandstats reply (every presence write is one)."""
     return sum(int(stats.get(name, {}).get("calls", 0)) for name in EVALS)
+
+
+def redis_writes(client) -> int:
+    """Script calls Redis has run so far."""
+    return script_calls(client.info("commandstats"))
 
 
 def verify(prefix: str, user_ids: list[str], since: float | None = None) -> dict:
@@ -289,15 +295,6 @@ class Conn:
             self.writer.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used, its ended threads included."""
-    import os
-
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _load(config: dict) -> dict:
     import redis.asyncio as aredis
 
@@ -336,8 +333,7 @@ async def _load(config: dict) -> dict:
         return done[0], loop.time() - t0
 
     async def writes() -> int:
-        stats = await r.info("commandstats")
-        return sum(int(stats.get(name, {}).get("calls", 0)) for name in EVALS)
+        return script_calls(await r.info("commandstats"))
 
     out: dict[str, dict] = {}
     for block in config["blocks"]:  # {"name": "steady", "with": server, "without": server}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import random
 import resource
 import sys
@@ -32,21 +31,9 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from .common import cpu_seconds, rss_bytes
+
 ROOM = "bench-room"
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
