@@ -6,20 +6,17 @@ size; invisible users read as offline to everybody but themselves. Redis away: 5
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, JsonResponse
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import conf
-from .connection import get_store
+from . import conf, presence, rules
 from .failopen import breaker
 from .lookup import user_key, users_in_order
 from .store import UNAVAILABLE, InvalidInput, Presence
@@ -91,7 +88,7 @@ def users(request: HttpRequest) -> dict[str, Any]:
     if len(ids) > conf.get("MAX_WATCHED_USERS"):
         limit = conf.get("MAX_WATCHED_USERS")
         raise BadRequest(_("Too many ids: at most %(max)s.") % {"max": limit})
-    presences = get_store().get_many(ids, viewer=user_key(request.user))
+    presences = presence.get_many(ids, viewer=user_key(request.user))
     return {"users": [p.as_dict() for p in presences.values()]}
 
 
@@ -100,11 +97,11 @@ def online(request: HttpRequest) -> dict[str, Any]:
     """``?page=1&per_page=50``: online users, most recently seen first, with their presence."""
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
     page = _int(request, "page", 1, 1, 10**6)
-    store, plan = get_store(), get_store().planned
-    ids, total = store.gather(
-        plan.online(offset=(page - 1) * per_page, limit=per_page), plan.online_count()
+    reads = presence.Reads()
+    ids, total = presence.batch(
+        reads.online(offset=(page - 1) * per_page, limit=per_page), reads.online_count()
     )
-    presences = store.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
     return {
         "count": total,
         "page": page,
@@ -114,16 +111,9 @@ def online(request: HttpRequest) -> dict[str, Any]:
 
 
 def can_view_room(user: Any, room: str) -> bool:
-    """The room's name is valid and ``CAN_JOIN`` (if set) lets the user in: then they may see it."""
-    if not re.match(conf.get("ROOM_NAME_PATTERN"), room):
-        raise BadRequest(_("Not a valid room name."))
-    hook = conf.get("CAN_JOIN")
-    if hook is None:
-        return True
-    if isinstance(hook, str):
-        hook = import_string(hook)
+    """Whoever may join a room may see it: ``CAN_JOIN`` decides (sync or async)."""
     try:
-        return bool(hook(user, room))
+        return presence.can_join(user, rules.room(room))
     except UNAVAILABLE as exc:
         # The site's own hook failed (its database, its HTTP service): a 500 with its
         # traceback, not presence's 503 and a tripped breaker.
@@ -135,7 +125,6 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
     """The visible members of ``room``, in the order they came, with their presence."""
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    store = get_store()
-    ids = store.room_members(room)
-    presences = store.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    ids = presence.room_members(room)
+    presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
     return {"room": room, "count": len(ids), "members": _with_names(presences)}

@@ -121,10 +121,11 @@ def _cluster_errors(s: dict[str, Any]) -> list:
 @register("presence_redis")
 def check_redis(app_configs=None, **kwargs) -> list:
     """Redis unreachable is a warning: the site still serves pages (presence fails open)."""
-    from .connection import get_store, redis_url
+    from .connection import redis_url
+    from .housekeeping import ping
 
     try:
-        get_store().ping()
+        ping()
     except Exception as exc:  # any connection problem: report it, never crash the check run
         return [Warning(
             f"Redis for presence cannot be reached at {redis_url()}: {exc}.",

@@ -14,8 +14,7 @@ import logging
 import weakref
 from typing import Protocol
 
-from . import conf
-from .connection import get_async_store
+from . import conf, presence
 from .limits import Throttle
 from .store import UNAVAILABLE
 from .sweeper import raise_if_cancelling
@@ -71,7 +70,7 @@ class HeartbeatCoalescer:
             return
         self.flushes += 1
         try:
-            missing = await get_async_store().heartbeat_many(list(batch))
+            missing = await presence.aheartbeat_many(list(batch))
         except UNAVAILABLE as exc:
             if _log_failure.ready():
                 logger.warning("presence: %d heartbeats not written (%s); retrying",

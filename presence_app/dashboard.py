@@ -2,7 +2,8 @@
 
 Two Redis round trips whatever the page size: the ids of the page with every independent read
 (counts, chart, rooms), then the page's presences and rooms. Superusers see invisible users
-(issue 7: nobody else does); everybody sees themselves as they are.
+(nobody else does); everybody sees themselves as they are. Rooms are listed only where
+``CAN_JOIN`` lets the viewer in, like everywhere else.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy
 
-from .connection import get_store
+from . import presence
 from .lookup import user_key, users_in_order
 from .store import Presence, StateCounts
 
@@ -58,34 +59,38 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
 
 def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any]:
     """The dashboard's context; raises the Redis connection errors (the view shows a banner)."""
-    store, plan = get_store(), get_store().planned
+    reads = presence.Reads()
     reveal = bool(request.user.is_superuser)
     viewer = user_key(request.user)
     now = time.time()
     offset = (page - 1) * PER_PAGE
-    common = (plan.state_counts(), plan.history(now - DAY), plan.rooms(ROOMS))
+    common = (reads.state_counts(), reads.history(now - DAY), reads.rooms(ROOMS))
     if query:
         # The search runs in the database; Redis tells which of the matches are online.
         candidates = _usernames_matching(query)
-        found, counts, history, rooms = store.gather(
-            plan.get_many(candidates, viewer=viewer, reveal_all=reveal), *common
+        found, counts, history, rooms = presence.batch(
+            reads.get_many(candidates, viewer=viewer, reveal_all=reveal), *common
         )
         matches = [p for p in found.values() if p.is_online]
         matches.sort(key=lambda p: p.last_active or 0, reverse=True)
         total = len(matches)
         ids = [p.user_id for p in matches[offset : offset + PER_PAGE]]
         presences = {uid: found[uid] for uid in ids}
-        user_rooms = store.user_rooms_many(ids)
+        user_rooms = presence.user_rooms_many(ids)
     else:
-        ids, counts, history, rooms = store.gather(
-            plan.online(offset=offset, limit=PER_PAGE, include_invisible=reveal), *common
+        ids, counts, history, rooms = presence.batch(
+            reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal), *common
         )
         total = counts.total + (counts.invisible if reveal else 0)
-        presences, user_rooms = store.gather(
-            plan.get_many(ids, viewer=viewer, reveal_all=reveal), plan.user_rooms_many(ids)
+        presences, user_rooms = presence.batch(
+            reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
         )
+    allowed = _rooms_allowed(request.user, [r for r, _ in rooms]
+                             + [r for uid in ids for r in user_rooms.get(uid, [])])
+    rooms = [(room, n) for room, n in rooms if room in allowed]
     users = {str(u.pk): u for u in users_in_order(ids)}
-    rows = [Row(uid, users.get(uid), presences[uid], user_rooms.get(uid, [])) for uid in ids]
+    rows = [Row(uid, users.get(uid), presences[uid],
+                [r for r in user_rooms.get(uid, []) if r in allowed]) for uid in ids]
     pages = max(1, -(-total // PER_PAGE))
     return {
         "rows": rows,
@@ -102,6 +107,11 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         "query": query,
         "reveal": reveal,
     }
+
+
+def _rooms_allowed(user: Any, rooms: list[str]) -> set[str]:
+    """The rooms ``user`` may see (``CAN_JOIN``), each asked once."""
+    return {room for room in set(rooms) if presence.can_join(user, room)}
 
 
 # Beside the total "online", the state cards read better as "active" than "Online" again.

@@ -26,7 +26,6 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from . import conf, signals
-from .connection import get_store
 from .limits import Throttle
 from .store import UNAVAILABLE, Presence, Transition
 
@@ -87,11 +86,6 @@ def publish_sync(transitions: Iterable[Transition]) -> None:
         async_to_sync(publish)(transitions)
 
 
-# The names the HTTP middleware uses.
-adispatch = publish
-dispatch = publish_sync
-
-
 async def _fan_out(transitions: list[Transition], layer: Any) -> None:
     if layer is None:
         return
@@ -147,7 +141,6 @@ async def announce_self(me: Presence, *, layer: Any = None) -> None:
         await layer.group_send(self_group(me.user_id), self_event(me))
 
 
-def announce_self_sync(user_id: str | int) -> None:
-    """For sync code that changed a user's status (an HTTP status API): tell their sockets."""
-    me = get_store().get(user_id, viewer=user_id)
+def announce_self_sync(me: Presence) -> None:
+    """:func:`announce_self` for sync code."""
     async_to_sync(announce_self)(me)

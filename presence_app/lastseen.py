@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from .connection import get_store
+from . import presence
 from .models import LastSeen
 
 Row = tuple[str, datetime, str]  # (user id, last seen at, device)
@@ -63,14 +63,13 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
     Pages through ``online()`` most recent first; a user moving up while paging may be written
     twice, one going offline meanwhile is written by the offline transition instead.
     """
-    store = get_store()
     written, offset = 0, 0
     while True:
-        ids = store.online(offset=offset, limit=batch, now=now)
+        ids = presence.online(offset=offset, limit=batch, now=now)
         if not ids:
             return written
         # The public view: an invisible user is not listed, and their frozen last seen stays.
-        presences = store.get_many(ids, now=now)
+        presences = presence.get_many(ids, now=now)
         written += record(
             (uid, p.last_seen_at, p.device)
             for uid, p in presences.items()

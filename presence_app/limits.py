@@ -1,7 +1,8 @@
-"""Per-socket rate limits: a token bucket for frames, and throttles for writes and broadcasts."""
+"""Rate limits: a token bucket for frames, and the throttle for writes, broadcasts and logs."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Hashable
 
@@ -28,25 +29,41 @@ class TokenBucket:
 
 
 class Throttle:
-    """At most one action per ``interval`` seconds per key; keeps at most ``max_keys`` keys."""
+    """At most one action per ``interval`` seconds per key; thread-safe, and bounded.
+
+    Keys are kept in the order they acted, which (one interval for all) is the order they expire
+    in: expired ones are dropped from the front, and past ``max_keys`` the oldest are forgotten
+    early (costing one extra action each). The one throttle of the app: per socket (typing,
+    activity), per process (the middleware's users) and for log lines.
+    """
 
     def __init__(self, interval: float, max_keys: int = 1024,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = float(interval)
         self.max_keys = max_keys
         self.clock = clock
-        self.last: dict[Hashable, float] = {}
+        self._due: dict[Hashable, float] = {}
+        self._lock = threading.Lock()
 
     def ready(self, key: Hashable = None) -> bool:
-        """True (and the clock restarts) when ``key`` may act now."""
+        """True (and the key's interval starts again) when ``key`` may act now."""
         now = self.clock()
-        last = self.last.get(key)
-        if last is not None and now - last < self.interval:
-            return False
-        if len(self.last) >= self.max_keys:
-            self.last = {k: t for k, t in self.last.items() if now - t < self.interval}
-        self.last[key] = now
-        return True
+        with self._lock:
+            due = self._due.get(key)
+            if due is not None and due > now:
+                return False
+            self._due.pop(key, None)
+            self._due[key] = now + self.interval
+            while self._due:
+                first = next(iter(self._due))
+                if len(self._due) <= self.max_keys and self._due[first] > now:
+                    break
+                del self._due[first]
+            return True
 
     def forget(self, key: Hashable = None) -> None:
-        self.last.pop(key, None)
+        with self._lock:
+            self._due.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._due)

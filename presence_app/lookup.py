@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from .connection import get_store
+from . import presence
 from .failopen import breaker
 from .store import UNAVAILABLE, Presence
 
@@ -78,7 +78,7 @@ class PresenceBatch:
         if self.available and not breaker.is_open:
             try:
                 self.presences.update(
-                    get_store().get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
+                    presence.get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
                 )
                 return
             except UNAVAILABLE as exc:

@@ -1,17 +1,16 @@
 """PresenceMiddleware: requests of signed-in users keep them online and active.
 
-Cheap by design: at most one Redis write per user per process per ``TOUCH_INTERVAL`` (a bounded
-in-memory throttle), no database write, nothing for static, media and ``SKIP_PATHS``. Fails open:
-with Redis away the page is served and one warning is logged per interval (``failopen``).
-Place it after ``AuthenticationMiddleware``.
+Cheap by design: a request never waits on Redis. At most once per user per process per
+``TOUCH_INTERVAL`` (a bounded in-memory throttle) the user is handed to the process' touch batch,
+which a background thread writes in one round trip a second (:mod:`presence_app.touches`). No
+database write, nothing for static, media and ``SKIP_PATHS``. Fails open: with Redis away pages
+are served and one warning is logged per interval (``failopen``). Place it after
+``AuthenticationMiddleware``.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -19,42 +18,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import LazyObject, empty
 
-from . import conf, presence
+from . import conf
 from .failopen import breaker
+from .limits import Throttle
 from .lookup import user_key
-from .store import UNAVAILABLE
+from .touches import batcher
 
-
-class Throttle:
-    """When each user may be written again; at most ``size`` users are remembered.
-
-    Entries are kept in the order they were written, which (one interval for all) is the order
-    they expire in: expired ones are dropped from the front, and when the process sees more than
-    ``size`` users within an interval the oldest are forgotten early (costing an extra write).
-    """
-
-    def __init__(self, size: int = 50_000) -> None:
-        self.size = size
-        self._due: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def allow(self, key: str, interval: float, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            due = self._due.get(key)
-            if due is not None and due > now:
-                return False
-            self._due.pop(key, None)
-            self._due[key] = now + interval
-            while self._due:
-                first = next(iter(self._due))
-                if len(self._due) <= self.size and self._due[first] > now:
-                    break
-                del self._due[first]
-            return True
-
-    def __len__(self) -> int:
-        return len(self._due)
+#: Users whose last touch this process remembers (more are forgotten early: an extra touch).
+THROTTLE_SIZE = 50_000
 
 
 class PresenceMiddleware:
@@ -63,7 +34,7 @@ class PresenceMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
-        self.throttle = Throttle()
+        self.throttle = Throttle(float(conf.get("TOUCH_INTERVAL")), max_keys=THROTTLE_SIZE)
         self.async_mode = iscoroutinefunction(get_response)
         if self.async_mode:
             markcoroutinefunction(self)
@@ -75,8 +46,7 @@ class PresenceMiddleware:
         if self._wanted(request):
             uid = self._due(getattr(request, "user", None))
             if uid is not None:
-                with _failing_open():
-                    _announce(presence.touch(uid, activity=is_activity(request)))
+                batcher.add(uid, is_activity(request))
         return response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
@@ -85,8 +55,7 @@ class PresenceMiddleware:
             user = _loaded_user(request)
             uid = self._due(user if user is not None else await request.auser())
             if uid is not None:
-                with _failing_open():
-                    await _aannounce(await presence.atouch(uid, activity=is_activity(request)))
+                batcher.add(uid, is_activity(request))
         return response
 
     # -- the shared part of both paths ----------------------------------------------------------
@@ -105,9 +74,10 @@ class PresenceMiddleware:
     def _due(self, user: Any) -> str | None:
         """The user's id when a write is due: signed in and not written this interval."""
         uid = user_key(user) if getattr(user, "is_authenticated", False) else None
-        if uid is None or not self.throttle.allow(uid, float(conf.get("TOUCH_INTERVAL"))):
+        if uid is None:
             return None
-        return uid
+        self.throttle.interval = float(conf.get("TOUCH_INTERVAL"))
+        return uid if self.throttle.ready(uid) else None
 
 
 def _loaded_user(request: HttpRequest) -> Any:
@@ -131,26 +101,3 @@ def is_activity(request: HttpRequest) -> bool:
         return False
     mode = request.headers.get("Sec-Fetch-Mode")
     return mode is None or mode == "navigate"
-
-
-@contextmanager
-def _failing_open() -> Iterator[None]:
-    try:
-        yield
-    except UNAVAILABLE as exc:
-        breaker.trip(exc, "PresenceMiddleware")
-
-
-def _announce(transitions: list) -> None:
-    """Tells the channel layer and the signals about a user coming online (or back from idle)."""
-    if transitions:
-        from .dispatch import dispatch
-
-        dispatch(transitions)
-
-
-async def _aannounce(transitions: list) -> None:
-    if transitions:
-        from .dispatch import adispatch
-
-        await adispatch(transitions)

@@ -1,9 +1,20 @@
-"""The public Python API: ``from presence_app import presence``.
+"""The front door: ``from presence_app import presence``.
 
-Each function runs on the project's default store (``PRESENCE`` settings). The ``a``-prefixed
-twins (``aget``, ``ajoin``, ...) are the same calls for async code, the way Django names its own.
-State changes return the list of :class:`~presence_app.store.Transition` they made; the
-WebSocket consumer and the sweeper turn those into events and signals.
+Every entry point goes through these functions: the WebSocket consumer and its mixin, the JSON
+API, the middleware, the template tags, the admin dashboard, the sweeper, the ``presence``
+command, and a project's own views, shells and tasks. Each call
+
+1. validates its arguments once (:mod:`presence_app.rules`; a bad one raises
+   :class:`~presence_app.store.InvalidInput`),
+2. calls the store (one round trip, one Lua script per change), and
+3. announces every transition it made, once: channel-layer events to the browsers that care and
+   Django signals to Python code (:mod:`presence_app.dispatch`).
+
+So ``presence.set_status(user, "dnd")`` from a view turns the user's dot red in every browser,
+and ``presence.sweep()`` from a cron job fires ``user_offline`` (which writes ``LastSeen``).
+Users may be given as user objects, primary keys or id strings. Each function has an ``a``-
+prefixed twin for async code (``aget``, ``ajoin``, ...), the way Django names its own. Who may
+enter a room is :func:`can_join` / :func:`acan_join` (the ``CAN_JOIN`` hook).
 """
 
 from __future__ import annotations
@@ -11,132 +22,312 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import dispatch, hooks, rules
 from .connection import get_async_store, get_store
-from .store import Presence, Transition
-from .store.plans import _UNSET
+from .store import Presence, StateCounts, Transition
 
-UserId = str | int
+User = Any  # a user object, a primary key or an id string
 
-
-def touch(user_id: UserId, activity: bool = True, now: float | None = None) -> list[Transition]:
-    return get_store().touch(user_id, activity, now)
+can_join = hooks.can_join
+acan_join = hooks.acan_join
 
 
-def activity(user_id: UserId, now: float | None = None) -> list[Transition]:
-    return get_store().activity(user_id, now)
+def _status_args(state: str | None, message: str | None, emoji: str | None,
+                 expires_in: float | None, device: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"state": rules.status_state(state)}
+    for name, value in (("message", message), ("emoji", emoji), ("device", device)):
+        text = rules.status_text(name, value)
+        if text is not None:
+            out[name] = text
+    out["expires_in"] = rules.expires_in(expires_in)
+    return out
 
 
-def connect(conn_id: str, user_id: UserId, now: float | None = None, device: str | None = None) -> list[Transition]:
-    return get_store().connect(conn_id, user_id, now, device)
+def _touch_many(store: Any, pairs: list[tuple[str, bool]], now: float | None) -> Any:
+    # One round trip either way: the store's batch script where it has one, else its touch
+    # plans gathered into one pipeline.
+    if hasattr(store, "touch_many"):
+        return store.touch_many(pairs, now)
+    plans = [store.planned.touch(uid, act, now) for uid, act in pairs]
+    result = store.gather(*plans)
+    if hasattr(result, "__await__"):
+        async def flat() -> list[Transition]:
+            return [t for ts in await result for t in ts]
+        return flat()
+    return [t for ts in result for t in ts]
 
 
-def heartbeat(conn_id: str, user_id: UserId, now: float | None = None) -> bool:
-    return get_store().heartbeat(conn_id, user_id, now)
+def _change(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
+    transitions = getattr(get_store(), method)(*args, **kwargs)
+    dispatch.publish_sync(transitions)
+    return transitions
 
 
-def heartbeat_many(pairs: Iterable[tuple[str, UserId]], now: float | None = None) -> list[tuple[str, str]]:
+async def _achange(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
+    transitions = await getattr(get_async_store(), method)(*args, **kwargs)
+    await dispatch.publish(transitions)
+    return transitions
+
+
+# -- state changes: each returns (and has announced) the transitions it made -------------------
+def touch(user: User, activity: bool = True, now: float | None = None) -> list[Transition]:
+    """A sign of life outside a socket (an HTTP request): online for ``ONLINE_WINDOW``;
+    ``activity`` also resets idle."""
+    return _change("touch", rules.user_id(user), bool(activity), now)
+
+
+def touch_many(items: Iterable[tuple[User, bool]], now: float | None = None) -> list[Transition]:
+    """:func:`touch` for many ``(user, activity)`` pairs in one round trip (the middleware's
+    background batch)."""
+    pairs = [(rules.user_id(u), bool(a)) for u, a in items]
+    if not pairs:
+        return []
+    transitions = _touch_many(get_store(), pairs, now)
+    dispatch.publish_sync(transitions)
+    return transitions
+
+
+def activity(user: User, now: float | None = None) -> list[Transition]:
+    """The person did something on a live connection: resets idle, and only that."""
+    return _change("activity", rules.user_id(user), now)
+
+
+def connect(conn_id: str, user: User, now: float | None = None,
+            device: str | None = None) -> list[Transition]:
+    """A connection (socket, stream) opened: it takes a lease of ``LEASE_TTL``."""
+    return _change("connect", conn_id, rules.user_id(user), now, device)
+
+
+def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
+    """Renews one lease; False when the connection holds none (connect it again). Sockets beat
+    through the process' coalescer instead (:mod:`presence_app.coalescer`)."""
+    return get_store().heartbeat(conn_id, rules.user_id(user), now)
+
+
+def heartbeat_many(pairs: Iterable[tuple[str, User]], now: float | None = None) -> list[tuple[str, str]]:
+    """Renews many ``(conn_id, user)`` leases at once; returns the pairs that hold none."""
     return get_store().heartbeat_many(pairs, now)
 
 
-def disconnect(conn_id: str, user_id: UserId, now: float | None = None) -> list[Transition]:
-    return get_store().disconnect(conn_id, user_id, now)
+def disconnect(conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+    """A clean close: the lease is cut to ``DISCONNECT_GRACE``; the sweep announces the rest."""
+    return _change("disconnect", conn_id, rules.user_id(user), now)
 
 
-def join(room: str, conn_id: str, user_id: UserId, now: float | None = None) -> list[Transition]:
-    return get_store().join(room, conn_id, user_id, now)
+def join(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+    """The connection enters ``room``. Raises UnknownConnection when it holds no lease.
+    Authorisation is the caller's: entry points ask :func:`can_join` first."""
+    return _change("join", rules.room(room), conn_id, rules.user_id(user), now)
 
 
-def leave(room: str, conn_id: str, user_id: UserId, now: float | None = None) -> list[Transition]:
-    return get_store().leave(room, conn_id, user_id, now)
+def leave(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+    """The connection leaves ``room`` (the user leaves it with their last connection there)."""
+    return _change("leave", rules.room(room), conn_id, rules.user_id(user), now)
 
 
-def set_status(user_id: UserId, state: str | None = None, message: str | None = _UNSET,
-               emoji: str | None = _UNSET, **kwargs: Any) -> list[Transition]:
-    return get_store().set_status(user_id, state, message, emoji, **kwargs)
+def set_status(user: User, state: str | None = None, message: str | None = None,
+               emoji: str | None = None, *, expires_in: float | None = None,
+               device: str | None = None, now: float | None = None,
+               **meta: Any) -> list[Transition]:
+    """Sets the user's override (``online``/``auto``, ``dnd``, ``invisible``; None keeps it),
+    status message and emoji ("" clears, None keeps), optionally expiring after ``expires_in``
+    seconds. Everybody who may see the user hears of it; the user's own sockets learn their
+    true state (``invisible`` included)."""
+    uid = rules.user_id(user)
+    transitions = _change("set_status", uid, now=now, **_status_args(state, message, emoji,
+                                                                     expires_in, device), **meta)
+    dispatch.announce_self_sync(get_store().get(uid, viewer=uid, now=now))
+    return transitions
 
 
-def get(user_id: UserId, *, viewer: UserId | None = None, reveal_all: bool = False,
+def sweep(now: float | None = None) -> list[Transition]:
+    """Evicts expired leases (crashed processes, ended graces) and announces the leaves and
+    offlines; ``user_offline`` makes their last seen durable."""
+    return _change("sweep", now)
+
+
+# -- reads ------------------------------------------------------------------------------------
+def get(user: User, *, viewer: User | None = None, reveal_all: bool = False,
         now: float | None = None) -> Presence:
-    return get_store().get(user_id, viewer=viewer, reveal_all=reveal_all, now=now)
+    """One user's :class:`~presence_app.store.Presence` as ``viewer`` may see it (an invisible
+    user reads as offline to everybody but themself; ``reveal_all`` is for superuser views)."""
+    return get_store().get(rules.user_id(user), viewer=_viewer(viewer), reveal_all=reveal_all,
+                           now=now)
 
 
-def get_many(user_ids: Iterable[UserId], *, viewer: UserId | None = None, reveal_all: bool = False,
+def get_many(users: Iterable[User], *, viewer: User | None = None, reveal_all: bool = False,
              now: float | None = None) -> dict[str, Presence]:
-    return get_store().get_many(user_ids, viewer=viewer, reveal_all=reveal_all, now=now)
+    """``{user_id: Presence}`` for any number of users, in one round trip, in the order given."""
+    return get_store().get_many(rules.user_ids(users), viewer=_viewer(viewer),
+                                reveal_all=reveal_all, now=now)
 
 
 def online(window: float | None = None, offset: int = 0, limit: int | None = None,
            now: float | None = None, *, include_invisible: bool = False) -> list[str]:
+    """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``."""
     return get_store().online(window, offset, limit, now, include_invisible=include_invisible)
 
 
 def online_count(window: float | None = None, now: float | None = None) -> int:
+    """How many users are online (visible ones)."""
     return get_store().online_count(window, now)
 
 
 def room_members(room: str, now: float | None = None) -> list[str]:
-    return get_store().room_members(room, now)
+    """Ids of the visible users in ``room``, in the order they came."""
+    return get_store().room_members(rules.room(room), now)
 
 
 def room_count(room: str, now: float | None = None) -> int:
-    return get_store().room_count(room, now)
+    """How many visible users are in ``room``."""
+    return get_store().room_count(rules.room(room), now)
 
 
-def sweep(now: float | None = None) -> list[Transition]:
-    return get_store().sweep(now)
+def rooms(limit: int = 100) -> list[tuple[str, int]]:
+    """The busiest occupied rooms, ``[(room, members)]``."""
+    return get_store().rooms(limit)
+
+
+def state_counts(limit: int = 10_000, now: float | None = None) -> StateCounts:
+    """Online users by state (for dashboards)."""
+    return get_store().state_counts(limit, now)
+
+
+def user_rooms_many(users: Iterable[User]) -> dict[str, list[str]]:
+    """``{user_id: rooms}`` in one round trip (show it only where the user may be seen)."""
+    return get_store().user_rooms_many(rules.user_ids(users))
+
+
+def history(since: float) -> list[tuple[int, int]]:
+    """The per-minute online samples since ``since``: ``[(minute, count)]``, oldest first."""
+    return get_store().history(since)
+
+
+class Reads:
+    """Reads to run together in one round trip with :func:`batch`: each method takes the same
+    arguments as the function of the same name and returns a plan, not a result."""
+
+    def __init__(self) -> None:
+        self._planned = get_store().planned
+
+    def get_many(self, users: Iterable[User], *, viewer: User | None = None,
+                 reveal_all: bool = False, now: float | None = None) -> Any:
+        return self._planned.get_many(rules.user_ids(users), viewer=_viewer(viewer),
+                                      reveal_all=reveal_all, now=now)
+
+    def online(self, window: float | None = None, offset: int = 0, limit: int | None = None,
+               now: float | None = None, *, include_invisible: bool = False) -> Any:
+        return self._planned.online(window, offset, limit, now,
+                                    include_invisible=include_invisible)
+
+    def online_count(self, window: float | None = None, now: float | None = None) -> Any:
+        return self._planned.online_count(window, now)
+
+    def room_members(self, room: str, now: float | None = None) -> Any:
+        return self._planned.room_members(rules.room(room), now)
+
+    def rooms(self, limit: int = 100) -> Any:
+        return self._planned.rooms(limit)
+
+    def state_counts(self, limit: int = 10_000, now: float | None = None) -> Any:
+        return self._planned.state_counts(limit, now)
+
+    def user_rooms_many(self, users: Iterable[User]) -> Any:
+        return self._planned.user_rooms_many(rules.user_ids(users))
+
+    def history(self, since: float) -> Any:
+        return self._planned.history(since)
+
+
+def batch(*plans: Any) -> list[Any]:
+    """Runs :class:`Reads` plans in one round trip; their results in order::
+
+        r = presence.Reads()
+        ids, counts = presence.batch(r.online(limit=50), r.state_counts())
+    """
+    return get_store().gather(*plans)
+
+
+def _viewer(viewer: User | None) -> str | None:
+    return None if viewer is None else rules.user_id(viewer)
 
 
 # -- async twins ------------------------------------------------------------------------------
-async def atouch(user_id: UserId, activity: bool = True, now: float | None = None) -> list[Transition]:
-    return await get_async_store().touch(user_id, activity, now)
+async def atouch(user: User, activity: bool = True, now: float | None = None) -> list[Transition]:
+    return await _achange("touch", rules.user_id(user), bool(activity), now)
 
 
-async def aactivity(user_id: UserId, now: float | None = None) -> list[Transition]:
-    return await get_async_store().activity(user_id, now)
+async def atouch_many(items: Iterable[tuple[User, bool]],
+                      now: float | None = None) -> list[Transition]:
+    pairs = [(rules.user_id(u), bool(a)) for u, a in items]
+    if not pairs:
+        return []
+    transitions = await _touch_many(get_async_store(), pairs, now)
+    await dispatch.publish(transitions)
+    return transitions
 
 
-async def aconnect(conn_id: str, user_id: UserId, now: float | None = None, device: str | None = None) -> list[Transition]:
-    return await get_async_store().connect(conn_id, user_id, now, device)
+async def aactivity(user: User, now: float | None = None) -> list[Transition]:
+    return await _achange("activity", rules.user_id(user), now)
 
 
-async def aheartbeat(conn_id: str, user_id: UserId, now: float | None = None) -> bool:
-    return await get_async_store().heartbeat(conn_id, user_id, now)
+async def aconnect(conn_id: str, user: User, now: float | None = None,
+                   device: str | None = None) -> list[Transition]:
+    return await _achange("connect", conn_id, rules.user_id(user), now, device)
 
 
-async def aheartbeat_many(pairs: Iterable[tuple[str, UserId]], now: float | None = None) -> list[tuple[str, str]]:
+async def aheartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
+    return await get_async_store().heartbeat(conn_id, rules.user_id(user), now)
+
+
+async def aheartbeat_many(pairs: Iterable[tuple[str, User]],
+                          now: float | None = None) -> list[tuple[str, str]]:
     return await get_async_store().heartbeat_many(pairs, now)
 
 
-async def adisconnect(conn_id: str, user_id: UserId, now: float | None = None) -> list[Transition]:
-    return await get_async_store().disconnect(conn_id, user_id, now)
+async def adisconnect(conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+    return await _achange("disconnect", conn_id, rules.user_id(user), now)
 
 
-async def ajoin(room: str, conn_id: str, user_id: UserId, now: float | None = None) -> list[Transition]:
-    return await get_async_store().join(room, conn_id, user_id, now)
+async def ajoin(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+    return await _achange("join", rules.room(room), conn_id, rules.user_id(user), now)
 
 
-async def aleave(room: str, conn_id: str, user_id: UserId, now: float | None = None) -> list[Transition]:
-    return await get_async_store().leave(room, conn_id, user_id, now)
+async def aleave(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+    return await _achange("leave", rules.room(room), conn_id, rules.user_id(user), now)
 
 
-async def aset_status(user_id: UserId, state: str | None = None, message: str | None = _UNSET,
-                      emoji: str | None = _UNSET, **kwargs: Any) -> list[Transition]:
-    return await get_async_store().set_status(user_id, state, message, emoji, **kwargs)
+async def aset_status(user: User, state: str | None = None, message: str | None = None,
+                      emoji: str | None = None, *, expires_in: float | None = None,
+                      device: str | None = None, now: float | None = None,
+                      **meta: Any) -> list[Transition]:
+    uid = rules.user_id(user)
+    transitions = await _achange("set_status", uid, now=now,
+                                 **_status_args(state, message, emoji, expires_in, device), **meta)
+    await dispatch.announce_self(await get_async_store().get(uid, viewer=uid, now=now))
+    return transitions
 
 
-async def aget(user_id: UserId, *, viewer: UserId | None = None, reveal_all: bool = False,
+async def asweep(now: float | None = None) -> list[Transition]:
+    return await _achange("sweep", now)
+
+
+async def aget(user: User, *, viewer: User | None = None, reveal_all: bool = False,
                now: float | None = None) -> Presence:
-    return await get_async_store().get(user_id, viewer=viewer, reveal_all=reveal_all, now=now)
+    return await get_async_store().get(rules.user_id(user), viewer=_viewer(viewer),
+                                       reveal_all=reveal_all, now=now)
 
 
-async def aget_many(user_ids: Iterable[UserId], *, viewer: UserId | None = None,
+async def aget_many(users: Iterable[User], *, viewer: User | None = None,
                     reveal_all: bool = False, now: float | None = None) -> dict[str, Presence]:
-    return await get_async_store().get_many(user_ids, viewer=viewer, reveal_all=reveal_all, now=now)
+    return await get_async_store().get_many(rules.user_ids(users), viewer=_viewer(viewer),
+                                            reveal_all=reveal_all, now=now)
 
 
 async def aonline(window: float | None = None, offset: int = 0, limit: int | None = None,
                   now: float | None = None, *, include_invisible: bool = False) -> list[str]:
-    return await get_async_store().online(window, offset, limit, now, include_invisible=include_invisible)
+    return await get_async_store().online(window, offset, limit, now,
+                                          include_invisible=include_invisible)
 
 
 async def aonline_count(window: float | None = None, now: float | None = None) -> int:
@@ -144,12 +335,8 @@ async def aonline_count(window: float | None = None, now: float | None = None) -
 
 
 async def aroom_members(room: str, now: float | None = None) -> list[str]:
-    return await get_async_store().room_members(room, now)
+    return await get_async_store().room_members(rules.room(room), now)
 
 
 async def aroom_count(room: str, now: float | None = None) -> int:
-    return await get_async_store().room_count(room, now)
-
-
-async def asweep(now: float | None = None) -> list[Transition]:
-    return await get_async_store().sweep(now)
+    return await get_async_store().room_count(rules.room(room), now)

@@ -6,7 +6,8 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 ``bad_frame``     not a JSON object with a string ``type`` (or a binary frame)
 ``too_large``     longer than ``MAX_FRAME_BYTES``
 ``unknown_type``  a ``type`` the server does not know
-``invalid``       a field of the wrong type or shape (room name, state, message, ...)
+``invalid``       a field of the wrong type or shape (room name, state, message, ...): the
+                  front door's own check (:mod:`presence_app.rules`), worded the same everywhere
 ``limit``         over ``MAX_ROOMS_PER_CONNECTION`` or ``MAX_WATCHED_USERS``
 ``forbidden``     ``CAN_JOIN`` refused the room
 ``not_joined``    ``leave`` or ``typing`` for a room this socket has not joined
@@ -17,14 +18,10 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 from __future__ import annotations
 
 import json
-import math
-import re
 from typing import Any
 
+from . import rules
 from .store import Presence
-from .store.plans import MAX_ID_LENGTH
-
-SET_STATES = {"auto": "auto", "online": "auto", "dnd": "dnd", "invisible": "invisible"}
 
 
 class FrameError(Exception):
@@ -48,16 +45,6 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _text_ok(value: str) -> bool:
-    """False for text that is not Unicode scalar values (a lone surrogate, which a JSON
-    escape like "\\ud800" yields): it cannot be written to Redis as UTF-8."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def parse(text: str | None, data: bytes | None, max_bytes: int) -> dict[str, Any]:
     """The frame as a dict with a string ``type``; size is checked before any decoding."""
     if text is None:
@@ -76,61 +63,21 @@ def parse(text: str | None, data: bytes | None, max_bytes: int) -> dict[str, Any
     return frame
 
 
-def room_name(frame: dict[str, Any], pattern: str, max_length: int) -> str:
-    room = frame.get("room")
-    if not isinstance(room, str) or not room:
-        raise FrameError("invalid", '"room" must be a non-empty string')
-    if len(room) > max_length:
-        raise FrameError("invalid", f"room names are limited to {max_length} characters")
-    if not _text_ok(room):
-        raise FrameError("invalid", "the room name is not valid Unicode text")
-    # fullmatch: a pattern ending in "$" would otherwise admit a trailing newline.
-    if not re.fullmatch(pattern, room):
-        raise FrameError("invalid", "the room name does not match the allowed pattern")
-    return room
-
-
 def user_ids(frame: dict[str, Any], key: str) -> list[str]:
     """The ids listed under ``key`` (strings or integers), as strings, without duplicates."""
     values = frame.get(key)
     if not isinstance(values, list):
         raise FrameError("invalid", f'"{key}" must be a list of user ids')
-    out: dict[str, None] = {}
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise FrameError("invalid", "user ids are strings or integers")
-        text = str(value)
-        if not text or len(text) > MAX_ID_LENGTH or not text.isprintable():
-            raise FrameError("invalid", f"user ids are 1-{MAX_ID_LENGTH} printable characters")
-        out[text] = None
-    return list(out)
+    return rules.user_ids(values)
 
 
 def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
-    """Arguments of ``set_status``: ``state`` (online = auto), ``message``, ``emoji``,
-    ``expires_in``; a missing or null field keeps its value, "" clears a message or emoji."""
-    out: dict[str, Any] = {"state": None, "message": None, "emoji": None}
-    state = frame.get("state")
-    if state is not None:
-        # isinstance first: a list or an object is not hashable, so "in" would raise.
-        if not isinstance(state, str) or state not in SET_STATES:
-            raise FrameError("invalid", '"state" must be one of online, auto, dnd, invisible')
-        out["state"] = SET_STATES[state]
-    for key in ("message", "emoji"):
-        value = frame.get(key)
-        if value is not None and not (isinstance(value, str) and _text_ok(value)):
-            raise FrameError("invalid", f'"{key}" must be a string of Unicode text')
-        out[key] = value
-    expires = frame.get("expires_in")
-    if expires is not None:
-        # 1e999 parses as infinity: "never" is no expiry, which is leaving it out.
-        if (isinstance(expires, bool) or not isinstance(expires, (int, float))
-                or not expires > 0 or not math.isfinite(expires)):
-            raise FrameError("invalid", '"expires_in" must be a positive number of seconds')
-        out["expires_in"] = float(expires)
-    if all(out[k] is None for k in ("state", "message", "emoji")):
+    """Arguments of ``set_status`` from a frame: ``state``, ``message``, ``emoji``,
+    ``expires_in`` (a missing or null field keeps its value, "" clears a message or emoji)."""
+    fields = {k: frame.get(k) for k in ("state", "message", "emoji", "expires_in")}
+    if all(fields[k] is None for k in ("state", "message", "emoji")):
         raise FrameError("invalid", "a status frame sets at least one of state, message, emoji")
-    return out
+    return fields
 
 
 def hello(user_id: str, me: Presence | None, settings: dict[str, Any],

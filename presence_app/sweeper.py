@@ -20,9 +20,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from . import conf
-from .connection import aclose_async_store, get_async_store
-from .dispatch import publish
+from . import conf, housekeeping, presence
+from .connection import aclose_async_store
 from .limits import Throttle
 from .store import UNAVAILABLE, Transition
 
@@ -37,15 +36,12 @@ T = TypeVar("T")
 async def asweep_once(now: float | None = None, *, force: bool = False) -> list[Transition] | None:
     """One sweep; the transitions it announced, or None when another process swept within the
     last interval (``force`` sweeps anyway: sweeping is idempotent, the lock only saves work)."""
-    store = get_async_store()
     if not force:
         interval = float(conf.get("SWEEP_INTERVAL"))
-        if not await store.job_lock("sweep", timeout=interval).acquire():
+        if not await housekeeping.ajob_lock("sweep", timeout=interval).acquire():
             return None
-    transitions = await store.sweep(now)
-    await publish(transitions)
-    count = await store.online_count(now=now)
-    await store.record_sample(count, now if now is not None else await store.server_time())
+    transitions = await presence.asweep(now)  # announced: leaves, offlines (LastSeen), idles
+    await housekeeping.arecord_sample(await presence.aonline_count(now=now), now)
     await aflush_if_due()
     return transitions
 
@@ -54,7 +50,7 @@ async def aflush_if_due() -> None:
     """Every FLUSH_INTERVAL, one process copies online users' last seen to the database
     (a lock that is never released, like the sweep's, paces the fleet)."""
     interval = float(conf.get("FLUSH_INTERVAL"))
-    if await get_async_store().job_lock("flush", timeout=interval).acquire():
+    if await housekeeping.ajob_lock("flush", timeout=interval).acquire():
         from channels.db import database_sync_to_async
 
         from .lastseen import flush

@@ -160,6 +160,18 @@ def _presence_breaker():
     breaker.reset()
 
 
+@pytest.fixture(autouse=True)
+def _touches_by_hand():
+    """The middleware's touches wait for ``batcher.flush()`` in this process, so that tests see
+    them at a moment they choose (servers the tests start flush in the background)."""
+    from presence_app.touches import batcher
+
+    batcher.background = False
+    batcher.pending.clear()
+    yield batcher
+    batcher.pending.clear()
+
+
 @pytest.fixture
 def redis_down():
     """PRESENCE pointed at a private Redis that was up and has been stopped."""

@@ -33,11 +33,13 @@ def people(django_user_model, redis_client):
 @pytest.mark.django_db
 def test_stats(people):
     LastSeen.objects.create(user=people[0], last_seen_at="2026-01-01T00:00Z")
+    # cy's row: going invisible is going offline to the public (user_offline writes LastSeen)
+    assert LastSeen.objects.filter(user=people[2]).exists()
     out = run("stats")
     assert "online: 2 (online 1, idle 0, dnd 1); invisible: 1" in out
     assert "lobby: 1" in out
     assert "samples (24 h): 1, peak 2" in out
-    assert "last seen rows: 1" in out
+    assert "last seen rows: 2" in out
 
 
 @pytest.mark.django_db(transaction=True)  # the sweep announces from its own event loop thread
@@ -71,6 +73,7 @@ def test_sweep_loop_runs_until_stopped(monkeypatch, redis_client, settings):
 
 @pytest.mark.django_db
 def test_flush(people):
+    LastSeen.objects.all().delete()  # cy's row, written when cy went invisible
     assert "flushed: 2 last seen rows" in run("flush")
     assert sorted(LastSeen.objects.values_list("user__username", flat=True)) == ["ann", "ben"]
 

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from presence_app import dispatch, lastseen, presence
 from presence_app.models import LastSeen
+from presence_app.touches import batcher
 
 pytestmark = pytest.mark.django_db
 
@@ -82,5 +83,6 @@ def test_requests_do_not_write_last_seen(client, redis_client, users):
     client.force_login(users[0])
     for _ in range(10):
         client.get("/admin/login/")
+    batcher.flush()
     assert presence.get(users[0].pk).state == "online"
     assert not LastSeen.objects.exists()

@@ -1,11 +1,12 @@
-"""PresenceMiddleware: throttled writes (counted on the real Redis), skips, sync and async,
-fail open."""
+"""PresenceMiddleware: throttled touches written in background batches (counted on the real
+Redis), a request that never waits on Redis, skips, sync and async, fail open."""
 
 import logging
+import threading
 import time
 
 import pytest
-from asgiref.sync import iscoroutinefunction
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import connection
@@ -14,7 +15,9 @@ from django.test import AsyncRequestFactory, RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from presence_app import presence
-from presence_app.middleware import PresenceMiddleware, Throttle
+from presence_app.limits import Throttle
+from presence_app.middleware import PresenceMiddleware
+from presence_app.touches import batcher
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +69,10 @@ def test_one_redis_write_per_user_per_interval(redis_calls, alice, bob):
         assert mw(request_as(alice)).status_code == 200
     for _ in range(3):
         mw(request_as(bob))
-    assert redis_calls.by_command() == {"evalsha": 2}
+    assert redis_calls.total == 0  # nothing on the request path
+    assert batcher.pending == {str(alice.pk): True, str(bob.pk): True}
+    batcher.flush()
+    assert redis_calls.by_command() == {"evalsha": 2}  # both users in one round trip
     assert presence.get(alice.pk).state == "online"
     assert presence.get(bob.pk).state == "online"
 
@@ -77,10 +83,12 @@ def test_a_new_write_once_the_interval_has_passed(redis_calls, alice):
         redis_calls.reset()
         mw(request_as(alice))
         mw(request_as(alice))
+        batcher.flush()
         assert redis_calls.total == 1
         time.sleep(0.25)
         mw(request_as(alice))
         mw(request_as(alice))
+        batcher.flush()
         assert redis_calls.total == 2
 
 
@@ -91,6 +99,8 @@ async def test_the_async_path_shares_the_same_throttle(redis_calls, alice, bob):
         response = await mw(async_request_as(alice))
         assert response.status_code == 200
     await mw(async_request_as(bob))
+    assert redis_calls.total == 0
+    await sync_to_async(batcher.flush)()
     assert redis_calls.by_command() == {"evalsha": 2}
     assert (await presence.aget(alice.pk)).state == "online"
 
@@ -111,19 +121,51 @@ def test_requests_through_the_stack_write_nothing_to_the_database(client, redis_
     with CaptureQueriesContext(connection) as queries:
         for _ in range(5):
             assert client.get("/admin/login/").status_code == 200
+        batcher.flush()
     writes = [q["sql"] for q in queries if not q["sql"].lstrip().upper().startswith("SELECT")]
     assert writes == []
     assert presence.get(alice.pk).state == "online"
 
 
 def test_the_throttle_stays_bounded_and_forgets_expired_users():
-    throttle = Throttle(size=3)
-    assert [throttle.allow(u, 10, now=0) for u in "abcd"] == [True] * 4
+    clock = [0.0]
+    throttle = Throttle(10, max_keys=3, clock=lambda: clock[0])
+    assert [throttle.ready(u) for u in "abcd"] == [True] * 4
     assert len(throttle) == 3  # "a", the oldest, was forgotten early
-    assert throttle.allow("b", 10, now=5) is False
-    assert throttle.allow("a", 10, now=5) is True
-    assert throttle.allow("e", 10, now=20) is True
+    clock[0] = 5
+    assert throttle.ready("b") is False
+    assert throttle.ready("a") is True
+    clock[0] = 20
+    assert throttle.ready("e") is True
     assert len(throttle) == 1  # everything written at 0 and 5 had expired by 20
+
+
+def test_a_request_never_waits_on_redis(redis_client, alice):
+    """Redis paused for writes (scripts wait): the page is served at once, and the touch lands
+    when Redis answers again."""
+    mw = sync_middleware()
+    redis_client.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+    try:
+        served = []
+        request = threading.Thread(target=lambda: served.append(mw(request_as(alice))))
+        request.start()
+        request.join(timeout=30)
+        assert served and served[0].status_code == 200, "the request waited on Redis"
+        assert batcher.pending == {str(alice.pk): True}
+    finally:
+        redis_client.execute_command("CLIENT", "UNPAUSE")
+    batcher.flush()
+    assert presence.get(alice.pk).state == "online"
+
+
+def test_the_background_thread_writes_the_batch(redis_client, alice):
+    batcher.background = True
+    sync_middleware()(request_as(alice))
+    deadline = time.monotonic() + 30
+    while presence.get(alice.pk).state != "online":
+        assert time.monotonic() < deadline, "the batch was never written"
+        time.sleep(0.05)
+    assert batcher.pending == {}
 
 
 def test_fail_open_serves_pages_and_warns_once_per_interval(redis_down, caplog, alice, bob):
@@ -132,10 +174,12 @@ def test_fail_open_serves_pages_and_warns_once_per_interval(redis_down, caplog, 
         mw = sync_middleware()
         responses = [mw(request_as(user)) for user in (alice, bob, alice, bob)]
         assert [r.status_code for r in responses] == [200] * 4
+        batcher.flush()
         assert len(caplog.records) == 1
         assert "unreachable" in caplog.records[0].getMessage()
         time.sleep(0.35)
         mw(request_as(bob))
+        batcher.flush()
         assert len(caplog.records) == 2
 
 
@@ -144,6 +188,7 @@ async def test_fail_open_on_the_async_path(redis_down, caplog, alice):
     mw = async_middleware()
     assert (await mw(async_request_as(alice))).status_code == 200
     assert (await mw(async_request_as(alice))).status_code == 200
+    await sync_to_async(batcher.flush)()
     assert len(caplog.records) == 1
 
 
@@ -170,6 +215,7 @@ def test_background_requests_keep_users_online_but_not_active(redis_client, alic
     request = getattr(RequestFactory(), method)("/chat/", **headers)
     request.user = alice
     sync_middleware()(request)
+    batcher.flush()
     p = presence.get(alice.pk)
     assert p.state == ("online" if activity else "idle")
 
@@ -219,6 +265,7 @@ async def test_the_async_path_reuses_the_user_the_view_loaded(alice, bob, carol_
     await after(lambda r: setattr(r, "user", AnonymousUser()))(logged_out)  # as logout()
 
     assert [r.auser_calls for r in (loaded, unread, logged_in, logged_out)] == [0, 1, 0, 0]
+    await sync_to_async(batcher.flush)()
     states = await presence.aget_many([alice.pk, bob.pk, carol.pk, dave.pk])
     assert [states[str(u.pk)].state for u in (alice, bob, carol, dave)] == [
         "online", "online", "online", "offline"]

@@ -1,17 +1,20 @@
-"""Signals: user_online, user_offline, status_changed, sent once per transition by the process
-that observed it (middleware, dispatch of store results), and LastSeen's receiver."""
+"""Signals: user_online, user_offline, status_changed, sent once per transition by the front
+door of the process that observed it (a request's touch, a sweep, a status set from Python), and
+LastSeen's receiver."""
 
 import time
 from datetime import datetime
 
 import pytest
 from django.http import HttpResponse
+from asgiref.sync import sync_to_async
 from django.test import AsyncRequestFactory, RequestFactory
 
 from presence_app import dispatch, presence, signals
 from presence_app.connection import store_config
 from presence_app.middleware import PresenceMiddleware
 from presence_app.models import LastSeen
+from presence_app.touches import batcher
 from presence_app.store import Store
 
 pytestmark = pytest.mark.django_db
@@ -49,6 +52,7 @@ def test_first_request_sends_user_online_once(sent, ann):
     mw = PresenceMiddleware(lambda request: HttpResponse())
     for _ in range(3):
         mw(request_as(ann))
+        batcher.flush()
     assert sent == [("user_online", str(ann.pk), "online")]
 
 
@@ -65,14 +69,15 @@ async def test_the_async_middleware_sends_it_too(sent, ann):
 
         request.auser = auser
         await mw(request)
+        await sync_to_async(batcher.flush)()
     assert sent == [("user_online", str(ann.pk), "online")]
 
 
 def test_offline_once_from_the_sweep_and_last_seen_recorded(sent, ann):
     now = time.time()
-    dispatch.publish_sync(presence.touch(ann.pk, now=now))
+    presence.touch(ann.pk, now=now)
     for _ in range(2):
-        dispatch.publish_sync(presence.sweep(now=now + 61))
+        presence.sweep(now=now + 61)  # as the `presence sweep` command or a cron task does
     uid = str(ann.pk)
     assert sent == [("user_online", uid, "online"), ("user_offline", uid, "offline")]
     assert LastSeen.objects.get(user=ann).last_seen_at.timestamp() == pytest.approx(now)
@@ -80,10 +85,11 @@ def test_offline_once_from_the_sweep_and_last_seen_recorded(sent, ann):
 
 def test_status_changed_once_per_change(sent, ann):
     presence.touch(ann.pk)
-    dispatch.publish_sync(presence.set_status(ann.pk, "dnd"))
-    dispatch.publish_sync(presence.set_status(ann.pk, "dnd"))  # no change: no transition
-    dispatch.publish_sync(presence.set_status(ann.pk, "auto", message="Lunch"))
+    presence.set_status(ann.pk, "dnd")
+    presence.set_status(ann, "dnd")  # a user object works as well; no change: no transition
+    presence.set_status(ann.pk, "auto", message="Lunch")
     assert sent == [
+        ("user_online", str(ann.pk), "online"),
         ("status_changed", str(ann.pk), "dnd"),
         ("status_changed", str(ann.pk), "online"),
     ]
@@ -92,6 +98,7 @@ def test_status_changed_once_per_change(sent, ann):
 def test_two_processes_sweeping_observe_each_transition_once(sent, ann, redis_client):
     now = time.time()
     presence.touch(ann.pk, now=now)
+    sent.clear()  # the touch's own user_online
     one, two = Store(redis_client, store_config()), Store(redis_client, store_config())
     seen = one.sweep(now=now + 61) + two.sweep(now=now + 61)
     dispatch.publish_sync(seen)

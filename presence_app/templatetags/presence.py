@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from ..connection import get_store
+from .. import presence, rules
 from ..failopen import breaker
 from ..lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
 from ..store import UNAVAILABLE, InvalidInput, Presence
@@ -124,21 +124,25 @@ def _read(default: Any, fn: Any, *args: Any) -> Any:
 @register.simple_tag
 def online_count() -> int:
     """How many users are online (invisible ones are not counted)."""
-    return _read(0, get_store().online_count)
+    return _read(0, presence.online_count)
 
 
 @register.simple_tag
 def online_users(limit: int = 20) -> list[Any]:
     """The ``limit`` most recently seen online users (``{% online_users limit=10 as users %}``)."""
-    ids = _read([], lambda: get_store().online(limit=max(0, int(limit))))
+    ids = _read([], lambda: presence.online(limit=max(0, int(limit))))
     return users_in_order(ids)
 
 
-@register.simple_tag
-def room_members(room: str) -> list[Any]:
-    """Visible users in ``room`` in the order they came: ``{% room_members r as members %}``."""
+@register.simple_tag(takes_context=True)
+def room_members(context: template.Context, room: str) -> list[Any]:
+    """Visible users in ``room`` in the order they came: ``{% room_members r as members %}``.
+    Empty for a viewer ``CAN_JOIN`` keeps out of the room, and for a name no room can have."""
+    request = context.get("request")
+    user = getattr(request, "user", None)
     try:
-        ids = _read([], get_store().room_members, str(room))
-    except InvalidInput:  # no such room can exist: nobody is in it
-        ids = []
-    return users_in_order(ids)
+        if user is None or not presence.can_join(user, rules.room(room)):
+            return []
+    except InvalidInput:
+        return []
+    return users_in_order(_read([], presence.room_members, room))

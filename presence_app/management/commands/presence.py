@@ -7,8 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, lastseen, sweeper
-from ...connection import get_store
+from ... import conf, housekeeping, lastseen, presence, sweeper
 from ...models import LastSeen
 from ...store import UNAVAILABLE
 
@@ -35,10 +34,9 @@ class Command(BaseCommand):
             self.stdout.write("Stopped.")
 
     def do_stats(self, **options: Any) -> None:
-        store = get_store()
-        counts, rooms, samples = store.gather(
-            store.planned.state_counts(), store.planned.rooms(10),
-            store.planned.history(time.time() - 24 * 3600),
+        reads = presence.Reads()
+        counts, rooms, samples = presence.batch(
+            reads.state_counts(), reads.rooms(10), reads.history(time.time() - 24 * 3600)
         )
         self.stdout.write(
             f"online: {counts.total} (online {counts.online}, idle {counts.idle}, "
@@ -84,4 +82,4 @@ class Command(BaseCommand):
             if answer.strip().lower() != "yes":
                 self.stdout.write("Cancelled.")
                 return
-        self.stdout.write(f"cleared: {get_store().clear()} keys")
+        self.stdout.write(f"cleared: {housekeeping.clear()} keys")

@@ -1,0 +1,94 @@
+"""Client frames of the presence protocol, applied to a :class:`~presence_app.session.PresenceSession`.
+
+:func:`handle` reads one decoded frame, calls the session, and turns every refusal into an
+``error`` frame (codes in :mod:`presence_app.protocol`): a bad frame is answered and changes
+nothing, Redis being away gets ``unavailable``, never a crashed socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import protocol
+from .protocol import FrameError
+from .session import PresenceSession
+from .store import UNAVAILABLE, InvalidInput
+
+Handler = Callable[[PresenceSession, dict[str, Any]], Awaitable[None]]
+
+
+async def on_heartbeat(session: PresenceSession, frame: dict[str, Any]) -> None:
+    await session.heartbeat()
+    await session.send(protocol.HEARTBEAT_ACK)
+
+
+async def on_activity(session: PresenceSession, frame: dict[str, Any]) -> None:
+    await session.activity()
+
+
+async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
+    await session.join(frame.get("room"))
+
+
+async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:
+    await session.leave(frame.get("room"))
+
+
+async def on_status(session: PresenceSession, frame: dict[str, Any]) -> None:
+    await session.set_status(**protocol.status_fields(frame))
+
+
+async def on_typing(session: PresenceSession, frame: dict[str, Any]) -> None:
+    await session.typing(frame.get("room"))
+
+
+async def on_watch(session: PresenceSession, frame: dict[str, Any]) -> None:
+    """``users`` replaces the watch list, ``add`` / ``remove`` change it (for lists longer than
+    one frame holds). Watched users' presence comes back as a ``presence.state``."""
+    if "users" in frame:
+        ids = protocol.user_ids(frame, "users")
+        await session.watch(set(ids), ids)
+    elif "add" in frame:
+        ids = protocol.user_ids(frame, "add")
+        await session.watch(session.watched | set(ids), ids)
+    elif "remove" in frame:
+        ids = protocol.user_ids(frame, "remove")
+        await session.watch(session.watched - set(ids), [])
+    else:
+        raise FrameError("invalid", 'a watch frame has "users", "add" or "remove"')
+
+
+HANDLERS: dict[str, Handler] = {
+    "heartbeat": on_heartbeat,
+    "activity": on_activity,
+    "join": on_join,
+    "leave": on_leave,
+    "status": on_status,
+    "typing": on_typing,
+    "watch": on_watch,
+}
+
+
+async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
+    """Applies ``frame``; any refusal goes back to the browser as an ``error`` frame."""
+    extra: dict[str, Any] = {"frame": frame.get("type")}
+    if isinstance(frame.get("room"), str) and len(frame["room"]) <= 1000:
+        extra["room"] = frame["room"]
+    try:
+        handler = HANDLERS.get(frame["type"])
+        if handler is None:
+            raise FrameError("unknown_type", "unknown frame type")
+        async with session.lock:
+            await handler(session, frame)
+    except FrameError as exc:
+        await session.send(protocol.error_frame(exc.code, exc.detail, **{**extra, **exc.extra}))
+    except InvalidInput as exc:
+        await session.send(protocol.error_frame("invalid", str(exc), **extra))
+    except UNAVAILABLE as exc:
+        await session.unavailable(exc, **extra)
+
+
+def is_presence_frame(frame: Any) -> bool:
+    """Is ``frame`` (decoded JSON) one of the presence protocol's?"""
+    return isinstance(frame, dict) and frame.get("type") in HANDLERS

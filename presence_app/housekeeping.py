@@ -1,0 +1,37 @@
+"""The store's housekeeping beside presence itself: job locks, the per-minute samples of the
+dashboard's chart, the server clock, a health check and a full clear. Used by the sweeper, the
+``presence`` command and the system checks; presence state itself goes through
+:mod:`presence_app.presence`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .connection import get_async_store, get_store
+
+
+def job_lock(job: str, timeout: float) -> Any:
+    """A non-blocking Redis lock, so that one process at a time runs ``job`` (sync)."""
+    return get_store().job_lock(job, timeout=timeout)
+
+
+def ajob_lock(job: str, timeout: float) -> Any:
+    """:func:`job_lock` for async code (``await lock.acquire()``)."""
+    return get_async_store().job_lock(job, timeout=timeout)
+
+
+async def arecord_sample(count: int, now: float | None = None) -> None:
+    """Keeps ``count`` as the online sample of the current minute (Redis' clock by default)."""
+    store = get_async_store()
+    await store.record_sample(count, now if now is not None else await store.server_time())
+
+
+def ping() -> bool:
+    """True when the presence Redis answers."""
+    return get_store().ping()
+
+
+def clear() -> int:
+    """Deletes every presence key of this prefix; returns how many."""
+    return get_store().clear()

@@ -1,0 +1,101 @@
+"""What the front door accepts: user ids, room names and status fields, checked in one place.
+
+Every entry point (socket, SSE, JSON API, template tags, Python calls) validates through these
+functions, so a name is refused the same way, with the same words, wherever it arrives. They
+raise :class:`~presence_app.store.InvalidInput`; the WebSocket answers it with an ``invalid``
+error frame, the JSON API with a 400.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from . import conf
+from .store import InvalidInput
+
+#: The longest user id the store keeps (a primary key, a UUID, a username).
+MAX_USER_ID_LENGTH = 255
+#: ``set_status`` states a caller may ask for; "online" is the automatic state.
+SET_STATES = {"auto": "auto", "online": "auto", "dnd": "dnd", "invisible": "invisible"}
+
+
+def is_text(value: str) -> bool:
+    """False for a str that is not Unicode text (a lone surrogate, as JSON's "\\ud800" yields):
+    it cannot be written to Redis as UTF-8."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def user_id(value: Any) -> str:
+    """A user's id as the store spells it, from a user object, a primary key or an id string."""
+    pk = getattr(value, "pk", value)
+    if isinstance(pk, bool) or not isinstance(pk, (str, int)):
+        raise InvalidInput("a user id is a string or an integer")
+    text = str(pk)
+    if not 0 < len(text) <= MAX_USER_ID_LENGTH or not text.isprintable():
+        raise InvalidInput(f"user ids are 1-{MAX_USER_ID_LENGTH} printable characters")
+    return text
+
+
+def user_ids(values: Any) -> list[str]:
+    """Ids of ``values`` (objects, keys or strings) in order, without duplicates."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise InvalidInput("user ids come as a list")
+    return list(dict.fromkeys(user_id(v) for v in values))
+
+
+def room(value: Any) -> str:
+    """A room name the project admits: ``MAX_ROOM_NAME_LENGTH`` and ``ROOM_NAME_PATTERN``."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError:
+            raise InvalidInput("the room name is not valid UTF-8 text") from None
+    if not isinstance(value, str) or not value:
+        raise InvalidInput("a room name is a non-empty string")
+    limit = int(conf.get("MAX_ROOM_NAME_LENGTH"))
+    if len(value) > limit:
+        raise InvalidInput(f"room names are limited to {limit} characters")
+    if not is_text(value):
+        raise InvalidInput("the room name is not valid Unicode text")
+    # fullmatch: with re.match a pattern ending in "$" would admit "lobby\n".
+    if not re.fullmatch(conf.get("ROOM_NAME_PATTERN"), value):
+        raise InvalidInput("the room name does not match the allowed pattern")
+    return value
+
+
+def status_state(value: Any) -> str | None:
+    """``set_status``'s state: None keeps it; "online" means "auto"."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in SET_STATES:
+        raise InvalidInput('"state" must be one of online, auto, dnd, invisible')
+    return SET_STATES[value]
+
+
+def status_text(name: str, value: Any) -> str | None:
+    """A status message or emoji: None keeps it, "" clears it."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not is_text(value):
+        raise InvalidInput(f'"{name}" must be a string of Unicode text')
+    limit = int(conf.get("MAX_MESSAGE_LENGTH"))
+    if name == "message" and len(value) > limit:
+        raise InvalidInput(f"status messages are limited to {limit} characters")
+    return value
+
+
+def expires_in(value: Any) -> float | None:
+    """Seconds until a status message clears itself; None (or absent) is never."""
+    if value is None:
+        return None
+    # 1e999 parses as infinity: "never" is no expiry, which is leaving it out.
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not value > 0 or not math.isfinite(value)):
+        raise InvalidInput('"expires_in" must be a positive number of seconds')
+    return float(value)

@@ -1,0 +1,65 @@
+"""Touches off the request path: the middleware hands each due user to a batch, and a
+background thread writes the batch every ``HEARTBEAT_FLUSH_INTERVAL`` (at most 1 s) in one
+round trip, as the coalescer does for heartbeats. A request never waits on Redis for presence;
+with Redis away the batch is dropped (fail open: the next request of those users touches
+again once the breaker closes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import close_old_connections
+
+from . import conf, presence
+from .failopen import breaker
+from .store import UNAVAILABLE, Transition
+
+logger = logging.getLogger("presence_app")
+
+
+class TouchBatcher:
+    """Pending touches of one process: ``{user_id: activity}``, written by a daemon thread."""
+
+    def __init__(self) -> None:
+        #: False: no thread; touches wait for :meth:`flush` (tests that count writes).
+        self.background = True
+        self.pending: dict[str, bool] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, user_id: str, activity: bool) -> None:
+        """Queues a touch (an activity wins over a background request in the same batch)."""
+        with self._lock:
+            self.pending[user_id] = self.pending.get(user_id, False) or activity
+            if self.background and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._run, name="presence-touches",
+                                                daemon=True)
+                self._thread.start()
+
+    def flush(self) -> list[Transition]:
+        """Writes the pending touches now (tests, shutdown); returns the transitions made."""
+        with self._lock:
+            batch, self.pending = self.pending, {}
+        if not batch or breaker.is_open:
+            return []
+        try:
+            return presence.touch_many(batch.items())
+        except UNAVAILABLE as exc:
+            breaker.trip(exc, "PresenceMiddleware")
+            return []
+        finally:
+            close_old_connections()  # signal receivers (LastSeen) may have used the database
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0))
+            try:
+                self.flush()
+            except Exception:  # a bug must not end the thread: touches would stop for good
+                logger.exception("presence: writing a batch of touches failed")
+
+
+batcher = TouchBatcher()
