@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, JsonResponse
@@ -120,9 +121,23 @@ def can_view_room(user: Any, room: str) -> bool:
         raise RuntimeError(f"CAN_JOIN failed for room {room!r}") from exc
 
 
+def _raw_path_is_utf8(request: HttpRequest) -> bool:
+    """Django re-percent-encodes bytes that are not UTF-8 ("%FF" stays "%FF"): the raw path
+    tells a broken name from one that really holds "%FF"."""
+    scope = getattr(request, "scope", None)
+    raw = scope.get("raw_path") if scope else request.META.get("PATH_INFO", "").encode("latin-1")
+    try:
+        unquote_to_bytes(raw or b"").decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 @api_view
 def room(request: HttpRequest, room: str) -> dict[str, Any]:
     """The visible members of ``room``, in the order they came, with their presence."""
+    if not _raw_path_is_utf8(request):
+        raise InvalidInput("the room name is not valid UTF-8 text")
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
     ids = presence.room_members(room)

@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
     # changing it moves users between shards, so set it before going live or clear the keys).
     "SHARDS": 1,
-    # Semantics (seconds); see DESIGN.md.
+    # Semantics (seconds); see docs/architecture.md and README.md.
     "HEARTBEAT_INTERVAL": 30,
     "LEASE_TTL": 90,
     "ONLINE_WINDOW": 60,

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, frames, protocol
+from . import conf, dispatch, frames, protocol
 from .limits import TokenBucket
 from .protocol import FrameError
 from .resilience import OutageTolerantConsumer
@@ -88,6 +88,12 @@ class PresenceConsumerMixin:
         await self.presence_send(protocol.error_frame("rate_limited",
                                                       f"at most {limit} frames a second"))
         return False
+
+    async def presence_group_send(self, room: str, event: dict[str, Any]) -> None:
+        """Sends a channel-layer ``event`` to every socket in ``room`` (every socket that joined
+        it through presence, on any process), e.g. a chat message: ``{"type": "chat.message",
+        ...}`` reaches each consumer's ``chat_message``. Sockets without that handler skip it."""
+        await self.channel_layer.group_send(dispatch.room_group(room), event)  # type: ignore[attr-defined]
 
     async def presence_send(self, content: dict[str, Any]) -> None:
         """How presence frames reach the browser: JSON text. Override to wrap them."""

@@ -28,8 +28,6 @@ from .store import Presence, StateCounts, Transition
 
 User = Any  # a user object, a primary key or an id string
 
-can_join = hooks.can_join
-acan_join = hooks.acan_join
 
 
 def _status_args(state: str | None, message: str | None, emoji: str | None,
@@ -144,6 +142,18 @@ def sweep(now: float | None = None) -> list[Transition]:
     """Evicts expired leases (crashed processes, ended graces) and announces the leaves and
     offlines; ``user_offline`` makes their last seen durable."""
     return _change("sweep", now)
+
+
+# -- who may enter a room ---------------------------------------------------------------------
+def can_join(user: Any, room: str) -> bool:
+    """May ``user`` (a user object) enter, and so see, ``room``? The ``CAN_JOIN`` hook decides
+    (sync or async); True without one. Entry points ask before :func:`join` or a room read."""
+    return hooks.can_join(user, rules.room(room))
+
+
+async def acan_join(user: Any, room: str) -> bool:
+    """:func:`can_join` for async code."""
+    return await hooks.acan_join(user, rules.room(room))
 
 
 # -- reads ------------------------------------------------------------------------------------

@@ -18,7 +18,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from django.urls import path  # noqa: E402
+
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
+from project.demo.consumers import ChatConsumer  # noqa: E402
 
 # A process holding thousands of sockets has over a million objects the garbage collector walks;
 # with CPython's defaults it does so several times a minute under load, stalling every socket for
@@ -30,5 +33,8 @@ gc.set_threshold(50_000, 20, 100)
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+        *websocket_urlpatterns,  # ws/presence/: presence alone
+        path("ws/chat/", ChatConsumer.as_asgi()),  # the demo's chat, presence on the same socket
+    ]))),
 })

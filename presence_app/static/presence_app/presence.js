@@ -13,8 +13,10 @@
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
  * state (a room's or the watch list's snapshot), self (your own status), error, open, close,
- * unauthorized. Calls: join(room), leave(room), setStatus({state, message, emoji, expiresIn}),
- * watch(ids), typing(room), members(room), get(userId), close().
+ * unauthorized, message (any other frame: a project's own, on a socket whose consumer uses
+ * PresenceConsumerMixin). Calls: join(room), leave(room), setStatus({state, message, emoji,
+ * expiresIn}), watch(ids), typing(room), members(room), get(userId), send(frame) (a project's
+ * own frame, rate limited with the rest; false while disconnected), close().
  *
  * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
  * (online, idle, dnd, offline; invisible only on your own), data-presence-state, a title and an
@@ -160,6 +162,10 @@
       if (now - (this.lastTyping.get(room) || 0) < this.typingMs) return;
       this.lastTyping.set(room, now);
       this._send({type: "typing", room});
+    }
+
+    send(frame) {
+      return this._send(frame);
     }
 
     members(room) {
@@ -352,6 +358,7 @@
           this._error(msg);
           break;
         default:
+          this._emit("message", msg);
           break;
       }
     }

@@ -1,5 +1,6 @@
-/* A room page: who is here (live), everybody else with "last seen …", the typing indicator and
- * your status picker, all on presence.js events. The server renders the first view with the
+/* A room page: who is here (live), everybody else with "last seen …", the chat with its typing
+ * indicator and your status picker, all on presence.js events. The page's one socket is the
+ * demo's chat consumer (ws/chat/), which carries presence through PresenceConsumerMixin. The server renders the first view with the
  * presence template tags; from then on this script moves people between "In this room" and
  * "Not in this room" as the join / leave / update events come. */
 (function () {
@@ -10,7 +11,8 @@
   const ME = page.dataset.me;
   const hereList = document.getElementById("here");
   const awayList = document.getElementById("away");
-  const client = Demo.connect({rooms: [ROOM]});
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const client = Demo.connect({rooms: [ROOM], url: scheme + "//" + location.host + "/ws/chat/"});
 
   const seenAt = new Map(); // user id -> when this page saw them go offline (browser clock)
   const typers = new Map(); // user id -> timer that ends their "typing…"
@@ -192,18 +194,28 @@
     syncPicker(me);
   });
 
-  // -- the composer: only "typing…" leaves this page --------------------------------------------
+  // -- the chat: messages go to whoever is in the room now (nothing is stored) -------------------
   const composer = document.getElementById("composer");
   const input = document.getElementById("composer-input");
+  const messages = document.getElementById("messages");
   input.addEventListener("input", () => {
     if (input.value) client.typing(ROOM);
   });
   composer.addEventListener("submit", (event) => {
     event.preventDefault();
-    input.value = "";
-    const hint = document.getElementById("composer-hint");
-    hint.classList.add("error");
-    setTimeout(() => hint.classList.remove("error"), 1500);
+    const text = input.value.trim();
+    if (text && client.send({type: "chat.message", room: ROOM, text})) input.value = "";
+  });
+  client.on("message", (e) => {
+    if (e.type !== "chat.message" || e.room !== ROOM) return;
+    const item = document.createElement("li");
+    item.className = "message" + (e.user === ME ? " mine" : "");
+    const who = document.createElement("strong");
+    who.textContent = e.name;
+    item.append(who, " ", e.text);
+    messages.append(item);
+    messages.hidden = false;
+    item.scrollIntoView({block: "nearest"});
   });
 
   // -- the status picker ------------------------------------------------------------------------
