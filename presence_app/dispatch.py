@@ -144,3 +144,14 @@ async def announce_self(me: Presence, *, layer: Any = None) -> None:
 def announce_self_sync(me: Presence) -> None:
     """:func:`announce_self` for sync code."""
     async_to_sync(announce_self)(me)
+
+
+async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: str) -> None:
+    """Tells ``room`` that ``user_id`` is typing; ``sender`` (the typist's channel) is not told."""
+    await layer.group_send(room_group(room), {
+        "type": "presence.typing",
+        "user": user_id,
+        "room": room,
+        "state": "dnd" if own_state == "dnd" else "online",
+        "sender": sender,
+    })

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .connection import get_async_store, get_store
+from .connection import aclose_async_store, get_async_store, get_store
 
 
 def job_lock(job: str, timeout: float) -> Any:
@@ -30,6 +30,11 @@ async def arecord_sample(count: int, now: float | None = None) -> None:
 def ping() -> bool:
     """True when the presence Redis answers."""
     return get_store().ping()
+
+
+async def aclose() -> None:
+    """Closes this event loop's Redis client (a loop that ends: a command's own loop)."""
+    await aclose_async_store()
 
 
 def clear() -> int:
