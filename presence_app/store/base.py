@@ -41,6 +41,11 @@ class BaseStore:
         """An HTTP request (activity) or another sign of life: online for ONLINE_WINDOW."""
         return self.run(self.plans.touch(user_id, activity, now))
 
+    def touch_many(self, items: Iterable[tuple[Any, bool]], now: float | None = None):
+        """Touches many (user_id, activity) pairs in one script call per shard (the
+        middleware's batches); returns their transitions, each shard's in the order given."""
+        return self.run(self.plans.touch_many(items, now))
+
     def activity(self, user_id, now: float | None = None):
         """The person did something on a live connection: resets idle, and only that (the
         lease keeps them online; an HTTP window would outlive their last tab)."""

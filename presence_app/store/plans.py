@@ -163,6 +163,15 @@ class Planner:
     def touch(self, user_id: Any, activity: bool, now: float | None) -> Plan:
         return self.transitions("touch", user_id, now, "1" if activity else "0")
 
+    def touch_many(self, items: Iterable[tuple[Any, bool]], now: float | None) -> Plan:
+        """Touches many users: one script call per shard, each user in the order given."""
+        groups: dict[str, list[str]] = {}
+        for user_id, activity in items:
+            uid = user_id_of(user_id)
+            groups.setdefault(self.keys.tag_for_user(uid), []).extend((uid, "1" if activity else "0"))
+        calls = [self.call("touch", tag, now, *args) for tag, args in groups.items()]
+        return Plan(calls, _flat_transitions)
+
     def activity(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("activity", user_id, now)
 
