@@ -15,6 +15,7 @@ T0 = 1_800_000_000.0
 TTL, GRACE, WINDOW, IDLE = 90.0, 20.0, 60.0, 300.0
 USERS = ["1", "2", "3"]
 ROOMS = ["lobby", "doc:7"]
+WINDOWS = (10, 60, 100)  # online(window=N) on both sides of the steps below
 
 
 @dataclass
@@ -30,6 +31,7 @@ class User:
     la: float | None = None  # last activity
     st: str = "auto"
     listed: str | None = None  # which index lists the user: "online", "hidden" or None
+    seen: float | None = None  # last sign of life while listed: connect, heartbeat, activity, touch
 
 
 class Model:
@@ -66,6 +68,13 @@ class Model:
     def online(self) -> set[str]:
         return {u for u in USERS if self.live(u) and self.users[u].listed == "online"}
 
+    def seen_within(self, window: float) -> set[str]:
+        """online(window=N): the (visible) listed users whose last sign of life is that recent."""
+        return {
+            u for u in USERS
+            if self.users[u].listed == "online" and self.users[u].seen >= self.now - window
+        }
+
     def room(self, room: str) -> set[str]:
         return {
             c.user
@@ -79,11 +88,13 @@ class Model:
         u = self.users[uid]
         u.la = self.now
         u.listed = u.listed or self.index(uid)
+        u.seen = self.now
 
     def heartbeat(self, cid: str) -> bool:
         if cid not in self.conns:
             return False
         self.conns[cid].exp = self.now + TTL
+        self.users[self.conns[cid].user].seen = self.now
         return True
 
     def disconnect(self, cid: str) -> None:
@@ -96,6 +107,14 @@ class Model:
             u.la = self.now
         u.w = self.now + WINDOW
         u.listed = u.listed or self.index(uid)
+        u.seen = self.now
+
+    def activity(self, uid: str) -> None:
+        u = self.users[uid]
+        if u.listed:
+            if self.live(uid):  # a sign of life only while present: it holds no presence
+                u.seen = self.now
+            u.la = self.now
 
     def set_state(self, uid: str, state: str) -> None:
         u = self.users[uid]
@@ -113,6 +132,7 @@ class Model:
             del self.conns[cid]
         self.users[uid].listed = None
         self.users[uid].w = None
+        self.users[uid].seen = None
 
     def sweep(self) -> None:
         for cid in [c for c, conn in self.conns.items() if conn.exp < self.now]:
@@ -187,8 +207,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     @rule(uid=st.sampled_from(USERS))
     def activity(self, uid):
         self.store.activity(uid, now=self.now)
-        if self.model.users[uid].listed:
-            self.model.users[uid].la = self.model.now
+        self.model.activity(uid)
 
     @rule(uid=st.sampled_from(USERS), state=st.sampled_from(["auto", "dnd", "invisible"]))
     def set_status(self, uid, state):
@@ -209,6 +228,9 @@ class StoreVersusModel(RuleBasedStateMachine):
             assert self.store.get(uid, viewer=uid, now=now).state == m.state(uid, viewer=uid), uid
         assert set(self.store.online(now=now)) == m.online()
         assert self.store.online_count(now=now) == len(m.online())
+        for window in WINDOWS:
+            assert set(self.store.online(window=window, now=now)) == m.seen_within(window), window
+            assert self.store.online_count(window=window, now=now) == len(m.seen_within(window))
         for room in ROOMS:
             assert set(self.store.room_members(room, now=now)) == m.room(room), room
             assert self.store.room_count(room, now=now) == len(m.room(room))
