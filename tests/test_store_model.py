@@ -37,7 +37,8 @@ class User:
 class Model:
     """DESIGN.md's semantics, as plainly as they can be written."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: float = WINDOW) -> None:
+        self.window = window  # ONLINE_WINDOW
         self.now = T0
         self.conns: dict[str, Conn] = {}
         self.users = {u: User() for u in USERS}
@@ -105,7 +106,7 @@ class Model:
         u = self.users[uid]
         if activity or (u.listed is None and u.la is None):
             u.la = self.now
-        u.w = self.now + WINDOW
+        u.w = self.now + self.window
         u.listed = u.listed or self.index(uid)
         u.seen = self.now
 
@@ -143,9 +144,10 @@ class Model:
 
 
 class StoreVersusModel(RuleBasedStateMachine):
+    online_window = WINDOW
     def __init__(self) -> None:
         super().__init__()
-        self.model = Model()
+        self.model = Model(self.online_window)
         self.next_conn = 0
 
     @initialize()
@@ -157,7 +159,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         return self.model.now
 
     # Steps that land on both sides of every threshold (grace 20, window 60, lease 90, idle 300).
-    @rule(dt=st.sampled_from([0.5, 4, 11, 19, 21, 45, 59, 61, 89, 91, 299, 301]))
+    @rule(dt=st.sampled_from([0.5, 4, 11, 19, 21, 45, 59, 61, 89, 91, 119, 121, 299, 301]))
     def advance(self, dt):
         self.model.now += dt
 
@@ -236,14 +238,29 @@ class StoreVersusModel(RuleBasedStateMachine):
             assert self.store.room_count(room, now=now) == len(m.room(room))
 
 
-@pytest.mark.parametrize("backend", ["single"], indirect=True)
-def test_store_agrees_with_the_model(store):
-    StoreVersusModel.store = store
+class StoreVersusModelLongWindow(StoreVersusModel):
+    """ONLINE_WINDOW > LEASE_TTL: an HTTP request holds a user longer than a heartbeat does."""
+
+    online_window = 120.0
+
+
+def check(machine: type[StoreVersusModel], store) -> None:
+    machine.store = store
     runs = int(os.environ.get("PRESENCE_MODEL_EXAMPLES", "300"))
-    StoreVersusModel.TestCase.settings = settings(
+    machine.TestCase.settings = settings(
         max_examples=runs,
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    StoreVersusModel.TestCase().runTest()
+    machine.TestCase().runTest()
+
+
+@pytest.mark.parametrize("backend", ["single"], indirect=True)
+def test_store_agrees_with_the_model(store):
+    check(StoreVersusModel, store)
+
+
+@pytest.mark.parametrize("backend", ["single"], indirect=True)
+def test_store_agrees_with_the_model_when_the_http_window_outlasts_the_lease(make_store):
+    check(StoreVersusModelLongWindow, make_store(online_window=StoreVersusModelLongWindow.online_window))
