@@ -44,15 +44,15 @@ local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
 local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns'}
 local SEP = '\31'  -- refused in status text and device; escaped by JSON
 
+-- One pattern match per record (a capture per field), not a search per field: the sweep and
+-- every write decode one.
+local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
 local function decode(raw)
   local u = {}
   if not raw then return u end
-  local i = 1
-  for _, name in ipairs(FIELDS) do
-    local j = string.find(raw, SEP, i, true)
-    local v
-    if j then v = string.sub(raw, i, j - 1); i = j + 1 else v = string.sub(raw, i); i = #raw + 2 end
-    if v ~= '' then u[name] = v end
+  local v = {string.match(raw, RECORD)}
+  for k, name in ipairs(FIELDS) do
+    if v[k] ~= '' then u[name] = v[k] end
   end
   return u
 end
@@ -69,13 +69,14 @@ local function encode(u)
   if u._c then
     if next(u._c) == nil then u.conns = nil else u.conns = cjson.encode(u._c) end
   end
-  local parts, any = {}, false
-  for k, name in ipairs(FIELDS) do
-    local v = u[name]
-    if v ~= nil then parts[k] = v; any = true else parts[k] = '' end
+  if not (u.st or u.la or u.ls or u.lv or u.msg or u.emoji or u.dev or u.mx or u.meta or u.w
+          or u.idle or u.conns) then
+    return nil
   end
-  if not any then return nil end
-  return table.concat(parts, SEP)
+  -- one concatenation (FIELDS' order), not a table of parts
+  return (u.st or '') .. SEP .. (u.la or '') .. SEP .. (u.ls or '') .. SEP .. (u.lv or '') .. SEP
+    .. (u.msg or '') .. SEP .. (u.emoji or '') .. SEP .. (u.dev or '') .. SEP .. (u.mx or '')
+    .. SEP .. (u.meta or '') .. SEP .. (u.w or '') .. SEP .. (u.idle or '') .. SEP .. (u.conns or '')
 end
 
 -- Layout 1 -> 2 (a rolling deploy): a user's first write in layout 2 adopts the profile their

@@ -75,6 +75,9 @@ if #order > 0 then
   end
 end
 flush_gone()
+-- More expired leases to come: the next call goes on with them first, so that pass 2 does not
+-- reach users whose leases pass 1 would evict in bulk.
+if more == 1 then return {more, OUT} end
 
 -- Pass 2. Users whose presence ended without a lease expiring here: an end in K_UNTIL that is
 -- past, or a seen score more than SPAN ago (both indexes).
