@@ -159,7 +159,8 @@ local function emit(kind, uid, room, state, t, u, rooms)
     extra = cjson.encode(extra)
   end
   OUT[#OUT + 1] = kind; OUT[#OUT + 1] = uid; OUT[#OUT + 1] = room or ''
-  OUT[#OUT + 1] = state; OUT[#OUT + 1] = fmt(t or NOW); OUT[#OUT + 1] = extra
+  if type(t) ~= 'string' then t = fmt(t or NOW) end  -- a time already formatted is kept
+  OUT[#OUT + 1] = state; OUT[#OUT + 1] = t; OUT[#OUT + 1] = extra
 end
 
 -- Rooms: a room set per shard holds its visible members (score: when they came); K_ROOMS counts

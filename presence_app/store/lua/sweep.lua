@@ -32,7 +32,7 @@ local function offline(uid, u, uk, idx, seen)
   local last = evict(uid, u, uk, idx, seen, true)
   local list = gone[idx]
   list[#list + 1] = uid
-  if idx == K_SEEN then emit('offline', uid, nil, 'offline', last, u, {}) end
+  if idx == K_SEEN then emit('offline', uid, nil, 'offline', u.ls or last, u, {}) end
 end
 
 -- Pass 1. The expired leases leave in one call; their users are read once each.
@@ -45,15 +45,13 @@ for i = 1, #expired, 2 do
   local user = users[uid]
   if user == nil then
     local u, uk = load_user(uid)
-    user = {u = u, uk = uk, left = {}}
+    user = {u = u, uk = uk, left = {}, renewed = 0}
     users[uid] = user
     order[#order + 1] = uid
   end
-  local u = user.u
   -- the lease's last renewal is a sign of life of the user
-  local renewed = num(expired[i + 1]) - LEASE_TTL
-  if renewed > (num(u.ls) or 0) then u.ls = sc(renewed) end
-  for _, room in ipairs(forget_connection(u, cid)) do user.left[#user.left + 1] = room end
+  user.renewed = math.max(user.renewed, num(expired[i + 1]) - LEASE_TTL)
+  for _, room in ipairs(forget_connection(user.u, cid)) do user.left[#user.left + 1] = room end
 end
 zrem(K_LEASES, members)
 if #order > 0 then
@@ -66,11 +64,12 @@ if #order > 0 then
     if idx == K_HIDDEN then s = num(redis.call('ZSCORE', K_HIDDEN, uid)) end
     local still = recompute_until(uid, u)
     if still >= NOW then
+      if user.renewed > (num(u.ls) or 0) then u.ls = sc(user.renewed) end
       leave_rooms(uid, user.left, public_state(u, still), u)
       save_user(uk, u, s ~= nil)
     else
       leave_rooms(uid, user.left, 'offline', u)
-      offline(uid, u, uk, idx, s)
+      offline(uid, u, uk, idx, math.max(s or 0, user.renewed))
     end
   end
 end
