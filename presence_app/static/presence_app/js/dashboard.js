@@ -163,8 +163,13 @@
     if (!step) return;
     event.preventDefault();
     var data = chartData();
-    var minute = 60 / (data.end - data.start);
-    hover = Math.min(1, Math.max(0, (hover === null ? 1 : hover) + step * minute));
+    var span = data.end - data.start;
+    if (hover === null) { // the first key shows the latest sample
+      var last = data.first === null ? data.end : data.first + (data.counts.length - 1) * 60;
+      hover = (last - data.start) / span;
+    } else {
+      hover = Math.min(1, Math.max(0, hover + step * 60 / span));
+    }
     showAt(hover);
   });
 })();
