@@ -247,6 +247,7 @@ def test_staff_get_the_dashboard_link(demo, width):
     for piece in boxes(page, ".topbar *"):
         assert 0 <= piece["left"] and piece["right"] <= width, piece
     no_sideways_scrolling(page)
+    shot(demo, page, "rooms-staff", "light", width)
     link.click()
     expect(page).to_have_url(re.compile(re.escape(DASHBOARD) + "$"))
     expect(page.locator(".presence-chart")).to_be_visible()
