@@ -8,8 +8,8 @@ Two Redis round trips whatever the page size: the ids of the page with every ind
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -75,12 +75,13 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
     # Each area closes straight down at its own ends: nothing is drawn where nothing was seen.
     areas = [
         f"{x(seg[0][0])},{CHART_HEIGHT} {line} {x(seg[-1][0])},{CHART_HEIGHT}"
-        for seg, line in zip(segments, lines)
+        for seg, line in zip(segments, lines, strict=True)
     ]
     edges = [start, *(t for seg in segments for t in (seg[0][0], seg[-1][0])), now]
     gaps = [
-        {"x": x(a), "width": round(x(b) - x(a), 1), "pct": _pct(x(a)), "wide_pct": _pct(x(b) - x(a))}
-        for a, b in zip(edges[::2], edges[1::2])
+        {"x": x(a), "width": round(x(b) - x(a), 1), "pct": _pct(x(a)),
+         "wide_pct": _pct(x(b) - x(a))}
+        for a, b in zip(edges[::2], edges[1::2], strict=True)
         if b - a > GAP
     ]
     tz = timezone.get_current_timezone()

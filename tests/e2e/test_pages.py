@@ -47,8 +47,7 @@ def shot(demo, page, name: str, scheme: str, width: int) -> None:
 
 
 def no_sideways_scrolling(page) -> None:
-    width, inner = page.evaluate(
-        "() => [document.documentElement.scrollWidth, window.innerWidth]")
+    width, inner = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert width <= inner, f"the page is {width} px wide in a {inner} px viewport"
 
 
@@ -78,11 +77,14 @@ def colours(page, selector: str, prop: str = "color") -> tuple[str, str]:
 
 
 def boxes(page, selector: str) -> list[dict]:
-    return page.evaluate("""s => Array.from(document.querySelectorAll(s))
+    return page.evaluate(
+        """s => Array.from(document.querySelectorAll(s))
         .filter(el => el.getClientRects().length && getComputedStyle(el).visibility !== "hidden")
         .map(el => { const r = el.getBoundingClientRect();
                      return {text: el.textContent.trim(), left: r.left, right: r.right,
-                             top: r.top, bottom: r.bottom, width: r.width}; })""", selector)
+                             top: r.top, bottom: r.bottom, width: r.width}; })""",
+        selector,
+    )
 
 
 def drawn_with(page, selector: str) -> list[str]:
@@ -136,7 +138,7 @@ def test_the_dashboard_chart_tells_the_truth(demo, history, scheme, width):
     assert len(marks) >= (4 if width == PHONE else 7)
     assert all(re.fullmatch(r"\d\d:00", m["text"]) for m in marks)
     assert all(0 <= m["left"] and m["right"] <= width for m in marks)
-    assert all(a["right"] + 4 <= b["left"] for a, b in zip(marks, marks[1:]))
+    assert all(a["right"] + 4 <= b["left"] for a, b in zip(marks, marks[1:], strict=False))
 
     # Values under the pointer: a sample where there is one, "no sample" in the gaps.
     assert re.fullmatch(r"\d\d:\d\d · \d+ online", hover_chart(page, 1))
@@ -155,7 +157,8 @@ def test_the_dashboard_chart_tells_the_truth(demo, history, scheme, width):
     assert contrast(*colours(page, ".presence-chart-tip")) >= 4.5
     assert contrast(*colours(page, ".presence-chart-summary")) >= 4.5
     stroke = page.evaluate(
-        "() => getComputedStyle(document.querySelector('.presence-chart polyline')).stroke")
+        "() => getComputedStyle(document.querySelector('.presence-chart polyline')).stroke"
+    )
     assert contrast(stroke, body_bg) >= 3  # a graphic: WCAG's 3:1
 
     # The state in words beside the dot and the message; the emoji drawn, not an empty box.
@@ -212,13 +215,16 @@ def test_the_room_page_fits_and_says_the_state(demo, scheme, width):
     status = boxes(a, '#here .member[data-name="bob"] [data-status]')[0]
     assert status["right"] <= width and status["width"] > 100
     expect(bob.locator(".presence-dot")).to_have_attribute(
-        "aria-label", "Do not disturb: 📅 In a meeting")
+        "aria-label", "Do not disturb: 📅 In a meeting"
+    )
 
     # No colour-emoji font here: every emoji is drawn by presence_app's monochrome fallback
     # (Noto Emoji), none as an empty box of the text font.
     a.evaluate("() => document.fonts.ready.then(() => null)")
-    for selector in [*(f".emoji-options label:nth-of-type({i}) span" for i in range(2, 8)),
-                     '#here .member[data-name="bob"] [data-status]']:
+    for selector in [
+        *(f".emoji-options label:nth-of-type({i}) span" for i in range(2, 8)),
+        '#here .member[data-name="bob"] [data-status]',
+    ]:
         assert "Noto Emoji" in drawn_with(a, selector), selector
 
     # The top bar fits: every piece of it inside the viewport, "Log out" too.
@@ -252,3 +258,17 @@ def test_staff_get_the_dashboard_link(demo, width):
     expect(page).to_have_url(re.compile(re.escape(DASHBOARD) + "$"))
     expect(page.locator(".presence-chart")).to_be_visible()
     shot(demo, page, "dashboard-from-demo", "light", width)
+
+
+def test_the_dashboard_follows_the_admins_own_theme_switch(demo, history):
+    # The admin's theme button wins over the system's preference (localStorage "theme").
+    page = demo.open("admin", DASHBOARD, color_scheme="light")
+    page.evaluate("() => localStorage.setItem('theme', 'dark')")
+    page.reload()
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    _, background = colours(page, "#content")
+    assert luminance(background) < 0.1
+    assert contrast(*colours(page, ".presence-chart-y span")) >= 4.5
+    assert contrast(*colours(page, ".presence-count-label")) >= 4.5
+    gap_fill, _ = colours(page, ".presence-chart-gap", "fill")
+    assert luminance(gap_fill) < 0.1  # the shaded gaps are dark too
