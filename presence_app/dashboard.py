@@ -71,7 +71,9 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
     def y(count: int) -> float:
         return round(CHART_HEIGHT - count * CHART_HEIGHT / top, 1)
 
-    lines = [" ".join(f"{x(m)},{y(c)}" for m, c in seg) for seg in segments]
+    # A lone sample is a zero-length line, which round caps draw as a dot (one point draws none).
+    lines = [" ".join(f"{x(m)},{y(c)}" for m, c in seg * (2 if len(seg) == 1 else 1))
+             for seg in segments]
     # Each area closes straight down at its own ends: nothing is drawn where nothing was seen.
     areas = [
         f"{x(seg[0][0])},{CHART_HEIGHT} {line} {x(seg[-1][0])},{CHART_HEIGHT}"

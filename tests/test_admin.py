@@ -191,6 +191,8 @@ def test_an_outage_is_a_gap_not_a_line():
     assert data["counts"][101] is None
     # One lost sample is not an outage; a sweeper that stopped an hour ago leaves a gap at "now".
     assert len(dashboard.chart(minutes(10, 6) + minutes(4, 1), NOW)["lines"]) == 1
+    lone = dashboard.chart(minutes(1, 1), NOW)  # the first sample of a new install
+    assert lone["lines"] == ["1439.0,0.0 1439.0,0.0"]  # drawn as a dot
     stopped = dashboard.chart(minutes(120, 60), NOW)
     assert stopped["gaps"][-1]["x"] + stopped["gaps"][-1]["width"] == 1440
 

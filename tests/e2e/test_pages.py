@@ -36,7 +36,14 @@ for ago in [*range(14 * 60, 8 * 60, -1), *range(120, 1, -1)]:
 """
 
 
-@pytest.fixture(scope="module")
+FRESH = """
+from presence_app.connection import get_store
+store = get_store()
+store.client.delete(store.keys.history())
+"""
+
+
+@pytest.fixture
 def history(demo_server):
     demo_server.manage("shell", "-c", HISTORY)
 
@@ -167,6 +174,29 @@ def test_the_dashboard_chart_tells_the_truth(demo, history, scheme, width):
     assert "Noto Emoji" in drawn_with(page, "tr.presence-row .presence-emoji")
     no_sideways_scrolling(page)
     shot(demo, page, "dashboard", scheme, width)
+
+
+def test_a_new_install_draws_only_what_it_saw(demo, demo_server):
+    demo_server.manage("shell", "-c", FRESH)  # as on the first minutes of an install
+    page = demo.open("admin", DASHBOARD, width=PHONE)
+    # The server's sweeper takes a sample twice a second: a dot or a short line at the right
+    # (on this page, or on its next refresh, 5 s later).
+    expect(page.locator(".presence-chart polyline")).to_have_count(1, timeout=12000)
+    line = page.locator(".presence-chart polyline").bounding_box()
+    plot = page.locator(".presence-chart-plot").bounding_box()
+    assert line["x"] > plot["x"] + plot["width"] * 0.95  # nothing drawn before it
+    # Drawn even when it is one sample: two points (maybe the same) with round caps.
+    points, cap = page.evaluate("""() => {
+        const line = document.querySelector('.presence-chart polyline');
+        return [line.points.numberOfItems, getComputedStyle(line).strokeLinecap]; }""")
+    assert points >= 2 and cap == "round"
+    expect(page.locator(".presence-chart polygon")).to_have_count(1)
+    area = page.locator(".presence-chart polygon").bounding_box()
+    assert area is None or area["x"] > plot["x"] + plot["width"] * 0.95  # no ramp
+    expect(page.locator(".presence-chart-gap-label")).to_have_text("no samples")
+    assert re.fullmatch(r"\d\d:\d\d · no sample", hover_chart(page, 12))
+    no_sideways_scrolling(page)
+    shot(demo, page, "dashboard-new-install", "light", PHONE)
 
 
 def test_the_live_dashboard_refreshes_quietly(demo, history):
