@@ -225,6 +225,8 @@ def test_the_live_dashboard_refreshes_quietly(demo, history):
     note = page.locator("#presence-refresh-note")
     expect(note).to_contain_text("Live updates paused", timeout=8000)
     expect(note).to_be_visible()
+    assert contrast(*colours(page, "#presence-refresh-note")) >= 4.5
+    demo.screenshot(page, "dashboard-paused-light-desktop")
     page.unroute(re.compile(r"partial=1"))
     expect(note).to_have_text("", timeout=8000)
     expect(note).to_be_hidden()
