@@ -30,7 +30,9 @@ ROOT = Path(__file__).parent
 # Interpreters pyenv installed are found like those on PATH (PATH's win): this machine image has
 # 3.11, 3.12 and 3.13 there, and Debian 12 packages only 3.11. No 3.14 can be had here: PyPI
 # serves no interpreters, and downloads of prebuilt ones are not reachable.
-for _bin in sorted(glob.glob(os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv")) + "/versions/3.*/bin")):
+for _bin in sorted(
+    glob.glob(os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv")) + "/versions/3.*/bin")
+):
     os.environ["PATH"] += os.pathsep + _bin
 
 # The support matrix: every Python each Django supports, from 3.11 (Django 6 needs 3.12).
@@ -54,14 +56,25 @@ SERVERS = {
 }
 
 
-def core_tests(session: nox.Session, *args: str, env: dict[str, str] | None = None,
-               runner: tuple[str, ...] = ("pytest",)) -> None:
+def core_tests(
+    session: nox.Session,
+    *args: str,
+    env: dict[str, str] | None = None,
+    runner: tuple[str, ...] = ("pytest",),
+) -> None:
     """The fast core: top-level test modules, without the browser (make test runs that)."""
     modules = sorted(glob.glob("tests/test_*.py"))
     modules.remove("tests/test_presence_js.py")
     # REDIS_URL cleared: each run starts its own private server, the one under test.
-    session.run(*runner, "-p", "no:cacheprovider", "-q", *modules, *args,
-                env={"REDIS_URL": "", **(env or {})})
+    session.run(
+        *runner,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *modules,
+        *args,
+        env={"REDIS_URL": "", **(env or {})},
+    )
 
 
 def install(session: nox.Session, django: str) -> None:
@@ -106,8 +119,16 @@ def docs(session: nox.Session) -> None:
     """The documentation site, warnings as errors; `nox -s docs -- -b linkcheck` to vary."""
     session.install(".", "--group", "docs")
     shutil.rmtree("docs/_build", ignore_errors=True)
-    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", *session.posargs,
-                "docs", "docs/_build/html")
+    session.run(
+        "sphinx-build",
+        "-W",
+        "--keep-going",
+        "-b",
+        "html",
+        *session.posargs,
+        "docs",
+        "docs/_build/html",
+    )
 
 
 @nox.session(python=CELLS[0][0])

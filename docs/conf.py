@@ -1,6 +1,5 @@
 """Sphinx configuration: the documentation site (`nox -s docs`; CI treats warnings as errors)."""
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -13,8 +12,13 @@ import django  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 settings.configure(
-    INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "django.contrib.admin",
-                    "channels", "presence_app"],
+    INSTALLED_APPS=[
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.admin",
+        "channels",
+        "presence_app",
+    ],
     DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
 )
 django.setup()

@@ -60,9 +60,23 @@ def test_a_host_project_gets_its_own_redis(tmp_path: Path):
     (tmp_path / "test_host.py").write_text(textwrap.dedent(HOST_TESTS))
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE")}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--ds=host_settings",
-         "-o", "pythonpath=.", "test_host.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--ds=host_settings",
+            "-o",
+            "pythonpath=.",
+            "test_host.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout
