@@ -6,6 +6,7 @@
   Cluster variants too, under coverage.
 - ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
   registries ship.
+- ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
 
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import tarfile
 import tempfile
+import tomllib
 from pathlib import Path
 
 import nox
@@ -103,6 +106,15 @@ def tests(session: nox.Session, django: str) -> None:
     session.run("coverage", "erase")
     core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"), cluster=True)
     session.run("coverage", "report")
+
+
+@nox.session(python=CELLS[0][0])
+def lowest(session: nox.Session) -> None:
+    """The core on the oldest releases pyproject.toml's dependency ranges admit: its bounds hold."""
+    dependencies = tomllib.loads(Path("pyproject.toml").read_text())["project"]["dependencies"]
+    oldest = [re.sub(r">=([^,]+).*", r"==\1", dependency) for dependency in dependencies]
+    session.install(".", *oldest, "--group", "test")
+    core_tests(session, *session.posargs)
 
 
 @nox.session(python=NEWEST[0])
