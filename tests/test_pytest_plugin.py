@@ -8,6 +8,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import AsyncClient
+
 from presence_app.connection import get_store
 
 
@@ -29,6 +35,30 @@ def test_every_test_starts_without_presence_keys(presence, presence_redis_url):
     presence.touch("carol")
     assert get_store().clear() > 0  # the same Redis the fixture emptied: it had the key
     assert presence.online_count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_consumer_test_in_a_few_lines(presence, presence_channel_layer, django_user_model):
+    """docs/testing.md's example: a signed-in socket joins a room, and presence says so."""
+    from project.asgi import application
+
+    ann = await sync_to_async(django_user_model.objects.create_user)("ann", password="x")
+    client = AsyncClient()
+    await client.aforce_login(ann)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    socket = WebsocketCommunicator(
+        application,
+        "/ws/presence/",
+        headers=[(b"cookie", cookie.encode()), (b"origin", b"http://testserver")],
+    )
+    assert (await socket.connect())[0]
+    assert (await socket.receive_json_from())["type"] == "hello"
+    await socket.send_json_to({"type": "join", "room": "doc-42"})
+    while (frame := await socket.receive_json_from(timeout=3))["type"] != "presence.state":
+        pass
+    assert [m["user"] for m in frame["members"]] == [str(ann.pk)]
+    assert await presence.aroom_members("doc-42") == [str(ann.pk)]
+    await socket.disconnect()
 
 
 HOST_SETTINGS = """
