@@ -12,6 +12,8 @@ runs until a test asks for a fixture, so projects that never do pay nothing::
   whole run, or the Redis ``REDIS_URL`` names if it is set.
 - ``presence``: the API (``presence_app.presence``) on that Redis, with ``PRESENCE`` pointed at
   it and every presence key deleted before the test.
+- ``presence_touches``: the middleware's batch of touches; ``flush()`` writes the requests'
+  touches now (with the ``presence`` fixture they wait for it instead of a background thread).
 - ``presence_channel_layer``: ``CHANNEL_LAYERS`` on that Redis too (channels-redis' pub/sub
   layer), for consumer tests with Channels' ``WebsocketCommunicator``.
 - ``presence_clock``: fake time. Store calls made without ``now`` (from views, middleware,
@@ -55,18 +57,33 @@ def presence(presence_redis_url: str) -> Iterator[ModuleType]:
     from django.conf import settings
     from django.test import override_settings
 
+    from presence_app import housekeeping
     from presence_app import presence as api
-    from presence_app.connection import get_store
     from presence_app.failopen import breaker
+    from presence_app.touches import batcher
 
     configured = getattr(settings, "PRESENCE", None) or {}
     with override_settings(
         PRESENCE={**configured, "REDIS_URL": presence_redis_url, "CLUSTER": False}
     ):
-        get_store().clear()  # the app's keys only: a shared REDIS_URL keeps everything else
+        housekeeping.clear()  # the app's keys only: a shared REDIS_URL keeps everything else
         breaker.reset()  # Redis presumed reachable, whatever an earlier test did
+        # Requests' touches wait for presence_touches.flush(): written when the test says so.
+        background, batcher.background = batcher.background, False
+        batcher.pending.clear()
         yield api
+        batcher.background = background
+        batcher.pending.clear()
         breaker.reset()
+
+
+@pytest.fixture
+def presence_touches(presence: ModuleType) -> Any:
+    """The process's batch of touches (PresenceMiddleware queues a request's touch there):
+    ``presence_touches.flush()`` writes it, as the background thread would within a second."""
+    from presence_app.touches import batcher
+
+    return batcher
 
 
 @pytest.fixture

@@ -110,3 +110,14 @@ def test_a_host_project_gets_its_own_redis(tmp_path: Path):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout
+
+
+@pytest.mark.django_db
+def test_a_visit_puts_the_user_online(client, presence, presence_touches, django_user_model):
+    """The page in docs/testing.md: the middleware queues the touch, the test writes it."""
+    user = django_user_model.objects.create_user("visitor")
+    client.force_login(user)
+    client.get("/accounts/login/")
+    assert presence.get(user).state == "offline"  # queued, not written: nothing waited on Redis
+    presence_touches.flush()
+    assert presence.get(user).state == "online"
