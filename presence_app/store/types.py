@@ -211,8 +211,8 @@ class Transition:
         texts = [_str(f) for f in flat]
         extras: dict[str, tuple[tuple[str, ...], str, str]] = {}  # a sweep's mostly repeat
         out = []
-        for i in range(0, len(texts), 6):
-            kind, user, room, state, at, extra = texts[i : i + 6]
+        new = object.__new__
+        for kind, user, room, state, at, extra in zip(*[iter(texts)] * 6):
             parsed = extras.get(extra)
             if parsed is None:
                 data = json.loads(extra) if extra else {}
@@ -223,8 +223,11 @@ class Transition:
                     data.get("emoji") or "",
                 )
             rooms_, message, emoji = parsed
-            out.append(cls(kind, user, state, float(at), room or None,  # type: ignore[arg-type]
-                           rooms_, message, emoji))
+            # Without __init__'s eight frozen setattr calls: a sweep parses thousands.
+            t = new(cls)
+            t.__dict__.update(kind=kind, user_id=user, state=state, at=float(at), room=room or None,
+                              rooms=rooms_, message=message, emoji=emoji)
+            out.append(t)
         return out
 
     def as_event(self) -> dict[str, Any]:
