@@ -119,12 +119,14 @@ class BaseStore:
         *,
         include_invisible: bool = False,
     ):
-        """Ids of online users, most recently seen first. ``window`` also keeps users whose
-        presence ended less than that many seconds ago and who have not been swept yet."""
+        """Ids of online users, most recently seen first. With ``window``: the users whose last
+        sign of life (heartbeat, activity, touch) is within the last ``window`` seconds, present
+        now or gone and not swept yet."""
         return self.run(self.plans.online(window, offset, limit, include_invisible, now))
 
     def online_count(self, window: float | None = None, now: float | None = None):
-        """How many users are online (visible), counted in Redis without fetching ids."""
+        """How many users are online (visible), counted in Redis without fetching ids; with
+        ``window``, how many were seen within that many seconds (as :meth:`online`)."""
         return self.run(self.plans.online_count(window, now))
 
     def room_members(self, room: str, now: float | None = None):

@@ -308,10 +308,10 @@ class Planner:
         # Each shard (and, for superusers, each hidden index) is a sorted source: take the first
         # offset + limit of each and merge them, most recent first.
         count = -1 if limit is None else offset + limit
-        span = _window(window)
+        seen_within = _window(window)
         sources = ["0", "1"] if include_invisible else ["0"]
         calls = [
-            self.call("online", tag, now, "list", hidden, span, count)
+            self.call("online", tag, now, "list", hidden, seen_within, count)
             for tag in self.keys.all_tags()
             for hidden in sources
         ]
@@ -327,8 +327,10 @@ class Planner:
         return Plan(calls, finish)
 
     def online_count(self, window: float | None, now: float | None) -> Plan:
-        span = _window(window)
-        calls = [self.call("online", tag, now, "count", "0", span) for tag in self.keys.all_tags()]
+        seen_within = _window(window)
+        calls = [
+            self.call("online", tag, now, "count", "0", seen_within) for tag in self.keys.all_tags()
+        ]
         return Plan(calls, lambda replies: sum(int(r) for r in replies))
 
     def state_counts(self, limit: int, now: float | None) -> Plan:
