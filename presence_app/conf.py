@@ -23,6 +23,12 @@ DEFAULTS: dict[str, Any] = {
     # True: REDIS_URL names a node of a Redis Cluster, or is a list of node URLs (startup
     # nodes); the store then runs on redis-py's RedisCluster, sync and async. Raise SHARDS with it.
     "CLUSTER": False,
+    # Redis Sentinel: [(host, port), ...] of the sentinels; REDIS_URL's host is then the name
+    # of the service they monitor ("redis://mymaster/0"), as django-redis' SentinelClient takes
+    # it. SENTINEL_OPTIONS: keyword arguments for the connections to the sentinels (password,
+    # timeouts). None: the SENTINELS option of the django-redis cache REDIS_ALIAS, if any.
+    "SENTINELS": None,
+    "SENTINEL_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     "KEY_PREFIX": "presence",
     # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
     # changing it moves users between shards, so set it before going live or clear the keys).
