@@ -179,6 +179,14 @@ class _AsyncCluster(aredis.RedisCluster):
             return await super().execute_command(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unreachable(exc) from exc
+        except AttributeError as exc:
+            # redis-py's race at a failover: a call that finds its node dead makes the client
+            # relearn the topology and disconnect that node's connections, under the feet of
+            # calls running concurrently on them ("'NoneType' object has no attribute
+            # 'writelines'"). That is a lost connection, not a bug of the caller.
+            if "'NoneType' object has no attribute" not in str(exc):
+                raise
+            raise redis.ConnectionError(f"connection closed by a topology refresh: {exc}") from exc
 
     async def initialize(self, *args: Any, **kwargs: Any) -> Any:
         try:  # also reached from a cluster pipeline's execute()
