@@ -22,6 +22,7 @@ from . import conf
 from .connection import get_store
 from .failopen import breaker
 from .lookup import user_key, users_in_order
+from .ratelimit import bounded_ids, rate_limited
 from .store import UNAVAILABLE, InvalidInput, Presence
 
 MAX_PER_PAGE = 100
@@ -80,6 +81,8 @@ def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
     ]
 
 
+@rate_limited
+@bounded_ids
 @api_view
 def users(request: HttpRequest) -> dict[str, Any]:
     """``?ids=1,2,3`` (or ``?id=1&id=2``): each user's presence in the order asked; one round
@@ -95,6 +98,7 @@ def users(request: HttpRequest) -> dict[str, Any]:
     return {"users": [p.as_dict() for p in presences.values()]}
 
 
+@rate_limited
 @api_view
 def online(request: HttpRequest) -> dict[str, Any]:
     """``?page=1&per_page=50``: online users, most recently seen first, with their presence."""
@@ -130,6 +134,7 @@ def can_view_room(user: Any, room: str) -> bool:
         raise RuntimeError(f"CAN_JOIN failed for room {room!r}") from exc
 
 
+@rate_limited
 @api_view
 def room(request: HttpRequest, room: str) -> dict[str, Any]:
     """The visible members of ``room``, in the order they came, with their presence."""

@@ -60,6 +60,14 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
     "MAX_ROOM_NAME_LENGTH": 100,
     "TYPING_THROTTLE": 2.0,
+    # JSON API abuse limits (presence_app/ratelimit.py), per process: requests a second and
+    # burst per signed-in user and per client IP (429 with Retry-After past them), and the
+    # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).
+    "API_USER_RATE": 10,
+    "API_USER_BURST": 50,
+    "API_IP_RATE": 50,
+    "API_IP_BURST": 200,
+    "API_MAX_QUERY_BYTES": 32768,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
     "CAN_JOIN": None,
 }
