@@ -92,6 +92,11 @@ class CommandRate:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def by_command(self) -> dict[str, int]:
+        """calls per command (INFO commandstats), for the difference of two readings."""
+        return {k.removeprefix("cmdstat_"): int(v["calls"])
+                for k, v in self.client.info("commandstats").items()}
+
     def _total(self) -> int:
         return int(self.client.info("stats")["total_commands_processed"])
 
@@ -107,12 +112,16 @@ class CommandRate:
         return max(self.rates, default=0.0)
 
     def __enter__(self) -> CommandRate:
+        self.first = self.by_command()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5)
+        last = self.by_command()
+        self.calls = {k: n - self.first.get(k, 0) for k, n in last.items()
+                      if n - self.first.get(k, 0)}
 
 
 async def wait_until(check: Any, timeout: float, what: str, interval: float = 0.05) -> float:
