@@ -6,6 +6,7 @@ every user's lease is renewed on the promoted replica."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ async def run_failover(servers: Any, db: Database, users: int, reader: Callable[
     """``reader()``: a store that follows the failover; ``kill()`` kills the primary;
     ``promoted()`` is true once a replica took over; ``replicated()`` waits until the replica
     holds what the primary acknowledged (WAIT)."""
-    env = {"PRESENCE_OVERRIDES": __import__("json").dumps(OVERRIDES)}
+    env = {"PRESENCE_OVERRIDES": json.dumps(OVERRIDES)}
     people = db.users([f"ha{i}" for i in range(users)] + ["watcher0", "watcher1"])
     first, second = await asyncio.gather(servers.astart("a", env=env),
                                          servers.astart("b", env=env))

@@ -3,7 +3,6 @@ events, lease renewals and Redis' own command counters."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections import Counter
@@ -122,14 +121,3 @@ class CommandRate:
         last = self.by_command()
         self.calls = {k: n - self.first.get(k, 0) for k, n in last.items()
                       if n - self.first.get(k, 0)}
-
-
-async def wait_until(check: Any, timeout: float, what: str, interval: float = 0.05) -> float:
-    """Like tests/reliability's ``eventually`` (a thread per try), returning the seconds taken."""
-    from tests.reliability.conftest import eventually
-
-    return await eventually(check, timeout, what, interval=interval)
-
-
-def now_monotonic() -> float:
-    return asyncio.get_running_loop().time()
