@@ -143,12 +143,11 @@ def _service(url: str) -> tuple[str, dict[str, Any]]:
     return parsed.hostname or "mymaster", target
 
 
-def _sentinel_client(manager: type[Any], options: dict[str, Any]) -> Any:
+def _sentinel_client(manager: type[Any], found: list[tuple[str, int]],
+                     options: dict[str, Any]) -> Any:
     """The primary of the Sentinel service named by REDIS_URL, through ``manager`` (redis-py's
-    sync or asyncio ``Sentinel``)."""
+    sync or asyncio ``Sentinel``) asking the sentinels ``found``."""
     service, target = _service(redis_url())
-    found = sentinels()
-    assert found
     return manager(found, sentinel_kwargs=_sentinel_options()).master_for(
         service, **{**options, **target})
 
@@ -243,12 +242,13 @@ def _sync_client() -> Any:
             return _SyncCluster.from_url(first, **options)
         except RedisClusterException as exc:
             raise _unreachable(exc) from exc
-    if sentinels():
-        return _sentinel_client(Sentinel, dict(s["REDIS_OPTIONS"]))
     if not s["REDIS_URL"] and _cache_location():
         from django_redis import get_redis_connection
 
+        # django-redis' own client, Sentinel-aware when the cache uses its SentinelClient.
         return get_redis_connection(s["REDIS_ALIAS"])
+    if found := sentinels():
+        return _sentinel_client(Sentinel, found, dict(s["REDIS_OPTIONS"]))
     return redis.Redis.from_url(redis_url(), **s["REDIS_OPTIONS"])
 
 
@@ -261,9 +261,9 @@ def _async_client() -> Any:
             options["startup_nodes"] = _startup_nodes(aredis.cluster.ClusterNode, others)
         return _AsyncCluster.from_url(first, **options)
     options = dict(s["REDIS_OPTIONS"])
-    if sentinels():  # redis-py's async Sentinel pool does not block: a higher cap
+    if found := sentinels():  # redis-py's async Sentinel pool does not block: a higher cap
         options.setdefault("max_connections", ASYNC_CLUSTER_MAX_CONNECTIONS)
-        return _sentinel_client(AsyncSentinel, options)
+        return _sentinel_client(AsyncSentinel, found, options)
     options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
     pool = aredis.BlockingConnectionPool.from_url(
         redis_url(), timeout=ASYNC_POOL_TIMEOUT, **options)

@@ -28,6 +28,7 @@ if _sentinels:
         "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient",
                     "SENTINELS": _sentinels},
     }}
+    DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
     CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{  # noqa: F405
         "master_name": os.environ.get("HA_SERVICE", "presence"), "sentinels": _sentinels,
         "socket_timeout": None, "socket_keepalive": True,

@@ -63,7 +63,7 @@ async def test_primary_killed_under_load_heals_on_the_promoted_replica(
 
 async def test_stores_follow_the_primary_through_django_redis_sentinel_settings(sentinel_group):
     """The sync store on django-redis' SentinelClient connection, the async one on redis-py's
-    asyncio Sentinel, both from the cache's SENTINELS option; both reach the new primary."""
+    asyncio Sentinel from the cache's SENTINELS option; both reach the new primary."""
     from presence_app.connection import aclose_async_store, get_async_store, get_store
 
     url = f"redis://{SERVICE}/0"
@@ -73,7 +73,11 @@ async def test_stores_follow_the_primary_through_django_redis_sentinel_settings(
     from django.conf import settings
 
     presence = {k: v for k, v in settings.PRESENCE.items() if k != "REDIS_URL"}
-    with override_settings(CACHES=caches, PRESENCE=presence):
+    with override_settings(CACHES=caches, PRESENCE=presence, DJANGO_REDIS_CONNECTION_FACTORY=
+                           "django_redis.pool.SentinelConnectionFactory"):
+        from django_redis import get_redis_connection
+
+        assert get_store().client is get_redis_connection("default")  # shared, not a copy
         get_store().connect("c1", "u1")
         assert await get_async_store().online() == ["u1"]
         with sentinel_group.primary.client() as primary:
