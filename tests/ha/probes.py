@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from presence_app.store import Store
+from presence_app.store.keys import CONN_SEP
 from tests.servers import AsgiServer, User
 
 PAGES = ("/", "/rooms/lobby/")
@@ -59,7 +60,8 @@ def lease_expiries(store: Store) -> dict[str, float]:
     out: dict[str, float] = {}
     for tag in store.keys.all_tags():
         for member, score in store.client.zrange(store.keys.leases(tag), 0, -1, withscores=True):
-            user = (member.decode() if isinstance(member, bytes) else member).rsplit("|", 1)[0]
+            text = member.decode() if isinstance(member, bytes) else member
+            user = text.rsplit(CONN_SEP, 1)[0]  # members are KeySpace.lease_member(user, conn)
             out[user] = max(out.get(user, 0.0), score)
     return out
 
