@@ -19,9 +19,9 @@ from tests.reliability.conftest import eventually, store_config
 
 from .probes import CommandRate, EventLog, lease_expiries
 
-#: Rooms of ~100 members: a join's snapshot lists the whole room, and 5,000 sockets in 4 rooms
+#: Rooms of ~125 members: a join's snapshot lists the whole room, and 5,000 sockets in 4 rooms
 #: would be 5,000 snapshots of 1,250 members (what a big room costs is not this test's point).
-ROOM_SIZE = 100
+ROOM_SIZE = 125
 #: The grace must outlast the restart and the backoff after it: a client whose retry found
 #: the server still down waits twice as long the next time, so everybody is back within about
 #: twice the restart time (plus the handshakes). 30 s covers restarts of up to ~12 s on a busy
@@ -55,25 +55,27 @@ async def reconnecting(client: Client, room: str, done: list[float], stop: async
         return
 
 
-async def storm(db, servers, redis_server, prefix, sockets: int) -> None:
+async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 30) -> None:
     import redis
 
     from presence_app.store import Store
 
     rooms = [f"room-{i}" for i in range(max(1, sockets // ROOM_SIZE))]
-    env = {"PRESENCE_OVERRIDES": json.dumps(OVERRIDES)}
+    timers = {**OVERRIDES, "DISCONNECT_GRACE": grace, "LEASE_TTL": grace + 10}
+    env = {"PRESENCE_OVERRIDES": json.dumps(timers)}
     people = db.users([f"s{i}" for i in range(sockets)] + ["watcher"])
     watcher = people.pop("watcher")
     victim, steady = await asyncio.gather(servers.astart("victim", env=env),
                                           servers.astart("steady", env=env))
     observer = (await connect_all(steady, [watcher]))[0]
-    observer.beat(OVERRIDES["HEARTBEAT_INTERVAL"])
-    for room in rooms:
+    observer.beat(timers["HEARTBEAT_INTERVAL"])
+    for room in rooms:  # paced under MAX_FRAMES_PER_SECOND (20)
         await observer.join(room)
+        await asyncio.sleep(0.06)
     clients = await connect_all(victim, people.values(), concurrency=100)
     room_of = {}
     for i, client in enumerate(clients):
-        client.beat(OVERRIDES["HEARTBEAT_INTERVAL"])
+        client.beat(timers["HEARTBEAT_INTERVAL"])
         room_of[client.id] = rooms[i % len(rooms)]
     gate = asyncio.Semaphore(100)
 
@@ -83,7 +85,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int) -> None:
 
     await asyncio.gather(*(join(c) for c in clients))
     client_redis = redis.Redis.from_url(redis_server.url, socket_timeout=10)
-    store = Store(client_redis, store_config(prefix, **OVERRIDES))
+    store = Store(client_redis, store_config(prefix, **timers))
     ids = set(room_of)
 
     def everybody_in() -> bool:
@@ -105,7 +107,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int) -> None:
 
     def renewed() -> bool:
         expiries = lease_expiries(store)
-        return all(expiries.get(uid, 0) > stopped_at_redis + OVERRIDES["LEASE_TTL"]
+        return all(expiries.get(uid, 0) > stopped_at_redis + timers["LEASE_TTL"]
                    for uid in ids) and everybody_in()
 
     with CommandRate(client_redis) as commands:
@@ -116,26 +118,26 @@ async def storm(db, servers, redis_server, prefix, sockets: int) -> None:
         up = loop.time() - start
         # Each client notes when it is back in its room (Redis is not polled meanwhile: the
         # command rate is the storm's own).
-        while len(done) < sockets and loop.time() - start < OVERRIDES["DISCONNECT_GRACE"] + 10:
+        while len(done) < sockets and loop.time() - start < timers["DISCONNECT_GRACE"] + 10:
             await asyncio.sleep(0.1)
         healed = max(done, default=loop.time()) - start
         await asyncio.sleep(1)
-    assert await asyncio.to_thread(renewed)
+    back = await asyncio.to_thread(renewed)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     rates = Counter(int((t - start) / BUCKET) for t in done)
-    peak = max(rates.values()) / BUCKET
+    peak = max(rates.values(), default=0) / BUCKET
     total_commands = sum(r * commands.every for r in commands.rates)
-    print(f"reconnect storm of {sockets}: server down {down:.1f} s, up again {up:.1f} s after "
+    print(f"reconnect storm of {sockets}: {len(done)} back; server down {down:.1f} s, up again {up:.1f} s after "
           f"the stop, everybody back {healed:.1f} s after it (grace "
-          f"{OVERRIDES['DISCONNECT_GRACE']} s); peak {peak:.0f} handshakes/s "
+          f"{timers['DISCONNECT_GRACE']} s); peak {peak:.0f} handshakes/s "
           f"({sockets / peak:.2f} s of the herd at that rate), Redis peak "
           f"{commands.peak:.0f} commands/s, {total_commands / sockets:.1f} commands per "
           f"reconnected socket: {sorted(commands.calls.items(), key=lambda kv: -kv[1])[:8]}")
     print(f"failed attempts: {FAILURES.most_common(5)}; attempts to reach the server: "
           f"{sum(FAILURES.values()) + len(done)}")
-    assert len(done) == sockets
-    assert healed < OVERRIDES["DISCONNECT_GRACE"]
+    assert len(done) == sockets and back, f"{len(done)} of {sockets} back"
+    assert healed < timers["DISCONNECT_GRACE"]
     # The jitter spreads the herd: never all of it in one bucket; and the storm costs Redis a
     # bounded number of commands per socket (connect, join, the channel layer's subscribes,
     # the old connection's disconnect, heartbeats, sweeps; commands run inside scripts
@@ -149,7 +151,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int) -> None:
     assert total_commands / sockets < 30 + 2 * room_size
     # The grace bridged the restart: wait it out (the old leases end, the sweep runs) and no
     # observer heard of a leave, an offline or a new join.
-    await asyncio.sleep(OVERRIDES["DISCONNECT_GRACE"] - (loop.time() - start) + 2)
+    await asyncio.sleep(timers["DISCONNECT_GRACE"] - (loop.time() - start) + 2)
     assert events.flickers == [] and joins == [], (events.flickers[:3], joins[:3])
     assert everybody_in()
     await close_all([*clients, observer])
@@ -163,6 +165,8 @@ async def test_reconnect_storm(db, servers_on, redis_server, prefix):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 async def test_reconnect_storm_of_5000(db, servers_on, redis_server, prefix):
-    await storm(db, servers_on(db), redis_server, prefix, 5000)
+    # A restart under 5,000 sockets takes longer (uvicorn closes them all, then starts again):
+    # a longer grace, as such a site would set.
+    await storm(db, servers_on(db), redis_server, prefix, 5000, grace=90)
