@@ -60,6 +60,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
 
     from presence_app.store import Store
 
+    FAILURES.clear()
     rooms = [f"room-{i}" for i in range(max(1, sockets // ROOM_SIZE))]
     timers = {**OVERRIDES, "DISCONNECT_GRACE": grace, "LEASE_TTL": grace + 10}
     env = {"PRESENCE_OVERRIDES": json.dumps(timers)}
@@ -128,10 +129,10 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
     rates = Counter(int((t - start) / BUCKET) for t in done)
     peak = max(rates.values(), default=0) / BUCKET
     total_commands = sum(r * commands.every for r in commands.rates)
-    print(f"reconnect storm of {sockets}: {len(done)} back; server down {down:.1f} s, up again {up:.1f} s after "
-          f"the stop, everybody back {healed:.1f} s after it (grace "
+    print(f"reconnect storm of {sockets}: {len(done)} back; server down {down:.1f} s, up again "
+          f"{up:.1f} s after the stop, everybody back {healed:.1f} s after it (grace "
           f"{timers['DISCONNECT_GRACE']} s); peak {peak:.0f} handshakes/s "
-          f"({sockets / peak:.2f} s of the herd at that rate), Redis peak "
+          f"({sockets / max(peak, 1e-9):.2f} s of the herd at that rate), Redis peak "
           f"{commands.peak:.0f} commands/s, {total_commands / sockets:.1f} commands per "
           f"reconnected socket: {sorted(commands.calls.items(), key=lambda kv: -kv[1])[:8]}")
     print(f"failed attempts: {FAILURES.most_common(5)}; attempts to reach the server: "
