@@ -78,11 +78,11 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
     for i, client in enumerate(clients):
         client.beat(timers["HEARTBEAT_INTERVAL"])
         room_of[client.id] = rooms[i % len(rooms)]
-    gate = asyncio.Semaphore(100)
+    gate = asyncio.Semaphore(50)
 
     async def join(client: Client) -> None:
-        async with gate:
-            await client.join(room_of[client.id], timeout=30)
+        async with gate:  # setting up is not what is measured: a patient wait
+            await client.join(room_of[client.id], timeout=120)
 
     await asyncio.gather(*(join(c) for c in clients))
     client_redis = redis.Redis.from_url(redis_server.url, socket_timeout=10)
@@ -94,7 +94,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
             {u for u, r in room_of.items() if r == room} <= set(store.room_members(room))
             for room in rooms)
 
-    await eventually(everybody_in, 30, "everybody in their rooms")
+    await eventually(everybody_in, 60, "everybody in their rooms")
     events = EventLog([observer], ids)
     joins: list[dict] = []
     observer.listeners.append(
