@@ -240,11 +240,12 @@ def find_redis_sentinel() -> list[str]:
     found = shutil.which("redis-sentinel")
     if found:
         return [found]
-    if shutil.which("redis-server"):
+    try:
         return [find_redis_server(), "--sentinel"]
-    raise RedisUnavailable(
-        "No redis-sentinel found. Install it (Debian: apt-get install redis-sentinel; "
-        "scripts/bootstrap.sh does so as root).")
+    except RedisUnavailable:
+        raise RedisUnavailable(
+            "No redis-sentinel found. Install it (Debian: apt-get install redis-sentinel; "
+            "scripts/bootstrap.sh does so as root).") from None
 
 
 class RedisSentinelGroup:
