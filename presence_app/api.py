@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET
 from . import conf, presence, rules
 from .failopen import breaker
 from .lookup import user_key, users_in_order
+from .ratelimit import bounded_ids, rate_limited
 from .store import UNAVAILABLE, InvalidInput, Presence
 
 MAX_PER_PAGE = 100
@@ -78,6 +79,8 @@ def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
     ]
 
 
+@rate_limited
+@bounded_ids
 @api_view
 def users(request: HttpRequest) -> dict[str, Any]:
     """``?ids=1,2,3`` (or ``?id=1&id=2``): each user's presence in the order asked; one round
@@ -93,6 +96,7 @@ def users(request: HttpRequest) -> dict[str, Any]:
     return {"users": [p.as_dict() for p in presences.values()]}
 
 
+@rate_limited
 @api_view
 def online(request: HttpRequest) -> dict[str, Any]:
     """``?page=1&per_page=50``: online users, most recently seen first, with their presence."""
@@ -133,6 +137,7 @@ def _raw_path_is_utf8(request: HttpRequest) -> bool:
     return True
 
 
+@rate_limited
 @api_view
 def room(request: HttpRequest, room: str) -> dict[str, Any]:
     """The visible members of ``room``, in the order they came, with their presence."""

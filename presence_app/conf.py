@@ -23,6 +23,12 @@ DEFAULTS: dict[str, Any] = {
     # True: REDIS_URL names a node of a Redis Cluster, or is a list of node URLs (startup
     # nodes); the store then runs on redis-py's RedisCluster, sync and async. Raise SHARDS with it.
     "CLUSTER": False,
+    # Redis Sentinel: [(host, port), ...] of the sentinels; REDIS_URL's host is then the name
+    # of the service they monitor ("redis://mymaster/0"), as django-redis' SentinelClient takes
+    # it. SENTINEL_OPTIONS: keyword arguments for the connections to the sentinels (password,
+    # timeouts). None: the SENTINELS option of the django-redis cache REDIS_ALIAS, if any.
+    "SENTINELS": None,
+    "SENTINEL_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     "KEY_PREFIX": "presence",
     # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
     # changing it moves users between shards, so set it before going live or clear the keys).
@@ -54,6 +60,14 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
     "MAX_ROOM_NAME_LENGTH": 100,
     "TYPING_THROTTLE": 2.0,
+    # JSON API abuse limits (presence_app/ratelimit.py), per process: requests a second and
+    # burst per signed-in user and per client IP (429 with Retry-After past them), and the
+    # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).
+    "API_USER_RATE": 10,
+    "API_USER_BURST": 50,
+    "API_IP_RATE": 50,
+    "API_IP_BURST": 200,
+    "API_MAX_QUERY_BYTES": 32768,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
     "CAN_JOIN": None,
 }

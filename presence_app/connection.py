@@ -17,12 +17,20 @@ fail open exactly as on a single Redis:
   the real client again ``CLUSTER_RETRY`` seconds later;
 - ``redis.asyncio.RedisCluster`` takes no ``retry_on_timeout`` (``REDIS_OPTIONS``' default).
 
+``PRESENCE["SENTINELS"]`` (or the ``SENTINELS`` option of a django-redis cache using its
+``SentinelClient``) puts both stores on redis-py's Sentinel support: ``REDIS_URL``'s host is the
+service name (``redis://mymaster/0``); each new connection asks the sentinels where the primary
+is, and a connection to a demoted or dead primary is dropped, so after a failover the next
+calls reach the promoted replica. Calls in flight at the kill fail with ``ConnectionError``,
+which the entry points treat as a short outage (fail open, heartbeats retried).
+
 And one thing redis-py 8 does on a single Redis too: an asyncio connection pool holds at most 100
 connections and raises ``MaxConnectionsError`` at once past that, so an ASGI process with more
 than 100 store calls in flight (a reconnect storm of its sockets) would answer "unavailable".
 The async single-Redis client therefore gets a *blocking* pool (a call waits up to
 ``ASYNC_POOL_TIMEOUT`` for a free connection); the async cluster client, which has no blocking
-pool, a higher cap per node. ``REDIS_OPTIONS["max_connections"]`` overrides both caps.
+pool, and the async Sentinel client, whose pool is not blocking either, a higher cap (per node).
+``REDIS_OPTIONS["max_connections"]`` overrides the caps.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ import redis.asyncio as aredis
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.exceptions import RedisClusterException
+from redis.sentinel import Sentinel
 
 from . import conf
 from .store import AsyncStore, Store, StoreConfig
@@ -78,12 +88,15 @@ def store_config() -> StoreConfig:
     )
 
 
+def _cache() -> dict[str, Any]:
+    """The django-redis cache REDIS_ALIAS ({} if it is not one)."""
+    cache = getattr(settings, "CACHES", {}).get(conf.get("REDIS_ALIAS"), {})
+    return cache if "django_redis" in cache.get("BACKEND", "") else {}
+
+
 def _cache_location() -> str | None:
     """The URL of the django-redis cache REDIS_ALIAS, if there is one."""
-    cache = getattr(settings, "CACHES", {}).get(conf.get("REDIS_ALIAS"), {})
-    if "django_redis" not in cache.get("BACKEND", ""):
-        return None
-    location = cache.get("LOCATION")
+    location = _cache().get("LOCATION")
     if isinstance(location, (list, tuple)):
         location = location[0] if location else None
     return location
@@ -101,6 +114,44 @@ def redis_urls() -> list[str]:
 def redis_url() -> str:
     """The (first) URL presence connects to: for messages and checks."""
     return redis_urls()[0]
+
+
+def sentinels() -> list[tuple[str, int]] | None:
+    """The sentinels presence asks for its primary: PRESENCE["SENTINELS"], else (when presence
+    shares the django-redis cache's connection) that cache's SENTINELS option; None without."""
+    found = conf.get("SENTINELS")
+    if not found and not conf.get("REDIS_URL"):
+        found = _cache().get("OPTIONS", {}).get("SENTINELS")
+    return [(str(host), int(port)) for host, port in found] if found else None
+
+
+def _sentinel_options() -> dict[str, Any]:
+    """Keyword arguments for the connections to the sentinels themselves."""
+    if conf.get("SENTINELS"):
+        return dict(conf.get("SENTINEL_OPTIONS") or {})
+    return dict(_cache().get("OPTIONS", {}).get("SENTINEL_KWARGS") or conf.get("SENTINEL_OPTIONS"))
+
+
+def _service(url: str) -> tuple[str, dict[str, Any]]:
+    """A Sentinel URL's service name (its host) and the primary's connection arguments."""
+    parsed = urlparse(url)
+    target: dict[str, Any] = {"db": int(parsed.path.strip("/") or 0)}
+    if parsed.username:
+        target["username"] = parsed.username
+    if parsed.password:
+        target["password"] = parsed.password
+    if parsed.scheme == "rediss":
+        target["ssl"] = True
+    return parsed.hostname or "mymaster", target
+
+
+def _sentinel_client(manager: type[Any], found: list[tuple[str, int]],
+                     options: dict[str, Any]) -> Any:
+    """The primary of the Sentinel service named by REDIS_URL, through ``manager`` (redis-py's
+    sync or asyncio ``Sentinel``) asking the sentinels ``found``."""
+    service, target = _service(redis_url())
+    return manager(found, sentinel_kwargs=_sentinel_options()).master_for(
+        service, **{**options, **target})
 
 
 def _unreachable(exc: RedisClusterException) -> Exception:
@@ -129,6 +180,14 @@ class _AsyncCluster(aredis.RedisCluster):
             return await super().execute_command(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unreachable(exc) from exc
+        except AttributeError as exc:
+            # redis-py's race at a failover: a call that finds its node dead makes the client
+            # relearn the topology and disconnect that node's connections, under the feet of
+            # calls running concurrently on them ("'NoneType' object has no attribute
+            # 'writelines'"). That is a lost connection, not a bug of the caller.
+            if "'NoneType' object has no attribute" not in str(exc):
+                raise
+            raise redis.ConnectionError(f"connection closed by a topology refresh: {exc}") from exc
 
     async def initialize(self, *args: Any, **kwargs: Any) -> Any:
         try:  # also reached from a cluster pipeline's execute()
@@ -188,7 +247,10 @@ def _sync_client() -> Any:
     if not s["REDIS_URL"] and _cache_location():
         from django_redis import get_redis_connection
 
+        # django-redis' own client, Sentinel-aware when the cache uses its SentinelClient.
         return get_redis_connection(s["REDIS_ALIAS"])
+    if found := sentinels():
+        return _sentinel_client(Sentinel, found, dict(s["REDIS_OPTIONS"]))
     return redis.Redis.from_url(redis_url(), **s["REDIS_OPTIONS"])
 
 
@@ -201,6 +263,9 @@ def _async_client() -> Any:
             options["startup_nodes"] = _startup_nodes(aredis.cluster.ClusterNode, others)
         return _AsyncCluster.from_url(first, **options)
     options = dict(s["REDIS_OPTIONS"])
+    if found := sentinels():  # redis-py's async Sentinel pool does not block: a higher cap
+        options.setdefault("max_connections", ASYNC_CLUSTER_MAX_CONNECTIONS)
+        return _sentinel_client(AsyncSentinel, found, options)
     options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
     pool = aredis.BlockingConnectionPool.from_url(
         redis_url(), timeout=ASYNC_POOL_TIMEOUT, **options)

@@ -228,6 +228,11 @@ class PresenceSession:
                     get_coalescer().beat(self)
                 self.lease_unavailable()
                 return
+            except UnknownConnection:
+                # The lease vanished again between connect and join (keys evicted under memory
+                # pressure): the next flush finds it missing and this runs once more.
+                get_coalescer().beat(self)
+                return
             self.recover_retried = False
 
     async def _reassert(self) -> None:
