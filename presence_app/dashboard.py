@@ -78,10 +78,13 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         presences = {uid: found[uid] for uid in ids}
         user_rooms = presence.user_rooms_many(ids)
     else:
-        ids, counts, history, rooms = presence.batch(
-            reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal), *common
+        # Superusers see everybody; anybody else the users their AUDIENCE shows them.
+        audience = None if reveal else viewer
+        ids, counts, history, rooms, visible = presence.batch(
+            reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal,
+                         viewer=audience), *common, reads.online_count(viewer=audience)
         )
-        total = counts.total + (counts.invisible if reveal else 0)
+        total = counts.total + counts.invisible if reveal else visible
         presences, user_rooms = presence.batch(
             reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
         )

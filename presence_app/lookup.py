@@ -63,7 +63,7 @@ def users_in_order(user_ids: Iterable[str]) -> list[Any]:
 class PresenceBatch:
     """Presences read for one viewer, fetched in as few round trips as the page allows."""
 
-    def __init__(self, viewer: str | None = None, reveal_all: bool = False) -> None:
+    def __init__(self, viewer: Any = None, reveal_all: bool = False) -> None:
         self.viewer = viewer
         self.reveal_all = reveal_all
         self.presences: dict[str, Presence] = {}
@@ -119,8 +119,9 @@ def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:
     batch = getattr(owner, ATTR, None) if owner is not None else None
     if batch is None:
         user = getattr(request, "user", None)
-        viewer = user_key(user) if getattr(user, "is_authenticated", False) else None
-        batch = PresenceBatch(viewer)
+        signed_in = getattr(user, "is_authenticated", False)
+        # A visitor is somebody too: the AUDIENCE policy decides what they see.
+        batch = PresenceBatch(user_key(user) if signed_in else presence.ANONYMOUS)
         if owner is not None:
             setattr(owner, ATTR, batch)
     return batch

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import conf, dispatch, presence, protocol, rules
+from . import audience, conf, dispatch, presence, protocol, rules
 from .coalescer import get_coalescer
 from .limits import Throttle
 from .protocol import FrameError
@@ -31,6 +32,9 @@ OUTAGE_NOTICE_INTERVAL = 30.0
 #: Channel-layer calls one connection makes at once (a watch list of 500 is 500 group_adds):
 #: each takes a pooled Redis connection, and redis-py's pool fails past its size at once.
 GROUP_CALLS_AT_ONCE = 16
+#: Updates a connection remembers having relayed: the same update reaches a socket once per
+#: group it came through (the user's watchers, each room shared with them); the browser gets one.
+RECENT_UPDATES = 512
 _log_outage = Throttle(10.0)
 
 
@@ -82,6 +86,8 @@ class PresenceSession:
         # channels-redis forgets group members after group_expiry: re-add before that.
         self.group_refresh = float(getattr(layer, "group_expiry", 86400)) / 2
         self.groups_at = 0.0
+        self.decisions = audience.Decisions()  # what this viewer may see (AUDIENCE), for a while
+        self.recent: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 
     # -- life --------------------------------------------------------------------------------
     async def open(self) -> dict[str, Any]:
@@ -190,26 +196,57 @@ class PresenceSession:
         await self._discard([dispatch.watchers_group(u) for u in removed])
         self.watched = target
         if shown:
-            presences = await presence.aget_many(shown, viewer=self.user_id)
+            with audience.remembering(self.user_id, self.decisions):
+                presences = await presence.aget_many(shown, viewer=self.user_id)
             await self.send({"type": "presence.state", "watch": True,
                              "members": [p.as_dict() for p in presences.values()]})
 
     async def send_room_state(self, room: str) -> None:
+        """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
+        the browser held, the next ones add to it, ``more`` is false on the last. A page costs
+        one round trip and one ``AUDIENCE`` call; members outside the viewer's audience are
+        left out (they read as offline, and room members are online by definition)."""
         ids = await presence.aroom_members(room)
-        presences = await presence.aget_many(ids, viewer=self.user_id) if ids else {}
-        await self.send({"type": "presence.state", "room": room,
-                         "members": [p.as_dict() for p in presences.values()]})
+        size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
+        pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+        hide = audience.active()
+        for n, page in enumerate(pages):
+            with audience.remembering(self.user_id, self.decisions):
+                presences = await presence.aget_many(page, viewer=self.user_id) if page else {}
+            await self.send({"type": "presence.state", "room": room, "page": n,
+                             "more": n + 1 < len(pages),
+                             "members": [p.as_dict() for p in presences.values()
+                                         if p.is_online or not hide]})
 
     # -- events from the channel layer ----------------------------------------------------------
     async def event(self, event: dict[str, Any]) -> None:
-        """Relays a ``presence.*`` group event to the browser."""
+        """Relays a ``presence.*`` group event to the browser: once, and only about users
+        this viewer may see (``AUDIENCE``)."""
         if event.get("type") == "presence.typing":
             if event.get("sender") == self.channel_name:
                 return  # not echoed to the typist
             event = {k: v for k, v in event.items() if k != "sender"}
         elif event.get("self"):
             self.own_state = event["state"]
+            await self.send(event)
+            return
+        subject = event.get("user")
+        if subject != self.user_id and audience.active():
+            with audience.remembering(self.user_id, self.decisions):
+                if subject not in await audience.avisible(self.user_id, [subject]):
+                    return
+        if event.get("type") == "presence.update" and self._relayed_before(event):
+            return
         await self.send(event)
+
+    def _relayed_before(self, event: dict[str, Any]) -> bool:
+        key = tuple(event.get(k) for k in ("user", "at", "state", "message", "emoji"))
+        if key in self.recent:
+            return True
+        self.recent[key] = None
+        if len(self.recent) > RECENT_UPDATES:
+            self.recent.popitem(last=False)
+        return False
 
     # -- the coalescer's callbacks -------------------------------------------------------------
     def lease_lost(self) -> None:
