@@ -14,7 +14,7 @@ import logging
 import weakref
 from typing import Protocol
 
-from . import conf, presence
+from . import conf, presence, tenants
 from .limits import Throttle
 from .store import UNAVAILABLE
 from .sweeper import raise_if_cancelling
@@ -30,6 +30,7 @@ _log_failure = Throttle(10.0)
 class Beating(Protocol):
     conn_id: str
     user_id: str
+    tenant: str | None
 
     def lease_lost(self) -> None:
         """Redis holds no lease for this socket: connect and join again."""
@@ -69,6 +70,14 @@ class HeartbeatCoalescer:
         if not batch:
             return
         self.flushes += 1
+        by_tenant: dict[str | None, dict[tuple[str, str], Beating]] = {}
+        for key, owner in batch.items():  # each tenant's leases live in its own key space
+            by_tenant.setdefault(getattr(owner, "tenant", None), {})[key] = owner
+        for tenant, part in by_tenant.items():
+            with tenants.activate(tenant):
+                await self._flush(part)
+
+    async def _flush(self, batch: dict[tuple[str, str], Beating]) -> None:
         try:
             missing = await presence.aheartbeat_many(list(batch))
         except UNAVAILABLE as exc:

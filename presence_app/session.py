@@ -11,13 +11,14 @@ the front door (:mod:`presence_app.presence`). The WebSocket consumer and the co
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import audience, conf, dispatch, presence, protocol, rules
+from . import audience, conf, dispatch, presence, protocol, rules, tenants
 from .coalescer import get_coalescer
 from .limits import Throttle
 from .protocol import FrameError
@@ -59,12 +60,25 @@ async def _bounded(calls: list[Awaitable[Any]]) -> list[Any]:
     return await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
 
 
+def in_tenant(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Runs a session's method in the session's tenant, whichever task calls it."""
+
+    @functools.wraps(method)
+    async def run(self: PresenceSession, *args: Any, **kwargs: Any) -> Any:
+        with tenants.activate(self.tenant):
+            return await method(self, *args, **kwargs)
+
+    return run
+
+
 class PresenceSession:
-    """The presence of one connection of ``user``; events go out through ``send``."""
+    """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
+    (default: the current one) is the key space it lives in for its whole life."""
 
     def __init__(self, user: Any, *, layer: Any, channel_name: str, send: Send,
-                 device: str | None = None) -> None:
+                 device: str | None = None, tenant: str | None = None) -> None:
         s = conf.get_settings()
+        self.tenant = tenants.check(tenant) if tenant is not None else tenants.current()
         self.user = user
         self.user_id = rules.user_id(user)
         # Short and random: it is part of every lease member in Redis.
@@ -90,6 +104,7 @@ class PresenceSession:
         self.recent: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 
     # -- life --------------------------------------------------------------------------------
+    @in_tenant
     async def open(self) -> dict[str, Any]:
         """Takes the lease and the groups; returns the ``hello`` frame to send first."""
         ensure_sweeper()
@@ -106,6 +121,7 @@ class PresenceSession:
         del transitions  # announced by the front door
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
+    @in_tenant
     async def close(self) -> None:
         """A clean close: the lease is cut to the grace; the rooms hear of it after that."""
         if self.closed:
@@ -122,17 +138,20 @@ class PresenceSession:
             await self._discard(self._groups())
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
+    @in_tenant
     async def heartbeat(self) -> None:
         get_coalescer().beat(self)
         if asyncio.get_running_loop().time() - self.groups_at > self.group_refresh:
             await self._add_groups()
 
+    @in_tenant
     async def activity(self) -> None:
         # Throttled per connection; the first activity after idle always passes (idle means
         # no write for IDLE_AFTER, which is longer than the throttle).
         if self.activity_throttle.ready():
             await presence.aactivity(self.user_id)
 
+    @in_tenant
     async def join(self, room: str) -> None:
         room = rules.room(room)
         if room in self.rooms:
@@ -154,6 +173,7 @@ class PresenceSession:
         self.rooms.add(room)
         await self.send_room_state(room)
 
+    @in_tenant
     async def leave(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
@@ -163,10 +183,12 @@ class PresenceSession:
         self.typing_throttle.forget(room)
         await self._discard([dispatch.room_group(room)])
 
+    @in_tenant
     async def set_status(self, **fields: Any) -> None:
         # The front door tells the user's own sockets (this one included) their true state.
         await presence.aset_status(self.user_id, **fields)
 
+    @in_tenant
     async def typing(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
@@ -183,6 +205,7 @@ class PresenceSession:
             "sender": self.channel_name,
         })
 
+    @in_tenant
     async def watch(self, target: set[str], shown: list[str]) -> None:
         """Makes ``target`` the watch list, then sends the presence of ``shown``."""
         limit = int(conf.get("MAX_WATCHED_USERS"))
@@ -201,6 +224,7 @@ class PresenceSession:
             await self.send({"type": "presence.state", "watch": True,
                              "members": [p.as_dict() for p in presences.values()]})
 
+    @in_tenant
     async def send_room_state(self, room: str) -> None:
         """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
         the browser held, the next ones add to it, ``more`` is false on the last. A page costs
@@ -219,6 +243,7 @@ class PresenceSession:
                                          if p.is_online or not hide]})
 
     # -- events from the channel layer ----------------------------------------------------------
+    @in_tenant
     async def event(self, event: dict[str, Any]) -> None:
         """Relays a ``presence.*`` group event to the browser: once, and only about users
         this viewer may see (``AUDIENCE``)."""
@@ -264,6 +289,7 @@ class PresenceSession:
             "unavailable", "presence is temporarily unavailable; try again", **extra))
 
     # -- helpers -------------------------------------------------------------------------------
+    @in_tenant
     async def _recover(self) -> None:
         """The lease is gone (Redis restarted, or a long silence got it swept): take it again,
         re-join the rooms and resend their state."""
