@@ -258,3 +258,4 @@ def reset_stores() -> None:
     _sync, _sync_down_until = None, 0.0
     _tenant_sync.clear()
     _async.clear()
+    tenants.forget_marks()

@@ -103,6 +103,12 @@ async def aresolve(source: Any) -> str | None:
     return check(await database_sync_to_async(hook)(source))
 
 
+def forget_marks() -> None:
+    """Record every tenant again on its next use (the stores were rebuilt: maybe a new Redis)."""
+    global _marked
+    _marked = Throttle(MARK_INTERVAL, max_keys=100_000)
+
+
 def registry() -> str:
     """The sorted set of tenants in use (score: when a process last recorded it)."""
     return f"{conf.get('KEY_PREFIX')}:tenants"
