@@ -119,3 +119,17 @@ async def test_sockets_of_two_workspaces_never_meet(fast):
         assert await presence.aroom_members("general") == [b.user]
     for sock in (a, b, c):
         await sock.close()
+
+
+@pytest.mark.parametrize("overrides, ids", [
+    ({"AUDIENCE": "no.such.module.policy"}, ["presence_app.E016"]),
+    ({"TENANT": 42}, ["presence_app.E016"]),
+    ({"ROOM_SNAPSHOT_PAGE": 0}, ["presence_app.E017"]),
+    ({"AUDIENCE_CACHE_SECONDS": -1}, ["presence_app.E017"]),
+    ({"AUDIENCE": "tests.test_audience.policy", "TENANT": tenant_of}, []),
+])
+def test_checks_of_the_new_settings(overrides, ids):
+    from presence_app.checks import check_audience_and_tenants
+
+    with override_settings(PRESENCE={**settings.PRESENCE, **overrides}):
+        assert [e.id for e in check_audience_and_tenants()] == ids
