@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy
 
-from . import presence
+from . import audience, presence
 from .lookup import user_key, users_in_order
 from .store import Presence, StateCounts
 
@@ -79,12 +79,14 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         user_rooms = presence.user_rooms_many(ids)
     else:
         # Superusers see everybody; anybody else the users their AUDIENCE shows them.
-        audience = None if reveal else viewer
-        ids, counts, history, rooms, visible = presence.batch(
+        policy = not reveal and audience.active()
+        ids, counts, history, rooms = presence.batch(
             reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal,
-                         viewer=audience), *common, reads.online_count(viewer=audience)
+                         viewer=viewer if policy else None), *common
         )
-        total = counts.total + counts.invisible if reveal else visible
+        total = counts.total + (counts.invisible if reveal else 0)
+        if policy:
+            total = presence.online_count(viewer=viewer)
         presences, user_rooms = presence.batch(
             reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
         )

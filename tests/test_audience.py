@@ -218,3 +218,22 @@ def test_the_tags_show_only_the_audience_in_one_call_per_list(site, django_user_
     with with_policy(POLICIES[0]):
         html = template.render(Context({"request": request, "users": [bob, cat]}))
     assert html.split("|")[1] == "0"
+
+
+@pytest.mark.django_db
+def test_the_dashboard_lists_only_the_audience_but_superusers_see_all(client, site, admin_user):
+    from django.contrib.auth.models import Permission
+
+    ann, bob, cat = site
+    ann.is_staff = True
+    ann.save()
+    ann.user_permissions.add(Permission.objects.get(codename="view_lastseen"))
+    url = "/admin/presence_app/lastseen/dashboard/"
+    with with_policy(POLICIES[0]):
+        client.force_login(ann)
+        page = client.get(url)
+        assert [row.user_id for row in page.context["rows"]] == [str(bob.pk)]
+        assert page.context["total"] == 1
+        client.force_login(admin_user)
+        rows = {row.user_id for row in client.get(url).context["rows"]}
+        assert {str(bob.pk), str(cat.pk)} <= rows
