@@ -99,7 +99,7 @@ _current: ContextVar[tuple[str | None, Decisions] | None] = ContextVar("presence
 
 
 @contextmanager
-def remembering(viewer: str, decisions: Decisions) -> Iterator[Decisions]:
+def remembering(viewer: str | None, decisions: Decisions) -> Iterator[Decisions]:
     """Reads for ``viewer`` inside this block use and fill ``decisions``."""
     token = _current.set((viewer, decisions))
     try:

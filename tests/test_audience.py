@@ -237,3 +237,22 @@ def test_the_dashboard_lists_only_the_audience_but_superusers_see_all(client, si
         client.force_login(admin_user)
         rows = {row.user_id for row in client.get(url).context["rows"]}
         assert {str(bob.pk), str(cat.pk)} <= rows
+
+
+@pytest.mark.django_db
+def test_a_hidden_user_shows_no_durable_last_seen_either(site):
+    from presence_app.models import LastSeen
+
+    ann, bob, cat = site
+    LastSeen.objects.update_or_create(user=cat, defaults={"last_seen_at": "2026-01-01T00:00Z"})
+    LastSeen.objects.update_or_create(user=bob, defaults={"last_seen_at": "2026-01-01T00:00Z"})
+    from presence_app.connection import get_store
+
+    get_store().client.flushall()  # only the durable rows are left
+    request = RequestFactory().get("/")
+    request.user = ann
+    template = Template("{% load presence %}{% presence_prefetch users %}"
+                        "{% for u in users %}[{% last_seen u %}]{% endfor %}")
+    with with_policy(POLICIES[0]):
+        html = template.render(Context({"request": request, "users": [bob, cat]}))
+    assert html.startswith("[last seen ") and html.endswith("[not seen yet]"), html
