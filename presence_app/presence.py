@@ -300,7 +300,7 @@ def batch(*plans: Any) -> list[Any]:
         ids, counts = presence.batch(r.online(limit=50), r.state_counts())
     """
     results = get_store().gather(*(_Then.inner(p) for p in plans))
-    return [p.finish(r) if isinstance(p, _Then) else r for p, r in zip(plans, results)]
+    return [p.finish(r) if isinstance(p, _Then) else r for p, r in zip(plans, results, strict=True)]
 
 
 class _Then:

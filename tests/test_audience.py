@@ -134,7 +134,8 @@ def test_every_read_matches_the_model(redis_client, site):
             reads = presence.Reads()
             got_many, got_online, got_count, got_room = presence.batch(
                 reads.get_many(USERS, viewer=viewer, now=t), reads.online(now=t, viewer=viewer),
-                reads.online_count(now=t, viewer=viewer), reads.room_members("lobby", t, viewer=viewer))
+                reads.online_count(now=t, viewer=viewer),
+                reads.room_members("lobby", t, viewer=viewer))
             assert got_many == many
             assert set(got_online) == online and got_count == len(online)
             assert got_room == presence.room_members("lobby", t, viewer=viewer)

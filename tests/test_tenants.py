@@ -71,7 +71,8 @@ def test_the_sweeper_sweeps_every_workspace(redis_client):
 def test_requests_touch_and_read_their_own_workspace(client, django_user_model, redis_client):
     ann = django_user_model.objects.create_user("ann")
     bob = django_user_model.objects.create_user("bob")
-    with override_settings(PRESENCE={**settings.PRESENCE, "TENANT": "tests.test_tenants.tenant_of"}):
+    hook = "tests.test_tenants.tenant_of"
+    with override_settings(PRESENCE={**settings.PRESENCE, "TENANT": hook}):
         client.force_login(ann)
         client.get("/presence/api/online/?ws=acme")
         client.force_login(bob)
