@@ -105,3 +105,25 @@ async def test_a_big_room_snapshot_comes_in_pages(users):
     listed = [m["user"] for p in pages for m in p["members"]]
     assert listed == [n for n in names if n != "m4"] + [a.user]  # in the order they came
     await a.close()
+
+
+async def test_a_change_is_one_publish_per_group_however_many_watch(users):
+    """The bound: a status change costs one PUBLISH for the watchers' group (and one for the
+    user's own sockets), not one per watcher; each process hands it to its own sockets."""
+    from .ws import Monitor
+
+    ann, bob, _ = users
+    (b,) = await opened(bob)
+    watchers = [await Socket.open(ann[1], name=f"ann-{i}") for i in range(30)]
+    model.RELATION[watchers[0].user] = {b.user}
+    for sock in watchers:
+        await sock.send(type="watch", users=[b.user])
+        await sock.wait_for("presence.state", watch=True)
+    async with Monitor() as monitor:
+        await presence.aset_status(b.user, "dnd")
+        for sock in watchers:
+            await sock.wait_for("presence.update", user=b.user, state="dnd")
+    publishes = [c for c in monitor.commands if c and c[0].upper() == "PUBLISH"]
+    assert len(publishes) == 2, publishes  # bob's watchers, bob's own sockets
+    for sock in [b, *watchers]:
+        await sock.close()
