@@ -151,8 +151,15 @@ async def _sender(url: str, conn: Any) -> None:
     layer = get_channel_layer()
     counting = Counting(layer)
     await presence.aconnect("celebrity-socket", CELEBRITY)
+
+    async def beat() -> None:  # the celebrity's socket stays online (LEASE_TTL is 90 s)
+        while True:
+            await asyncio.sleep(10)
+            await presence.aheartbeat("celebrity-socket", CELEBRITY)
+
+    beating = asyncio.ensure_future(beat())
     while True:
-        command = conn.recv()
+        command = await asyncio.to_thread(conn.recv)
         if command[0] == "group":
             conn.send(dispatch.watchers_group(CELEBRITY))
         elif command[0] == "change":
@@ -179,6 +186,7 @@ async def _sender(url: str, conn: Any) -> None:
             conn.send(await room_figures(layer, command[1], command[2]))
         else:
             break
+    beating.cancel()
 
 
 # -- the 10,000-member room --------------------------------------------------------------------
