@@ -103,10 +103,12 @@ def online(request: HttpRequest) -> dict[str, Any]:
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
     page = _int(request, "page", 1, 1, 10**6)
     reads = presence.Reads()
+    viewer = user_key(request.user)
     ids, total = presence.batch(
-        reads.online(offset=(page - 1) * per_page, limit=per_page), reads.online_count()
+        reads.online(offset=(page - 1) * per_page, limit=per_page, viewer=viewer),
+        reads.online_count(viewer=viewer),
     )
-    presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    presences = presence.get_many(ids, viewer=viewer) if ids else {}
     return {
         "count": total,
         "page": page,
@@ -145,6 +147,6 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
         raise InvalidInput("the room name is not valid UTF-8 text")
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    ids = presence.room_members(room)
+    ids = presence.room_members(room, viewer=user_key(request.user))
     presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
     return {"room": room, "count": len(ids), "members": _with_names(presences)}

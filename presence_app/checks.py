@@ -206,3 +206,27 @@ def check_channel_layer(app_configs=None, **kwargs) -> list:
              '"socket_keepalive": True}, or use RedisPubSubChannelLayer (docs/scaling.md).',
         id="presence_app.W003",
     )]
+
+
+@register(Tags.compatibility)
+def check_audience_and_tenants(app_configs=None, **kwargs) -> list:
+    """``AUDIENCE`` and ``TENANT`` are hooks like ``CAN_JOIN``; the fan-out bounds are numbers."""
+    s = conf.get_settings()
+    errors: list = []
+    for name in ("AUDIENCE", "TENANT"):
+        hook = s[name]
+        try:
+            ok = callable(import_string(hook) if isinstance(hook, str) else hook) or hook is None
+            problem = "must be a callable or a dotted path to one"
+        except ImportError as exc:
+            ok, problem = False, f"cannot be imported: {exc}"
+        if not ok:
+            errors.append(Error(f"PRESENCE['{name}'] {problem}.", id="presence_app.E016"))
+    page, ttl = s["ROOM_SNAPSHOT_PAGE"], s["AUDIENCE_CACHE_SECONDS"]
+    if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+        errors.append(Error("PRESENCE['ROOM_SNAPSHOT_PAGE'] must be a whole number above 0.",
+                            id="presence_app.E017"))
+    if not _number(ttl) or ttl < 0:
+        errors.append(Error("PRESENCE['AUDIENCE_CACHE_SECONDS'] must be a number of seconds "
+                            "(0: ask the policy for every event).", id="presence_app.E017"))
+    return errors

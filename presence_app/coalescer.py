@@ -18,7 +18,7 @@ import logging
 import weakref
 from typing import Protocol
 
-from . import conf, presence
+from . import conf, presence, tenants
 from .limits import Throttle
 from .store import UNAVAILABLE
 from .sweeper import raise_if_cancelling
@@ -37,6 +37,7 @@ _log_failure = Throttle(10.0)
 class Beating(Protocol):
     conn_id: str
     user_id: str
+    tenant: str | None
 
     def lease_lost(self) -> None:
         """Redis holds no lease for this socket: connect and join again."""
@@ -73,6 +74,16 @@ class HeartbeatCoalescer:
 
     async def flush(self) -> None:
         batch, self.pending = self.pending, {}
+        if not batch:
+            return
+        by_tenant: dict[str | None, dict[tuple[str, str], Beating]] = {}
+        for key, owner in batch.items():  # each tenant's leases live in its own key space
+            by_tenant.setdefault(getattr(owner, "tenant", None), {})[key] = owner
+        for tenant, part in by_tenant.items():
+            with tenants.activate(tenant):
+                await self._flush(part)
+
+    async def _flush(self, batch: dict[tuple[str, str], Beating]) -> None:
         pairs = list(batch)
         for start in range(0, len(pairs), MAX_BATCH):
             self.flushes += 1

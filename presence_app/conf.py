@@ -70,6 +70,16 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_QUERY_BYTES": 32768,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
     "CAN_JOIN": None,
+    # Whom a user's presence is shown to: a callable or dotted path to
+    # audience(viewer_id, user_ids) -> the ids viewer may see (sync or async; None: everyone).
+    "AUDIENCE": None,
+    # How long a connection remembers the AUDIENCE answers it got (its events then cost no call).
+    "AUDIENCE_CACHE_SECONDS": 60,
+    # A room's snapshot goes out in frames of at most this many members.
+    "ROOM_SNAPSHOT_PAGE": 200,
+    # Workspaces: a callable or dotted path to tenant(request_or_scope) -> a key or None; each
+    # key is a key space of its own (presence_app.tenants). None: one space for the whole site.
+    "TENANT": None,
 }
 
 

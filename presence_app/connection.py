@@ -31,6 +31,8 @@ The async single-Redis client therefore gets a *blocking* pool (a call waits up 
 ``ASYNC_POOL_TIMEOUT`` for a free connection); the async cluster client, which has no blocking
 pool, and the async Sentinel client, whose pool is not blocking either, a higher cap (per node).
 ``REDIS_OPTIONS["max_connections"]`` overrides the caps.
+
+Each tenant (:mod:`presence_app.tenants`) gets a store of its own prefix on the same client.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
-from . import conf
+from . import conf, tenants
 from .store import AsyncStore, Store, StoreConfig
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
@@ -65,17 +67,18 @@ CLUSTER_RETRY = 1.0
 #: RedisClusterException messages that mean "the cluster cannot be reached" (not a usage error).
 _UNREACHABLE = ("Redis Cluster cannot be connected", "All slots are not covered")
 
-_sync: Store | None = None
+_sync: Store | None = None  # the default key space's; the tenants' stores share its client
+_tenant_sync: dict[str, Store] = {}
 _sync_down_until = 0.0  # the sync cluster client could not be built: when to try again
-_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncStore] = (
+_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, AsyncStore]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def store_config() -> StoreConfig:
+def store_config(tenant: str | None = None) -> StoreConfig:
     s = conf.get_settings()
     return StoreConfig(
-        prefix=s["KEY_PREFIX"],
+        prefix=tenants.prefix(tenant),
         shards=int(s["SHARDS"]),
         lease_ttl=float(s["LEASE_TTL"]),
         disconnect_grace=float(s["DISCONNECT_GRACE"]),
@@ -273,7 +276,8 @@ def _async_client() -> Any:
 
 
 def get_store() -> Store:
-    """The process' synchronous store (never raises for an unreachable Redis: its calls do)."""
+    """The process' synchronous store of the current tenant (never raises for an unreachable
+    Redis: its calls do)."""
     global _sync, _sync_down_until
     if _sync is None or (_sync_down_until and time.monotonic() >= _sync_down_until):
         try:
@@ -281,23 +285,38 @@ def get_store() -> Store:
         except redis.ConnectionError as exc:  # only the cluster client connects at once
             client, _sync_down_until = _ClusterDown(exc), time.monotonic() + CLUSTER_RETRY
         _sync = Store(client, store_config())
-    return _sync
+        _tenant_sync.clear()
+    tenant = tenants.current()
+    if tenant is None:
+        return _sync
+    store = _tenant_sync.get(tenant)
+    if store is None:
+        store = _tenant_sync[tenant] = Store(_sync.client, store_config(tenant))
+    tenants.mark(store.client, tenant)
+    return store
 
 
 def get_async_store() -> AsyncStore:
-    """The async store of the running event loop (redis.asyncio clients belong to one loop)."""
+    """The async store of the running event loop (redis.asyncio clients belong to one loop)
+    and of the current tenant."""
     loop = asyncio.get_running_loop()
-    store = _async.get(loop)
+    stores = _async.get(loop)
+    if stores is None:
+        stores = _async[loop] = {None: AsyncStore(_async_client(), store_config())}
+    tenant = tenants.current()
+    store = stores.get(tenant)
     if store is None:
-        store = _async[loop] = AsyncStore(_async_client(), store_config())
+        store = stores[tenant] = AsyncStore(stores[None].client, store_config(tenant))
+    if tenant is not None:
+        tenants.amark(store.client, tenant)
     return store
 
 
 async def aclose_async_store() -> None:
-    """Close and forget the running loop's store (for short-lived loops: asyncio.run)."""
-    store = _async.pop(asyncio.get_running_loop(), None)
-    if store is not None:
-        await store.aclose()
+    """Close and forget the running loop's stores (for short-lived loops: asyncio.run)."""
+    stores = _async.pop(asyncio.get_running_loop(), None)
+    if stores is not None:
+        await stores[None].aclose()  # the tenants' stores share its client
 
 
 @receiver(setting_changed)
@@ -310,4 +329,6 @@ def reset_stores() -> None:
     """Forget the stores (settings changed); the next call builds new ones."""
     global _sync, _sync_down_until
     _sync, _sync_down_until = None, 0.0
+    _tenant_sync.clear()
     _async.clear()
+    tenants.forget_marks()

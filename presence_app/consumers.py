@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol
+from . import conf, dispatch, frames, protocol, tenants
 from .limits import TokenBucket
 from .protocol import FrameError
 from .resilience import OutageTolerantConsumer
@@ -63,6 +63,7 @@ class PresenceConsumerMixin:
         self.presence = PresenceSession(
             user, layer=self.channel_layer, channel_name=self.channel_name,  # type: ignore[attr-defined]
             send=self.presence_send, device=device_of(self.scope),  # type: ignore[attr-defined]
+            tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
         return True
@@ -93,7 +94,9 @@ class PresenceConsumerMixin:
         """Sends a channel-layer ``event`` to every socket in ``room`` (every socket that joined
         it through presence, on any process), e.g. a chat message: ``{"type": "chat.message",
         ...}`` reaches each consumer's ``chat_message``. Sockets without that handler skip it."""
-        await self.channel_layer.group_send(dispatch.room_group(room), event)  # type: ignore[attr-defined]
+        with tenants.activate(self.presence.tenant if self.presence else None):
+            group = dispatch.room_group(room)
+        await self.channel_layer.group_send(group, event)  # type: ignore[attr-defined]
 
     async def presence_send(self, content: dict[str, Any]) -> None:
         """How presence frames reach the browser: JSON text. Override to wrap them."""

@@ -34,6 +34,13 @@ def redis_client() -> Any:
     return get_store().client
 
 
+async def aactive_tenants() -> list[str]:
+    """The tenant keys some process served within the last day (the sweeper visits each)."""
+    from . import tenants
+
+    return await tenants.aactive(get_async_store().client)
+
+
 def ping() -> bool:
     """True when the presence Redis answers."""
     return get_store().ping()
