@@ -256,11 +256,14 @@ def check(machine: type[StoreVersusModel], store) -> None:
     machine.TestCase().runTest()
 
 
+# Bounded by the number of examples, not by time: a busy machine only makes them slower.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["single"], indirect=True)
 def test_store_agrees_with_the_model(store):
     check(StoreVersusModel, store)
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["single"], indirect=True)
 def test_store_agrees_with_the_model_when_the_http_window_outlasts_the_lease(make_store):
     check(StoreVersusModelLongWindow, make_store(online_window=StoreVersusModelLongWindow.online_window))

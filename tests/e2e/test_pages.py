@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -257,7 +258,11 @@ def test_the_room_page_fits_and_says_the_state(demo, scheme, width):
         *(f".emoji-options label:nth-of-type({i}) span" for i in range(2, 8)),
         '#here .member[data-name="bob"] [data-status]',
     ]:
-        assert "Noto Emoji" in drawn_with(a, selector), selector
+        # A busy machine may draw a frame before the font is in: wait for the redraw.
+        deadline = time.monotonic() + 20
+        while "Noto Emoji" not in (fonts := drawn_with(a, selector)):
+            assert time.monotonic() < deadline, (selector, fonts)
+            a.wait_for_timeout(200)
 
     # The top bar fits: every piece of it inside the viewport, "Log out" too.
     for piece in boxes(a, ".topbar *"):

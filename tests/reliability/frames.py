@@ -189,6 +189,11 @@ class Expect:
     state_of: str | None = None
     watch_state: int | None = None  # members in the watch snapshot
     status: tuple[str, str, str] | None = None
+    may_clear: bool = False  # the message and emoji may have expired already (read as "")
+
+
+#: A status text set to expire sooner than this may be gone by the time a test looks at it.
+EXPIRY_SLACK = 60.0
 
 
 @dataclass
@@ -199,6 +204,7 @@ class Model:
     state: str = "online"  # as the user sees themself: online, dnd, invisible
     message: str = ""
     emoji: str = ""
+    expiring: bool = False  # the message and emoji expire within EXPIRY_SLACK
 
     def answer(self, frame: str | bytes) -> Expect:
         try:
@@ -287,7 +293,14 @@ class Model:
             self.message = message
         if emoji is not None:
             self.emoji = emoji
-        return Expect(status=(self.state, self.message, self.emoji))
+        if message is not None or emoji is not None:  # each text change sets the expiry anew
+            self.expiring = expires is not None and expires < EXPIRY_SLACK
+        return Expect(status=(self.state, self.message, self.emoji), may_clear=self.expiring)
+
+    def statuses(self) -> set[tuple[str, str, str]]:
+        """What the store may hold now: the status, or (soon to expire) without its texts."""
+        now = {(self.state, self.message, self.emoji)}
+        return now | {(self.state, "", "")} if self.expiring else now
 
     @staticmethod
     def _ids(frame: dict[str, Any], key: str) -> list[str]:
@@ -385,9 +398,12 @@ class Conversation:
         else:
             assert answers == [], (shown, answers)
         if expect.status is not None:
-            await self.confirmed(expect.status, got)
+            cleared = (expect.status[0], "", "")
+            await self.confirmed({expect.status, cleared} if expect.may_clear else {expect.status},
+                                 got)
 
-    async def confirmed(self, status: tuple[str, str, str], got: list[dict[str, Any]]) -> None:
+    async def confirmed(self, status: set[tuple[str, str, str]],
+                        got: list[dict[str, Any]]) -> None:
         """The user's own sockets hear of a status change (through the channel layer: it may
         come after the barrier)."""
         for frame in got:
@@ -401,8 +417,8 @@ class Conversation:
             assert frame["type"] in EVENTS, frame
 
     @staticmethod
-    def _is(frame: dict[str, Any], status: tuple[str, str, str]) -> bool:
-        return (frame["state"], frame["message"], frame["emoji"]) == status
+    def _is(frame: dict[str, Any], status: set[tuple[str, str, str]]) -> bool:
+        return (frame["state"], frame["message"], frame["emoji"]) in status
 
     async def reset(self) -> None:
         """Back to a known state: no rooms, plain online, nothing watched."""
