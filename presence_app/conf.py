@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
     "MAX_ROOM_NAME_LENGTH": 100,
     "TYPING_THROTTLE": 2.0,
+    # Permanent rooms (presence_app/rooms.py): each connection of a member joins them on opening
+    # (one indexed query a connection; False skips it).
+    "PERMANENT_ROOMS": True,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
     "CAN_JOIN": None,
 }

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol
+from . import conf, dispatch, frames, protocol, rooms
 from .limits import TokenBucket
 from .protocol import FrameError
 from .resilience import OutageTolerantConsumer
@@ -65,6 +65,9 @@ class PresenceConsumerMixin:
             send=self.presence_send, device=device_of(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
+        # Members of permanent rooms are in them on every connection, unasked.
+        for room in await rooms.permanent_rooms_to_join(user, []):
+            await frames.handle(self.presence, {"type": "join", "room": room})
         return True
 
     async def presence_disconnect(self) -> None:
@@ -109,7 +112,12 @@ class PresenceConsumerMixin:
         if self.presence is not None:
             await self.presence.event(event)
 
-    presence_leave = presence_update = presence_typing = presence_join
+    presence_leave = presence_update = presence_typing = presence_message = presence_join
+
+    async def presence_permanent(self, event: dict[str, Any]) -> None:
+        """The user became a member of a permanent room (on any connection): join it here."""
+        if self.presence is not None:
+            await rooms.on_permanent_event(self.presence, event)
 
 
 class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonWebsocketConsumer):

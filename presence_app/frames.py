@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import protocol
+from . import protocol, rooms
 from .protocol import FrameError
-from .session import PresenceSession
+from .session import PresenceSession, log_outage
 from .store import UNAVAILABLE, InvalidInput
 
 Handler = Callable[[PresenceSession, dict[str, Any]], Awaitable[None]]
@@ -29,9 +29,15 @@ async def on_activity(session: PresenceSession, frame: dict[str, Any]) -> None:
 
 async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.join(frame.get("room"))
+    if frame.get("permanent") is True:  # a membership too (presence_app/rooms.py)
+        await rooms.aadd_member(session.user, frame["room"], sender=session.channel_name)
 
 
 async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:
+    if frame.get("permanent") is True:  # ends the membership, joined here or not
+        await rooms.aremove_member(session.user, frame.get("room"))
+        if frame["room"] not in session.rooms:
+            return
     await session.leave(frame.get("room"))
 
 
@@ -72,6 +78,14 @@ HANDLERS: dict[str, Handler] = {
 
 async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
     """Applies ``frame``; any refusal goes back to the browser as an ``error`` frame."""
+    error = await apply(session, frame)
+    if error is not None:
+        await session.send(error)
+
+
+async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """Applies ``frame``; returns the ``error`` frame of a refusal (None when it was done).
+    Redis being away is reported by the session itself and returned too."""
     extra: dict[str, Any] = {"frame": frame.get("type")}
     if isinstance(frame.get("room"), str) and len(frame["room"]) <= 1000:
         extra["room"] = frame["room"]
@@ -82,11 +96,14 @@ async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
         async with session.lock:
             await handler(session, frame)
     except FrameError as exc:
-        await session.send(protocol.error_frame(exc.code, exc.detail, **{**extra, **exc.extra}))
+        return protocol.error_frame(exc.code, exc.detail, **{**extra, **exc.extra})
     except InvalidInput as exc:
-        await session.send(protocol.error_frame("invalid", str(exc), **extra))
+        return protocol.error_frame("invalid", str(exc), **extra)
     except UNAVAILABLE as exc:
-        await session.unavailable(exc, **extra)
+        log_outage(exc)
+        return protocol.error_frame("unavailable", "presence is temporarily unavailable; try again",
+                                    **extra)
+    return None
 
 
 def is_presence_frame(frame: Any) -> bool:

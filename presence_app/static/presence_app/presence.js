@@ -12,7 +12,8 @@
  * maxDelay (reconnect backoff, ms).
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
- * state (a room's or the watch list's snapshot), self (your own status), error, open, close,
+ * state (a room's or the watch list's snapshot), self (your own status), direct (a payload
+ * presence.send_to_user() sent to all your tabs and devices), error, open, close,
  * unauthorized, message (any other frame: a project's own, on a socket whose consumer uses
  * PresenceConsumerMixin). Calls: join(room), leave(room), setStatus({state, message, emoji,
  * expiresIn}), watch(ids), typing(room), members(room), get(userId), send(frame) (a project's
@@ -353,6 +354,9 @@
           break;
         case "presence.typing":
           this._emit("typing", msg);
+          break;
+        case "presence.message": // presence.send_to_user(): to every tab and device of yours
+          this._emit("direct", msg.payload);
           break;
         case "error":
           this._error(msg);
