@@ -11,7 +11,7 @@ validation, ``CAN_JOIN``, limits and rate limit). Its outcome comes back to this
 200   done (``{"ok": true}``); its events arrive on the stream
 400   ``bad_frame``, ``too_large``, ``unknown_type``, ``invalid``
 401   not signed in; 403: CSRF, a stream of somebody else's, or ``forbidden``
-404   the stream is gone (closed, or its process died): open a new one
+404   ``gone``: the stream is closed (or its process died): open a new one
 409   ``limit``, ``not_joined``; 429: ``rate_limited``; 503: ``unavailable``
 ====  ==========================================================================
 """
@@ -91,7 +91,7 @@ async def command(request: HttpRequest, frame_type: str) -> JsonResponse:
     if not user.is_authenticated:
         return JsonResponse({"detail": _("Authentication required.")}, status=401)
     if frame_type not in frames.HANDLERS:
-        return _error("unknown_type", "unknown frame type", status=404)
+        return _error("unknown_type", "unknown frame type")
     channel = stream_channel(request.headers.get("X-Presence-Stream", ""), rules.user_id(user))
     if channel is None:
         return _error("forbidden", "X-Presence-Stream does not name a stream of yours")

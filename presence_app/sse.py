@@ -28,6 +28,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.core import signing
+from django.middleware.csrf import get_token
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
@@ -93,7 +94,9 @@ def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
 class EventStream:
     """One SSE stream: its session, its channel, the frames waiting for the browser."""
 
-    def __init__(self, user: Any, layer: Any, channel: str, device: str | None) -> None:
+    def __init__(self, user: Any, layer: Any, channel: str, device: str | None,
+                 csrf: str | None = None) -> None:
+        self.csrf = csrf
         self.layer = layer
         self.channel = channel
         self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
@@ -116,6 +119,7 @@ class EventStream:
         hello = await self.session.open()
         hello["stream"] = stream_token(self.session.user_id, self.channel)
         hello["transport"] = "sse"
+        hello["csrf"] = self.csrf  # for the REST calls' X-CSRFToken (the cookie may be HttpOnly)
         hello["resumed"] = resume is not None
         await self.push(hello)
         wanted = resume[1] if resume is not None else []
@@ -211,7 +215,7 @@ async def stream(request: HttpRequest) -> HttpResponse:
     if layer is None:
         return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
     channel = await layer.new_channel()
-    es = EventStream(user, layer, channel, device_of(request))
+    es = EventStream(user, layer, channel, device_of(request), get_token(request))
     last = request.headers.get("Last-Event-ID") or request.GET.get("lastEventId")
     resume = read_resume_id(last, es.session.user_id) if last else None
     response = StreamingHttpResponse(es.events(resume), content_type="text/event-stream")

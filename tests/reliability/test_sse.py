@@ -132,7 +132,7 @@ async def test_rest_calls_meet_the_sockets_checks(db, servers, store, kind):
         assert (status, body.get("code")) == (code, want), (fields, body)
     assert (await alice.post("leave", room="never-joined"))[1]["code"] == "not_joined"
     assert (await alice.post("status", state="sleepy"))[0] == 400
-    assert (await alice.post("nonsense"))[0] == 404
+    assert (await alice.post("nonsense"))[1]["code"] == "unknown_type"
     # Over MAX_FRAMES_PER_SECOND: 429 for the extra ones, and nothing joined by them.
     rate = alice.hello["limits"]["frames_per_second"]
     answers = await asyncio.gather(*(alice.post("typing", room="lobby")
