@@ -11,4 +11,5 @@ MODULES = [
     "bench.middleware",  # 7
     "bench.peer",  # 8 (SQLite, PostgreSQL)
     "bench.channel_layer",  # 9: the channel layer for many workers (issue 8)
+    "bench.sse",  # 10: SSE streams beside WebSockets (issue 15)
 ]
