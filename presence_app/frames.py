@@ -84,8 +84,8 @@ async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
 
 
 async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:
-    """Applies ``frame``; returns the ``error`` frame of a refusal (None when it was done).
-    Redis being away is reported by the session itself and returned too."""
+    """Applies ``frame``; returns the ``error`` frame of a refusal (None when it was done):
+    the socket sends it, a REST call (:mod:`presence_app.rest`) answers with it."""
     extra: dict[str, Any] = {"frame": frame.get("type")}
     if isinstance(frame.get("room"), str) and len(frame["room"]) <= 1000:
         extra["room"] = frame["room"]

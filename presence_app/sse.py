@@ -28,8 +28,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.core import signing
-from django.middleware.csrf import get_token
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.middleware.csrf import get_token
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET

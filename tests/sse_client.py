@@ -13,7 +13,6 @@ import asyncio
 import json
 import secrets
 from typing import Any
-from urllib.parse import urlsplit
 
 from tests.frame_waits import CLOSED, FrameWaits
 from tests.servers import AsgiServer, User

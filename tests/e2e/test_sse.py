@@ -61,4 +61,5 @@ def test_websocket_user_and_sse_user_see_each_other(demo, timers):
     expect(dot(c, "here", "alice")).to_have_class(re.compile(r"presence-(online|idle)"))
     demo.screenshot(c, "room-over-sse")
     a.context.close()
-    expect(row(c, "away", "alice")).to_have_count(1, timeout=(timers["DISCONNECT_GRACE"] + 5) * 1000)
+    gone_within = (timers["DISCONNECT_GRACE"] + 5) * 1000
+    expect(row(c, "away", "alice")).to_have_count(1, timeout=gone_within)
