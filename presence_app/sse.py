@@ -7,8 +7,9 @@ has a channel of its own on the channel layer (``layer.new_channel()``); its loo
 layer's events to the browser and applies the REST calls (:mod:`presence_app.rest`) that other
 requests, on any process, send to that channel.
 
-- Liveness: a comment line every ``HEARTBEAT_INTERVAL`` keeps proxies from closing an idle
-  stream and renews the lease; a stream whose writes fail has its lease cut to the grace.
+- Liveness: a comment line every ``HEARTBEAT_INTERVAL`` (at most half the grace) keeps proxies
+  from closing an idle stream and renews the lease; a stream that ends has its lease cut to the
+  grace.
 - Resuming: events that change the stream's rooms carry an ``id:`` naming (signed) the
   connection and its rooms. The browser's reconnect sends it back as ``Last-Event-ID``; the new
   stream takes over the same lease and rooms, so a reconnect within the grace announces nothing.
@@ -81,6 +82,15 @@ def read_resume_id(token: str, user_id: str) -> tuple[str, list[str]] | None:
     if owner != user_id or not isinstance(conn_id, str) or not isinstance(names, list):
         return None
     return conn_id, [r for r in names if isinstance(r, str)]
+
+
+def beat_interval(settings: dict[str, Any]) -> float:
+    """How often a stream writes its keep-alive and renews its lease: every heartbeat interval,
+    and within half the grace. A resumed stream shares its lease with the stream it replaced,
+    and that one's close (which a server may notice late) cuts the lease to the grace: the
+    next beat must come before the grace ends."""
+    interval, grace = float(settings["HEARTBEAT_INTERVAL"]), float(settings["DISCONNECT_GRACE"])
+    return min(interval, grace / 2) if grace > 0 else interval
 
 
 def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
@@ -164,7 +174,7 @@ class EventStream:
         its grace."""
         relay = asyncio.ensure_future(self.relay())
         loop = asyncio.get_running_loop()
-        interval = float(conf.get("HEARTBEAT_INTERVAL"))
+        interval = beat_interval(conf.get_settings())
         beat_at = loop.time() + interval
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()

@@ -104,6 +104,33 @@ async def test_keepalive_holds_the_lease_and_resume_does_not_flicker(db, servers
     assert server.tracebacks() == 0, server.log()
 
 
+async def test_the_replaced_stream_closing_late_does_not_end_the_resumed_one(db, servers, store,
+                                                                            kind):
+    """A proxy may keep the old stream open after the browser reconnected: the old one's close
+    comes after the new one took over the lease, and must not end it. Heartbeats every 2 s and
+    a grace of 1 s: beating only at the heartbeat interval would let the cut lease expire."""
+    users = db.users(["alice", "bob"])
+    timers = {"HEARTBEAT_INTERVAL": 2, "LEASE_TTL": 6, "DISCONNECT_GRACE": 1}
+    server = await servers.astart(server=kind, env={"PRESENCE_OVERRIDES": json.dumps(timers)})
+    watcher = await Client(server, users["alice"]).connect()
+    watcher.beat(0.5)
+    await watcher.join("doc-3")
+    old = await SseClient(server, users["bob"], name="bob-old").connect()
+    await old.join("doc-3")
+    await watcher.wait_for("presence.join", room="doc-3", user=users["bob"].id)
+    new = SseClient(server, users["bob"], name="bob-new")
+    new.last_id = old.last_id
+    await new.connect(resume=True)
+    await new.wait_for("presence.state", timeout=10, room="doc-3")
+    await old.close()  # cuts the shared lease to the grace; the new stream's beats renew it
+    seen = about(await watcher.collect(timers["LEASE_TTL"] + 2), users["bob"].id)
+    assert [f for f in seen if f["type"] in ("presence.leave", "presence.join")] == [], seen
+    assert store.room_members("doc-3") == [users["alice"].id, users["bob"].id]
+    await new.close()
+    await watcher.close()
+    assert server.tracebacks() == 0, server.log()
+
+
 async def test_rest_calls_meet_the_sockets_checks(db, servers, store, kind):
     users = db.users(["alice", "bob"])
     server = await servers.astart(server=kind)
