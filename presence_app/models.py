@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -72,3 +73,13 @@ class RoomMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.room}"
+
+    def clean(self) -> None:
+        """The room name every entry point admits (``ROOM_NAME_PATTERN``), in their words."""
+        from .rules import room
+        from .store import InvalidInput
+
+        try:
+            room(self.room)
+        except InvalidInput as exc:
+            raise ValidationError({"room": str(exc)}) from None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import suppress
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -31,7 +30,7 @@ from django.views.decorators.http import require_POST
 
 from . import conf, frames, protocol, rules
 from .protocol import FrameError
-from .sse import stream_channel
+from .sse import let_go, stream_channel
 from .store import UNAVAILABLE
 
 #: How long a call waits for its stream's answer (a busy process, a slow CAN_JOIN hook).
@@ -51,18 +50,17 @@ def _error(code: str, detail: str, status: int | None = None, **extra: Any) -> J
 async def _ask(layer: Any, channel: str, frame: dict[str, Any]) -> dict[str, Any] | None:
     """Sends ``frame`` to the stream and waits for its answer (None: no stream answered)."""
     reply = await layer.new_channel()
-    await layer.send(channel, {"type": "presence.rest", "frame": frame, "reply": reply})
     try:
-        return await asyncio.wait_for(layer.receive(reply), REPLY_TIMEOUT)
+        await layer.send(channel, {"type": "presence.rest", "frame": frame, "reply": reply})
+    except BaseException:
+        await let_go(layer, reply)
+        raise
+    try:
+        answer = await asyncio.wait_for(layer.receive(reply), REPLY_TIMEOUT)
     except TimeoutError:
-        return None  # a timed-out receive has let go of the reply channel
-    finally:
-        # channels-redis unsubscribes a channel only when a receive on it is cancelled.
-        pending = asyncio.ensure_future(layer.receive(reply))
-        await asyncio.sleep(0)
-        pending.cancel()
-        with suppress(asyncio.CancelledError, *UNAVAILABLE):
-            await pending
+        return None  # the cancelled receive has let go of the reply channel
+    await let_go(layer, reply)
+    return answer
 
 
 def _frame(body: bytes, frame_type: str) -> dict[str, Any]:

@@ -37,7 +37,8 @@ from django.views.decorators.http import require_GET
 
 from . import conf, frames, protocol, rooms
 from .limits import TokenBucket
-from .session import PresenceSession
+from .session import PresenceSession, log_outage
+from .store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
 
@@ -91,6 +92,16 @@ def beat_interval(settings: dict[str, Any]) -> float:
     next beat must come before the grace ends."""
     interval, grace = float(settings["HEARTBEAT_INTERVAL"]), float(settings["DISCONNECT_GRACE"])
     return min(interval, grace / 2) if grace > 0 else interval
+
+
+async def let_go(layer: Any, channel: str) -> None:
+    """Ends this process' hold on ``channel``: channels-redis unsubscribes a channel (from
+    ``new_channel``) only when a receive on it is cancelled."""
+    pending = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0)
+    pending.cancel()
+    with suppress(asyncio.CancelledError, *UNAVAILABLE):
+        await pending
 
 
 def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
@@ -172,20 +183,25 @@ class EventStream:
     async def events(self, resume: tuple[str, list[str]] | None) -> AsyncIterator[bytes]:
         """The response body. Cancelled by Django when the browser goes; the lease then gets
         its grace."""
-        relay = asyncio.ensure_future(self.relay())
+        relay: asyncio.Future[None] | None = None
         loop = asyncio.get_running_loop()
         interval = beat_interval(conf.get_settings())
         beat_at = loop.time() + interval
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()
             await self.start(resume)
+            # Only now: the hello goes first (the layer keeps what arrives meanwhile).
+            relay = asyncio.ensure_future(self.relay())
             while not relay.done():
                 try:
                     frame = await asyncio.wait_for(self.queue.get(), max(0, beat_at - loop.time()))
                 except TimeoutError:
                     # On the clock, busy or not: the stream being written is the lease's proof.
                     beat_at = loop.time() + interval
-                    await self.session.heartbeat()
+                    try:
+                        await self.session.heartbeat()
+                    except UNAVAILABLE as exc:
+                        log_outage(exc)  # the coalescer retries; the lease outlives a beat
                     yield b": keep-alive\n\n"
                     continue
                 if frame is None:
@@ -193,9 +209,12 @@ class EventStream:
                     return
                 yield event_bytes(frame, self.next_id())
         finally:
-            relay.cancel()  # a cancelled receive is how channels-redis lets go of the channel
-            with suppress(asyncio.CancelledError):
-                await relay
+            if relay is not None:
+                relay.cancel()
+                with suppress(asyncio.CancelledError):
+                    await relay
+            else:
+                await let_go(self.layer, self.channel)
             await asyncio.shield(self.session.close())
 
     def next_id(self) -> str | None:

@@ -39,6 +39,7 @@ async def test_a_member_s_every_connection_joins_unasked(redis_client):
         assert await sync_to_async(rooms.add_member)(alice, "general") is False  # once
         await sync_to_async(RoomMembership.objects.create)(user=alice, room="secret-plans")
         tab = await Socket.open(cookie, name="alice")
+        tab.beat()  # a slow machine must not lose the lease mid-test
         state = await tab.wait_for("presence.state", room="general")  # nobody asked
         assert [m["user"] for m in state["members"]] == [str(alice.pk)]
         # CAN_JOIN still decides: the membership of a room she may not enter is not honoured.
@@ -146,3 +147,20 @@ async def test_a_reactive_room_is_its_viewers_live_presence(redis_client):
         await a.close()
         await shutdown()
     channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_memberships_in_the_admin(admin_client, django_user_model, redis_client):
+    ann = django_user_model.objects.create_user("ann")
+    rooms.add_member(ann, "general")
+    page = admin_client.get("/admin/presence_app/roommembership/")
+    assert page.status_code == 200
+    assert b"general" in page.content and b"ann" in page.content
+    add = admin_client.post("/admin/presence_app/roommembership/add/",
+                            {"user": ann.pk, "room": "design"})
+    assert add.status_code == 302, add.content[:2000]
+    assert sorted(rooms.member_rooms(ann)) == ["design", "general"]
+    bad = admin_client.post("/admin/presence_app/roommembership/add/",
+                            {"user": ann.pk, "room": "bad name!"})
+    assert bad.status_code == 200
+    assert b"the room name does not match the allowed pattern" in bad.content

@@ -11,6 +11,7 @@ import asyncio
 import json
 
 import pytest
+import redis
 
 from tests.frame_waits import about
 from tests.sse_client import HttpError, SseClient, request
@@ -131,7 +132,7 @@ async def test_the_replaced_stream_closing_late_does_not_end_the_resumed_one(db,
     assert server.tracebacks() == 0, server.log()
 
 
-async def test_rest_calls_meet_the_sockets_checks(db, servers, store, kind):
+async def test_rest_calls_meet_the_sockets_checks(db, servers, store, redis_server, kind):
     users = db.users(["alice", "bob"])
     server = await servers.astart(server=kind)
     # Anonymous: 401 for the stream and for REST.
@@ -166,9 +167,17 @@ async def test_rest_calls_meet_the_sockets_checks(db, servers, store, kind):
                                      for _ in range(rate * 3)))
     assert {s for s, _ in answers} <= {409, 429} and any(s == 429 for s, _ in answers)
     assert store.room_members("lobby") == []
+    # Every call's reply channel was let go of: the two streams' channels are all that is left.
+    streams = redis.Redis.from_url(redis_server.url)
+    await eventually(lambda: len(streams.pubsub_channels("*specific.*")) == 2, 10,
+                     "reply channels unsubscribed",
+                     detail=lambda: streams.pubsub_channels("*specific.*"))
     # A closed stream: its name leads nowhere (404 once nobody answers).
     await alice.close()
     status, body = await alice.post("join", room="lobby")
     assert (status, body["code"]) == (404, "gone")
     await bob.close()
+    await eventually(lambda: streams.pubsub_channels("*specific.*") == [], 10,
+                     "the streams' channels unsubscribed")
+    streams.close()
     assert server.tracebacks() == 0, server.log()

@@ -553,6 +553,7 @@
       this.sse = true;
       this.client = client;
       this.readyState = 0;
+      this.bufferedAmount = 0; // POSTs are not buffered here
       this.stream = null;
       this.csrf = null;
       this.onmessage = null;
