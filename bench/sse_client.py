@@ -215,14 +215,17 @@ class Load:
                 "latency_ms": [round(s * 1000, 3) for s in samples]}
 
     async def close(self) -> None:
+        # Readers and heartbeats first: a heartbeat crossing the close is the client's race.
+        for conn in self.conns:
+            conn.alive = False
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
         for conn in self.conns:
             if conn.writer is not None:
                 conn.writer.close()
             if conn.ws is not None:
                 await conn.ws.close()
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 async def main(config: dict[str, Any]) -> None:

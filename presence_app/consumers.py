@@ -39,6 +39,13 @@ from .session import PresenceSession
 
 CLOSE_UNAUTHENTICATED = 4401
 
+try:  # daphne (autobahn) raises its own error for a send to a socket that just closed
+    from autobahn.exception import Disconnected as _DaphneDisconnected
+except ImportError:  # pragma: no cover - no daphne installed
+    _DaphneDisconnected = OSError
+#: A send that found the browser gone.
+CLIENT_GONE: tuple[type[BaseException], ...] = (OSError, _DaphneDisconnected)
+
 
 def device_of(scope: dict[str, Any]) -> str | None:
     """The ``?device=`` the client named (phone, desktop ...), reduced to safe characters."""
@@ -102,8 +109,8 @@ class PresenceConsumerMixin:
         """How presence frames reach the browser: JSON text. Override to wrap them."""
         try:
             await self.send(text_data=json.dumps(content))  # type: ignore[attr-defined]
-        except OSError:
-            # The browser is gone (uvicorn's ClientDisconnected): nobody to tell. The
+        except CLIENT_GONE:
+            # The browser is gone (uvicorn's ClientDisconnected, daphne's): nobody to tell. The
             # websocket.disconnect waiting in the queue runs disconnect(), which cleans up.
             pass
 
