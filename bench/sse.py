@@ -93,7 +93,8 @@ def run(ctx: Context) -> list[Row]:
             for r in measured[kind, transport]:
                 ctx.log(f"  {r['connections']:>6} {transport}: "
                         f"{r['rss_per_connection'] / 1024:.1f} KiB each, join p99 {p99(r):.1f} ms "
-                        f"({r['delivery']['missing']} missing, {r['open']} open)")
+                        f"({r['delivery']['missing']} missing, {r['open']} open, "
+                        f"{r['connect_retries']} handshakes retried)")
 
     rows: list[Row] = []
     for kind in SERVERS:
