@@ -22,6 +22,7 @@ from typing import Any
 import redis
 
 from presence_app.store import Store, StoreConfig
+from presence_app.store.keys import KeySpace
 
 from .common import Context
 
@@ -176,23 +177,21 @@ def check_fidelity(pop: Population) -> None:
         uid, cid = pop.uids[0], pop.cids[0]
 
         def shape(u: str, c: str) -> dict[str, Any]:
-            h = {
-                k.decode().replace(c, "<c>"): v.decode()
-                for k, v in client.hgetall(f"{tag}:u:{u}").items()
-            }
+            record = client.get(KeySpace.user(tag, u))
             return {
-                "hash": h,
-                "ttl": client.ttl(f"{tag}:u:{u}") > 0,
-                "lease": client.zscore(f"{tag}:leases", f"{u}|{c}"),
-                "online": client.zscore(f"{tag}:online", u),
-                "active": client.zscore(f"{tag}:active", u),
+                "record": record.decode().replace(c, "<c>") if record else None,
+                "ttl": client.ttl(KeySpace.user(tag, u)) > 0,
+                "lease": client.zscore(KeySpace.leases(tag), f"{u}|{c}"),
+                "seen": client.zscore(KeySpace.seen(tag), u),
+                "until": client.zscore(KeySpace.until(tag), u),
+                "active": client.zscore(KeySpace.active(tag), u),
             }
 
         got, want = shape(uid, cid), shape(control_uid, control_cid)
         if got != want:
             raise RuntimeError(f"the bulk fill differs from Store.connect: {got} != {want}")
     finally:
-        client.delete(f"{tag}:u:{control_uid}")
-        client.zrem(f"{tag}:leases", f"{control_uid}|{control_cid}")
-        client.zrem(f"{tag}:online", control_uid)
-        client.zrem(f"{tag}:active", control_uid)
+        client.delete(KeySpace.user(tag, control_uid))
+        client.zrem(KeySpace.leases(tag), f"{control_uid}|{control_cid}")
+        for index in (KeySpace.seen(tag), KeySpace.until(tag), KeySpace.active(tag)):
+            client.zrem(index, control_uid)

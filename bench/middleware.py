@@ -20,9 +20,11 @@ Two populations, the users taking turns:
 - steady (the target): every user made a request in the warm-up, and the rounds fall within one
   ``TOUCH_INTERVAL`` (15 s) of it, so the throttle holds and requests skip Redis (the writes per
   request are recorded in every round);
-- cold throttle (information): ``TOUCH_INTERVAL`` of 1 us, every request is a user the throttle
-  has not seen in this interval and writes to Redis (one EVALSHA, checked per round): a site whose
-  users make fewer than one request per interval and process, or the worst case of many processes.
+- cold throttle: ``TOUCH_INTERVAL`` of 1 us, every request is a user the throttle has not seen in
+  this interval: a touch per request, queued for the process's background batch (one script
+  call per batch of users, written at most a second later, off the request path): a site whose
+  users make fewer than one request per interval and process, or the worst case of many
+  processes. The batch's writes are counted on the "with" side (each round waits for it).
 
 What the "with" sides wrote is read back through the public API (``online_count``, ``get_many``:
 every user online and seen since the block started); the "without" side wrote nothing.
@@ -49,6 +51,8 @@ UVICORN = (
     "--http httptools --lifespan off --no-access-log --log-level warning --timeout-keep-alive 600"
 )
 TARGET = 0.95
+#: The cold path (a touch per request) once touches left the request path (issue 13).
+COLD_TARGET = 0.95
 
 
 def worker(command: str, config: dict, env: dict[str, str], timeout: float) -> dict:
@@ -106,17 +110,22 @@ def row(path: str, population: str, per: dict, users: int) -> Row:
     return Row(
         bench="7 middleware",
         metric=f"req/s, {path}, "
-        + (f"steady ({users:,} users)" if steady else "cold throttle (a write per request)"),
+        + (f"steady ({users:,} users)" if steady else "cold throttle (a touch per request)"),
         ours=ours,
         unit="/s",
         baseline=base,
         baseline_label="no middleware",
-        # The target is on what a site sees, the steady state; the worst case is information.
         checks=[
             Check(f">= {TARGET}x", ours / base, ">=", TARGET),
             # Steady means the throttle held: a write here means the rounds outlasted it.
             Check("no Redis write", max(per["with"]["writes_per_request"]), "<=", 0),
-        ] if steady else [],
+        ] if steady else [
+            # Cold: the request path never waits on Redis (issue 13's target) ...
+            Check(f">= {COLD_TARGET}x", ours / base, ">=", COLD_TARGET),
+            # ... and the touches are written in batches, not one call per request.
+            Check("script calls per request", median(per["with"]["writes_per_request"]),
+                  "<", 0.5),
+        ],
         details={
             "rounds_with": per["with"]["rates"],
             "rounds_without": per["without"]["rates"],
@@ -210,10 +219,10 @@ def run(ctx: Context) -> list[Row]:
         rows.append(row("in process WSGI", population, inproc[population]["wsgi"], users))
         rows.append(row("in process ASGI", population, inproc[population]["asgi"], users))
         rows.append(row(f"uvicorn {connections} conns", population, served[population], users))
-    for r in rows:  # no write without the middleware; with it, cold, one per request
+    for r in rows:  # no write without the middleware; with it, cold, the batches wrote
         without = r.details["redis_writes_per_request_without"]
         cold = median(r.details["redis_writes_per_request_with"])
-        if any(without) or ("cold" in r.metric and cold < 0.99):
+        if any(without) or ("cold" in r.metric and cold <= 0):
             raise RuntimeError(f"{r.metric}: unexpected Redis writes {r.details}")
     rows[0].details["verified"] = {
         "in process": [inproc["steady_verify"], inproc["cold_verify"]],

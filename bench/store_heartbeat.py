@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from itertools import chain, repeat
 
+from presence_app.store.keys import KeySpace
+
 from .common import Check, Context, Row, benchmark, median, rates
 from .dataset import T0, population
 
@@ -33,6 +35,15 @@ def commandstats_probe(client, commands: dict[str, str]):
     return probe
 
 
+def drop_users(store, uids: list[str]) -> None:
+    """Removes users the benchmark added (the store would keep them until a sweep)."""
+    tag = store.keys.tag(0)
+    client = store.client
+    for index in (KeySpace.seen(tag), KeySpace.until(tag), KeySpace.active(tag)):
+        client.zrem(index, *uids)
+    client.delete(*(KeySpace.user(tag, uid) for uid in uids))
+
+
 @benchmark("heartbeat", "1. heartbeat ingestion (heartbeat_many vs raw ZADD)")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
@@ -48,12 +59,20 @@ def run(ctx: Context) -> list[Row]:
     ctx.on_close(lambda: client.unlink(RAW_KEY))
 
     rows: list[Row] = []
-    sizes = [1000] if ctx.quick else [1000, 100, 10_000]
+    # (batch, with HTTP-only users listed): a site also has users online by HTTP requests alone;
+    # their presence ends sooner than SPAN after their last request, so K_UNTIL holds them, and
+    # each heartbeat batch then also settles its users' ends there (one more ZREM).
+    sizes = [(1000, False), (1000, True)]
+    if not ctx.quick:
+        sizes[1:1] = [(100, False), (10_000, False)]
+    http_users = [f"http-{i}" for i in range(1000)]
     rounds, seconds = (1, 0.6) if ctx.quick else (5, 1.5)
     clock = [T0 + 1.0]
     interval = 30.0  # HEARTBEAT_INTERVAL: every member renewed once per 30 s of the clock
 
-    for batch in sizes:
+    for batch, with_http in sizes:
+        if with_http:
+            store.touch_many([(uid, False) for uid in http_users], now=clock[0])
         nb = n // batch
         pair_batches = [pairs[i * batch : (i + 1) * batch] for i in range(nb)]
         member_batches = [members[i * batch : (i + 1) * batch] for i in range(nb)]
@@ -85,8 +104,10 @@ def run(ctx: Context) -> list[Row]:
         def per_call(side: str, key: str, result=result) -> float:
             return median(p[key] for p in result[side]["probes"])
 
+        if with_http:
+            drop_users(store, http_users)
         checks = []
-        if batch == 1000:
+        if batch == 1000 and not with_http:
             checks = [
                 Check(">= 0.5x raw", o / r, ">=", 0.5),
                 Check(">= 250k hb/s", o, ">=", 250_000),
@@ -94,7 +115,8 @@ def run(ctx: Context) -> list[Row]:
         rows.append(
             Row(
                 bench="1 heartbeat",
-                metric=f"heartbeat_many, batch {batch:,}",
+                metric=f"heartbeat_many, batch {batch:,}"
+                + (f", {len(http_users):,} HTTP-only users listed" if with_http else ""),
                 ours=o,
                 unit="/s",
                 baseline=r,
@@ -103,6 +125,7 @@ def run(ctx: Context) -> list[Row]:
                 details={
                     "population": n,
                     "batch": batch,
+                    "http_only_users": len(http_users) if with_http else 0,
                     "clock_step_s": step,
                     "ours_rounds": result["ours"]["rounds"],
                     "raw_rounds": result["raw"]["rounds"],

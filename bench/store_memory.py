@@ -1,5 +1,5 @@
 """5. Redis memory per online user (one socket, no rooms, no metadata) at 1 M users, against a
-bare sorted set of the same ids.
+bare sorted set of the same ids; and what a status message adds to a user.
 
 Ours: INFO used_memory before and after connecting the population (recorded when it was filled,
 before any other benchmark touched it). Bare: used_memory before and after one ZADD per 10 k of
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 from itertools import repeat
+
+from presence_app.store.keys import KeySpace
 
 from .common import Check, Context, Row, benchmark
 from .dataset import T0, population, settle, used_memory
@@ -43,19 +45,35 @@ def run(ctx: Context) -> list[Row]:
 
     # Where our bytes go. The population's structures only (the listings benchmark may have added
     # a room since the fill; its few keys are not counted here).
+    indexes = {
+        "leases": KeySpace.leases(tag), "seen": KeySpace.seen(tag),
+        "active": KeySpace.active(tag), "until": KeySpace.until(tag),
+    }
     parts: dict[str, float] = {}
-    for name in ("leases", "online", "active"):
-        parts[f"{name} sorted set"] = memory_usage(client, f"{tag}:{name}") / n
+    for name, key in indexes.items():
+        parts[f"{name} sorted set"] = memory_usage(client, key) / n
     sample = random.Random(5).sample(pop.uids, 2000)
-    hashes = [memory_usage(client, f"{tag}:u:{uid}") for uid in sample]
-    parts["user hash (key, listpack, dict entry)"] = sum(hashes) / len(hashes)
+    records = [memory_usage(client, KeySpace.user(tag, uid)) for uid in sample]
+    parts["user record (key, string)"] = sum(records) / len(records)
     # used_memory minus MEMORY USAGE: the keyspace hash table, allocator rounding, expires
     parts["rest (keyspace table, allocator)"] = ours - sum(parts.values())
     encodings = {
-        name: client.object("encoding", f"{tag}:{name}").decode()
-        for name in ("leases", "online", "active")
+        name: (client.object("encoding", key) or b"-").decode() for name, key in indexes.items()
     }
-    encodings["user hash"] = client.object("encoding", f"{tag}:u:{pop.uids[0]}").decode()
+    encodings["user record"] = client.object("encoding", KeySpace.user(tag, pop.uids[0])).decode()
+    sample_record = client.get(KeySpace.user(tag, pop.uids[0])).decode()
+
+    # A status costs what it says: MEMORY USAGE of records before and after a 40-character
+    # message on 200 users (then cleared again).
+    message = "m" * 40
+    users = sample[:200]
+    before_status = sum(memory_usage(client, KeySpace.user(tag, uid)) for uid in users)
+    for uid in users:
+        pop.store.set_status(uid, message=message, now=pop.t0)
+    with_status = sum(memory_usage(client, KeySpace.user(tag, uid)) for uid in users)
+    for uid in users:
+        pop.store.set_status(uid, message="", now=pop.t0)
+    status_cost = (with_status - before_status) / len(users)
     ctx.log(f"memory: ours {ours:.0f} B/user, bare sorted set {bare:.0f} B/id")
     return [
         Row(
@@ -73,10 +91,18 @@ def run(ctx: Context) -> list[Row]:
                 "bare_memory_usage_per_id": bare_usage / n,
                 "breakdown_bytes_per_user": {k: round(v, 1) for k, v in parts.items()},
                 "encodings": encodings,
-                "user_hash_sample": {
-                    k.decode(): v.decode()
-                    for k, v in client.hgetall(f"{tag}:u:{pop.uids[0]}").items()
-                },
+                "user_record_sample": sample_record,
             },
-        )
+        ),
+        Row(
+            bench="5 memory",
+            metric="bytes a 40-character status message adds to a user",
+            ours=status_cost,
+            unit="B",
+            baseline=len(message),
+            baseline_label="the message",
+            checks=[Check("<= 1.5x the message", status_cost / len(message), "<=", 1.5)],
+            details={"users": len(users), "record_bytes_before": before_status / len(users),
+                     "record_bytes_with_status": with_status / len(users)},
+        ),
     ]

@@ -11,6 +11,8 @@ lease set and remove them (ZRANGEBYSCORE + ZREMRANGEBYSCORE in one round trip).
 
 from __future__ import annotations
 
+from presence_app.store.keys import KeySpace
+
 from .common import Check, Context, Row, benchmark, median, timed
 from .dataset import T0, bulk_connect, conn_ids, population
 
@@ -37,9 +39,9 @@ def run(ctx: Context) -> list[Row]:
             if rep == 0:
                 # The raw side's lease set: a copy of ours (1 M live + the 10 k expired), made
                 # once; after each raw sweep only the expired members are put back.
-                client.execute_command("ZUNIONSTORE", RAW_KEY, 1, f"{tag}:leases")
+                client.execute_command("ZUNIONSTORE", RAW_KEY, 1, KeySpace.leases(tag))
                 # Nothing else is due: the live users are neither expired nor idle at `now`.
-                due = client.zcount(f"{tag}:leases", "-inf", f"({now}")
+                due = client.zcount(KeySpace.leases(tag), "-inf", f"({now}")
                 if due != expired:
                     raise RuntimeError(f"{due} leases due, expected {expired}")
             seconds, transitions = timed(lambda: store.sweep(now=now))
@@ -55,11 +57,12 @@ def run(ctx: Context) -> list[Row]:
                 or len(transitions) != expired
             ):
                 raise RuntimeError(f"sweep announced {kinds}, expected {expired} offline")
-            if client.zcount(f"{tag}:leases", "-inf", f"({now}") or client.zcount(
-                f"{tag}:online", "-inf", f"({now}"
-            ):
+            span = max(store.config.lease_ttl, store.config.online_window)
+            if client.zcount(KeySpace.leases(tag), "-inf", f"({now}") or client.zcount(
+                KeySpace.seen(tag), "-inf", f"({now - span}"
+            ) or client.zcard(KeySpace.until(tag)):
                 raise RuntimeError("sweep left expired entries behind")
-            if client.zcard(f"{tag}:online") != n:
+            if client.zcard(KeySpace.seen(tag)) != n:
                 raise RuntimeError("sweep evicted a live user")
 
             def raw_sweep() -> list:
@@ -76,9 +79,9 @@ def run(ctx: Context) -> list[Row]:
             ctx.log(f"sweep {rep + 1}/{repeats}: {ours[-1]:.1f} ms (raw {raw[-1]:.1f} ms)")
     finally:
         client.unlink(RAW_KEY)
-        # The swept users keep their hash (their last seen), as the store keeps it: drop them so
-        # that later benchmarks see the population they expect.
-        client.delete(*[f"{tag}:u:{uid}" for _, uid in stale])
+        # The swept users keep their record (their last seen), as the store keeps it: drop them
+        # so that later benchmarks see the population they expect.
+        client.delete(*[KeySpace.user(tag, uid) for _, uid in stale])
     o, r = median(ours), median(raw)
     return [
         Row(

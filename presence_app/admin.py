@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -90,6 +91,7 @@ class LastSeenAdmin(admin.ModelAdmin):
             "query": query,
             "partial": request.GET.get("partial") == "1",
             "dashboard_body_template": self.dashboard_body_template,
+            "updated": timezone.localtime(),
         }
         try:
             context.update(dashboard.build(request, page, query))

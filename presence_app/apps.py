@@ -8,7 +8,9 @@ class PresenceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, failopen  # noqa: F401  (register the checks and the breaker reset)
+        # Register the checks and the setting_changed receivers (breaker, hooks, and the
+        # stores: presence imports connection).
+        from . import checks, failopen, hooks, presence  # noqa: F401
         from .lastseen import on_user_offline
         from .signals import user_offline
 

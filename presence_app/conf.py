@@ -74,8 +74,5 @@ def get(name: str) -> Any:
 
 @receiver(setting_changed)
 def _reset(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("PRESENCE", "CACHES"):
-        get_settings.cache_clear()
-        from .connection import reset_stores
-
-        reset_stores()
+    if setting == "PRESENCE":
+        get_settings.cache_clear()  # the stores follow (connection.py's receiver)

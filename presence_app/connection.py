@@ -36,6 +36,8 @@ from urllib.parse import urlparse
 import redis
 import redis.asyncio as aredis
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis.exceptions import RedisClusterException
 
 from . import conf
@@ -231,6 +233,12 @@ async def aclose_async_store() -> None:
     store = _async.pop(asyncio.get_running_loop(), None)
     if store is not None:
         await store.aclose()
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("PRESENCE", "CACHES"):
+        reset_stores()
 
 
 def reset_stores() -> None:

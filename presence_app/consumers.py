@@ -124,7 +124,7 @@ class PresenceConsumerMixin:
     async def presence_permanent(self, event: dict[str, Any]) -> None:
         """The user became a member of a permanent room (on any connection): join it here."""
         if self.presence is not None:
-            await rooms.on_permanent_event(self.presence, event)
+            await frames.on_permanent_event(self.presence, event)
 
 
 class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonWebsocketConsumer):

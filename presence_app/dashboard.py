@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
 from . import presence
@@ -25,6 +28,8 @@ ROOMS = 20
 SEARCH_LIMIT = 1000
 DAY = 24 * 3600
 CHART_WIDTH, CHART_HEIGHT = 1440, 120  # one unit per minute of the day
+#: Seconds: samples (one a minute) further apart than this have a gap between them.
+GAP = 150
 
 
 @dataclass
@@ -43,18 +48,94 @@ def _usernames_matching(query: str) -> list[str]:
 
 
 def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
-    """An SVG polyline of the per-minute samples of the last 24 hours (``now`` at the right)."""
+    """The 24-hour chart of the per-minute samples, ``now`` at the right, drawn as it was seen.
+
+    Samples further apart than ``GAP`` are not joined: the minutes between them (an outage, a
+    new install's first day) are a marked gap, not a line. The value axis starts at 0 and ends
+    on a round number; time marks fall on every third hour of the site's time zone.
+    """
     start = now - DAY
+    samples = [(minute, count) for minute, count in samples if minute >= start - 60]
     peak = max((count for _, count in samples), default=0)
-    scale = CHART_HEIGHT / peak if peak else 0
-    points = " ".join(
-        f"{(minute - start) / 60:.0f},{CHART_HEIGHT - count * scale:.1f}"
-        for minute, count in samples
-        if minute >= start
-    )
-    area = f"0,{CHART_HEIGHT} {points} {CHART_WIDTH},{CHART_HEIGHT}" if points else ""
-    return {"points": points, "area": area, "peak": peak, "samples": len(samples),
-            "width": CHART_WIDTH, "height": CHART_HEIGHT}
+    step = _round_step(peak / 4)
+    top = step * max(1, -(-peak // step))
+    segments: list[list[tuple[int, int]]] = []
+    for minute, count in samples:
+        if segments and minute - segments[-1][-1][0] <= GAP:
+            segments[-1].append((minute, count))
+        else:
+            segments.append([(minute, count)])
+
+    def x(seconds: float) -> float:
+        return round(max(0.0, seconds - start) / 60, 1)
+
+    def y(count: int) -> float:
+        return round(CHART_HEIGHT - count * CHART_HEIGHT / top, 1)
+
+    # A lone sample is a zero-length line, which round caps draw as a dot (one point draws none).
+    lines = [" ".join(f"{x(m)},{y(c)}" for m, c in seg * (2 if len(seg) == 1 else 1))
+             for seg in segments]
+    # Each area closes straight down at its own ends: nothing is drawn where nothing was seen.
+    areas = [
+        f"{x(seg[0][0])},{CHART_HEIGHT} {line} {x(seg[-1][0])},{CHART_HEIGHT}"
+        for seg, line in zip(segments, lines, strict=True)
+    ]
+    edges = [start, *(t for seg in segments for t in (seg[0][0], seg[-1][0])), now]
+    gaps = [
+        {"x": x(a), "width": round(x(b) - x(a), 1), "pct": _pct(x(a)),
+         "wide_pct": _pct(x(b) - x(a))}
+        for a, b in zip(edges[::2], edges[1::2], strict=True)
+        if b - a > GAP
+    ]
+    tz = timezone.get_current_timezone()
+    mark = datetime.fromtimestamp(start, tz).replace(minute=0, second=0, microsecond=0)
+    x_ticks = []
+    for _ in range(25):
+        mark += timedelta(hours=1)
+        if mark.timestamp() > now:
+            break
+        local = timezone.localtime(mark, tz)
+        if local.hour % 3 == 0:
+            x_ticks.append({"x": x(mark.timestamp()), "pct": _pct(x(mark.timestamp())),
+                            "label": date_format(local, "H:i")})
+    y_ticks = [{"value": v, "y": y(v), "pct": round(100 * v / top, 2)}
+               for v in range(0, top + 1, step)]
+    first = samples[0][0] if samples else None
+    counts: list[int | None] = []
+    for minute, count in samples:  # one slot a minute from the first sample: None = not seen
+        counts.extend([None] * ((minute - first) // 60 - len(counts)))
+        counts.append(count)
+    last = samples[-1] if samples else None
+    peak_at = max(samples, key=lambda s: s[1])[0] if samples else None
+    return {
+        "lines": lines, "areas": areas, "gaps": gaps, "x_ticks": x_ticks, "y_ticks": y_ticks,
+        "peak": peak, "peak_at": _local(peak_at), "top": top, "samples": len(samples),
+        "since": _local(first), "latest": last[1] if last else None,
+        "latest_at": _local(last[0]) if last else None,
+        "width": CHART_WIDTH, "height": CHART_HEIGHT,
+        # For the hover values (dashboard.js): a slot a minute from ``first``, in the site's zone.
+        "data": {"start": start, "end": now, "first": first, "counts": counts,
+                 "tz": getattr(tz, "key", None) or str(tz)},
+    }
+
+
+def _round_step(raw: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... at least ``raw``: the value axis' step."""
+    step = 1
+    while step < raw:
+        for factor in (2, 5 / 2, 2):
+            step = int(step * factor)
+            if step >= raw:
+                break
+    return step
+
+
+def _pct(units: float) -> float:
+    return round(100 * units / CHART_WIDTH, 2)
+
+
+def _local(seconds: float | None) -> datetime | None:
+    return None if seconds is None else timezone.localtime(datetime.fromtimestamp(seconds, UTC))
 
 
 def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any]:

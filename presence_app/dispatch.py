@@ -146,6 +146,17 @@ def announce_self_sync(me: Presence) -> None:
     async_to_sync(announce_self)(me)
 
 
+async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: str) -> None:
+    """Tells ``room`` that ``user_id`` is typing; ``sender`` (the typist's channel) is not told."""
+    await layer.group_send(room_group(room), {
+        "type": "presence.typing",
+        "user": user_id,
+        "room": room,
+        "state": "dnd" if own_state == "dnd" else "online",
+        "sender": sender,
+    })
+
+
 # -- messages to one user's every connection ----------------------------------------------------
 def message_event(payload: Any) -> dict[str, Any]:
     """The event :func:`send_to_user` delivers: every socket and stream relays it as it is."""

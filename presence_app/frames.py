@@ -12,8 +12,9 @@ from typing import Any
 
 from . import protocol, rooms
 from .protocol import FrameError
-from .session import PresenceSession, log_outage
+from .session import PresenceSession
 from .store import UNAVAILABLE, InvalidInput
+from .subscriptions import log_outage
 
 Handler = Callable[[PresenceSession, dict[str, Any]], Awaitable[None]]
 
@@ -81,6 +82,13 @@ async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
     error = await apply(session, frame)
     if error is not None:
         await session.send(error)
+
+
+async def on_permanent_event(session: PresenceSession, event: dict[str, Any]) -> None:
+    """The user became a member of a permanent room (:mod:`presence_app.rooms`) on another
+    connection or by a call: this connection joins it too; a refusal goes to its browser."""
+    if event.get("sender") != session.channel_name and not session.closed:
+        await handle(session, {"type": "join", "room": event.get("room")})
 
 
 async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:

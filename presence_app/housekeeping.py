@@ -6,9 +6,11 @@ dashboard's chart, the server clock, a health check and a full clear. Used by th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from .connection import get_async_store, get_store
+from .connection import aclose_async_store, get_async_store, get_store
+from .store import upgrade_from_v1 as store_upgrade_from_v1
 
 
 def job_lock(job: str, timeout: float) -> Any:
@@ -30,6 +32,18 @@ async def arecord_sample(count: int, now: float | None = None) -> None:
 def ping() -> bool:
     """True when the presence Redis answers."""
     return get_store().ping()
+
+
+async def aclose() -> None:
+    """Closes this event loop's Redis client (a loop that ends: a command's own loop)."""
+    await aclose_async_store()
+
+
+def upgrade_from_v1(save: Callable[[list[tuple[str, float, str]]], None], *,
+                    force: bool = False) -> int:
+    """Carries users from the store's layout 1 to layout 2 (``presence upgrade``); ``save``
+    gets their last seens before layout 1 is dropped. Returns how many were carried."""
+    return store_upgrade_from_v1(get_store(), save, force=force)
 
 
 def clear() -> int:

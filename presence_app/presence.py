@@ -44,20 +44,6 @@ def _status_args(state: str | None, message: str | None, emoji: str | None,
     return out
 
 
-def _touch_many(store: Any, pairs: list[tuple[str, bool]], now: float | None) -> Any:
-    # One round trip either way: the store's batch script where it has one, else its touch
-    # plans gathered into one pipeline.
-    if hasattr(store, "touch_many"):
-        return store.touch_many(pairs, now)
-    plans = [store.planned.touch(uid, act, now) for uid, act in pairs]
-    result = store.gather(*plans)
-    if hasattr(result, "__await__"):
-        async def flat() -> list[Transition]:
-            return [t for ts in await result for t in ts]
-        return flat()
-    return [t for ts in result for t in ts]
-
-
 def _change(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
     transitions = getattr(get_store(), method)(*args, **kwargs)
     dispatch.publish_sync(transitions)
@@ -81,11 +67,7 @@ def touch_many(items: Iterable[tuple[User, bool]], now: float | None = None) -> 
     """:func:`touch` for many ``(user, activity)`` pairs in one round trip (the middleware's
     background batch)."""
     pairs = [(rules.user_id(u), bool(a)) for u, a in items]
-    if not pairs:
-        return []
-    transitions = _touch_many(get_store(), pairs, now)
-    dispatch.publish_sync(transitions)
-    return transitions
+    return _change("touch_many", pairs, now) if pairs else []
 
 
 def activity(user: User, now: float | None = None) -> list[Transition]:
@@ -301,11 +283,7 @@ async def atouch(user: User, activity: bool = True, now: float | None = None) ->
 async def atouch_many(items: Iterable[tuple[User, bool]],
                       now: float | None = None) -> list[Transition]:
     pairs = [(rules.user_id(u), bool(a)) for u, a in items]
-    if not pairs:
-        return []
-    transitions = await _touch_many(get_async_store(), pairs, now)
-    await dispatch.publish(transitions)
-    return transitions
+    return await _achange("touch_many", pairs, now) if pairs else []
 
 
 async def aactivity(user: User, now: float | None = None) -> list[Transition]:

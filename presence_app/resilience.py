@@ -28,7 +28,7 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 
 from . import protocol
-from .session import log_outage
+from .subscriptions import log_outage
 from .store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")

@@ -112,14 +112,5 @@ async def permanent_rooms_to_join(user: Any, skip: list[str]) -> list[str]:
     return [r for r in sorted(names) if r not in skip]
 
 
-async def on_permanent_event(session: Any, event: dict[str, Any]) -> None:
-    """A member was added elsewhere: this connection (a socket's or a stream's session) joins
-    the room too, as it would on opening; a refusal goes to its browser."""
-    from . import frames
-
-    if event.get("sender") != session.channel_name and not session.closed:
-        await frames.handle(session, {"type": "join", "room": event.get("room")})
-
-
 def _pk(user: Any) -> Any:
     return getattr(user, "pk", user)

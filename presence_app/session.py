@@ -20,7 +20,8 @@ from . import conf, dispatch, presence, protocol, rules
 from .coalescer import get_coalescer
 from .limits import Throttle
 from .protocol import FrameError
-from .store import UNAVAILABLE, Transition, UnknownConnection
+from .store import UNAVAILABLE, UnknownConnection
+from .subscriptions import Subscriptions, log_outage
 from .sweeper import ensure_sweeper
 
 logger = logging.getLogger("presence_app")
@@ -28,31 +29,24 @@ logger = logging.getLogger("presence_app")
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 #: How often a connection may warn its browser about an outage found in the background.
 OUTAGE_NOTICE_INTERVAL = 30.0
-#: Channel-layer calls one connection makes at once (a watch list of 500 is 500 group_adds):
-#: each takes a pooled Redis connection, and redis-py's pool fails past its size at once.
-GROUP_CALLS_AT_ONCE = 16
-_log_outage = Throttle(10.0)
-
-
 def activity_interval(settings: dict[str, Any]) -> float:
     """How often a connection writes activity: often enough that idle is never announced wrongly."""
     return min(float(settings["TOUCH_INTERVAL"]), float(settings["IDLE_AFTER"]) / 2)
 
 
-def log_outage(exc: BaseException) -> None:
-    if _log_outage.ready():
-        logger.warning("presence: Redis or the channel layer is unavailable: %r", exc)
+def _spawn(tasks: set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
+    """Runs ``coro`` in the background, kept in ``tasks`` until it ends (so it can be cancelled);
+    nobody awaits it, so an error is logged here, not at garbage collection."""
 
+    async def logged() -> None:
+        try:
+            await coro
+        except Exception:
+            logger.exception("presence: a background task of a connection failed")
 
-async def _bounded(calls: list[Awaitable[Any]]) -> list[Any]:
-    """The results (or exceptions) of ``calls``, at most GROUP_CALLS_AT_ONCE running at once."""
-    gate = asyncio.Semaphore(GROUP_CALLS_AT_ONCE)
-
-    async def one(call: Awaitable[Any]) -> Any:
-        async with gate:
-            return await call
-
-    return await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+    task = asyncio.ensure_future(logged())
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 class PresenceSession:
@@ -79,25 +73,20 @@ class PresenceSession:
         self.activity_throttle = Throttle(activity_interval(s))
         self.typing_throttle = Throttle(s["TYPING_THROTTLE"], max_keys=s["MAX_ROOMS_PER_CONNECTION"])
         self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
-        # channels-redis forgets group members after group_expiry: re-add before that.
-        self.group_refresh = float(getattr(layer, "group_expiry", 86400)) / 2
-        self.groups_at = 0.0
+        self.groups = Subscriptions(layer, channel_name, self.user_id)
 
     # -- life --------------------------------------------------------------------------------
     async def open(self) -> dict[str, Any]:
         """Takes the lease and the groups; returns the ``hello`` frame to send first."""
         ensure_sweeper()
-        s = conf.get_settings()
-        me, transitions = None, []
+        s, me = conf.get_settings(), None
         try:
-            await self._add_groups()
-            transitions = await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+            await self.groups.add_all(self.rooms, self.watched)
+            await presence.aconnect(self.conn_id, self.user_id, device=self.device)
             me = await presence.aget(self.user_id, viewer=self.user_id)
             self.own_state = me.state
         except UNAVAILABLE as exc:
-            # No lease yet: the first heartbeat finds it missing and connects again.
-            await self.unavailable(exc)
-        del transitions  # announced by the front door
+            await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
     async def close(self) -> None:
@@ -113,13 +102,13 @@ class PresenceSession:
                 await presence.adisconnect(self.conn_id, self.user_id)
             except UNAVAILABLE as exc:
                 log_outage(exc)  # the lease then runs out by itself
-            await self._discard(self._groups())
+            await self.groups.discard(self.groups.all(self.rooms, self.watched))
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
     async def heartbeat(self) -> None:
         get_coalescer().beat(self)
-        if asyncio.get_running_loop().time() - self.groups_at > self.group_refresh:
-            await self._add_groups()
+        if self.groups.due():
+            await self.groups.add_all(self.rooms, self.watched)
 
     async def activity(self) -> None:
         # Throttled per connection; the first activity after idle always passes (idle means
@@ -139,11 +128,11 @@ class PresenceSession:
             raise FrameError("forbidden", "you may not join this room")
         # Into the group before the snapshot is read: events queue behind it, none is missed.
         group = dispatch.room_group(room)
-        await self.layer.group_add(group, self.channel_name)
+        await self.groups.add([group])
         try:
             await self._store_join(room)
         except BaseException:
-            await self._discard([group])
+            await self.groups.discard([group])
             raise
         self.rooms.add(room)
         await self.send_room_state(room)
@@ -155,7 +144,7 @@ class PresenceSession:
         await presence.aleave(room, self.conn_id, self.user_id)
         self.rooms.discard(room)
         self.typing_throttle.forget(room)
-        await self._discard([dispatch.room_group(room)])
+        await self.groups.discard([dispatch.room_group(room)])
 
     async def set_status(self, **fields: Any) -> None:
         # The front door tells the user's own sockets (this one included) their true state.
@@ -165,17 +154,9 @@ class PresenceSession:
         room = rules.room(room)
         if room not in self.rooms:
             raise FrameError("not_joined", "join the room before typing in it")
-        # Ephemeral and best effort: throttled, and never from an invisible user (it would
-        # give them away).
-        if self.own_state == "invisible" or not self.typing_throttle.ready(room):
-            return
-        await self.layer.group_send(dispatch.room_group(room), {
-            "type": "presence.typing",
-            "user": self.user_id,
-            "room": room,
-            "state": "dnd" if self.own_state == "dnd" else "online",
-            "sender": self.channel_name,
-        })
+        # Ephemeral and best effort: throttled, never from an invisible user (a giveaway).
+        if self.own_state != "invisible" and self.typing_throttle.ready(room):
+            await dispatch.typing(self.layer, room, self.user_id, self.own_state, self.channel_name)
 
     async def watch(self, target: set[str], shown: list[str]) -> None:
         """Makes ``target`` the watch list, then sends the presence of ``shown``."""
@@ -186,8 +167,8 @@ class PresenceSession:
         # Counted before subscribing: a failure midway leaves a superset, which the next watch
         # or the close cleans up.
         self.watched |= added
-        await self._add([dispatch.watchers_group(u) for u in added])
-        await self._discard([dispatch.watchers_group(u) for u in removed])
+        await self.groups.add([dispatch.watchers_group(u) for u in added])
+        await self.groups.discard([dispatch.watchers_group(u) for u in removed])
         self.watched = target
         if shown:
             presences = await presence.aget_many(shown, viewer=self.user_id)
@@ -214,11 +195,11 @@ class PresenceSession:
     # -- the coalescer's callbacks -------------------------------------------------------------
     def lease_lost(self) -> None:
         if not self.closed:
-            self._spawn(self._recover())
+            _spawn(self.tasks, self._recover())
 
     def lease_unavailable(self) -> None:
         if not self.closed and self.outage_notice.ready():
-            self._spawn(self.send(protocol.error_frame(
+            _spawn(self.tasks, self.send(protocol.error_frame(
                 "unavailable", "presence is temporarily unavailable; retrying", frame="heartbeat")))
 
     async def unavailable(self, exc: BaseException, **extra: Any) -> None:
@@ -249,56 +230,20 @@ class PresenceSession:
                 return
             self.recover_retried = False
 
-    async def _reassert(self) -> list[Transition]:
-        await self._add_groups()
-        transitions: list[Transition] = []
+    async def _reassert(self) -> None:
+        """Takes the lease, the status and the rooms again (each change announced)."""
+        await self.groups.add_all(self.rooms, self.watched)
         if self.own_state in ("invisible", "dnd"):
             # A Redis restart lost the status with the rest: set it again first, so that an
             # invisible user's connect and joins below announce nothing (a no-op otherwise).
-            transitions += await presence.aset_status(self.user_id, self.own_state)
-        transitions += await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+            await presence.aset_status(self.user_id, self.own_state)
+        await presence.aconnect(self.conn_id, self.user_id, device=self.device)
         for room in sorted(self.rooms):
-            transitions += await presence.ajoin(room, self.conn_id, self.user_id)
-        return transitions
+            await presence.ajoin(room, self.conn_id, self.user_id)
 
     async def _store_join(self, room: str) -> None:
         try:
             await presence.ajoin(room, self.conn_id, self.user_id)
-        except UnknownConnection:
+        except UnknownConnection:  # the lease was lost before its heartbeat told us
             await self._reassert()
             await presence.ajoin(room, self.conn_id, self.user_id)
-
-    def _groups(self) -> list[str]:
-        return ([dispatch.self_group(self.user_id)]
-                + [dispatch.room_group(r) for r in self.rooms]
-                + [dispatch.watchers_group(u) for u in self.watched])
-
-    async def _add_groups(self) -> None:
-        self.groups_at = asyncio.get_running_loop().time()
-        await self._add(self._groups())
-
-    async def _add(self, groups: list[str]) -> None:
-        for result in await _bounded([self.layer.group_add(g, self.channel_name) for g in groups]):
-            if isinstance(result, BaseException):
-                raise result
-
-    async def _discard(self, groups: list[str]) -> None:
-        results = await _bounded([self.layer.group_discard(g, self.channel_name) for g in groups])
-        for result in results:
-            if isinstance(result, UNAVAILABLE):
-                log_outage(result)  # a stale member costs a dropped message, and expires
-            elif isinstance(result, BaseException):
-                raise result
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(self._background(coro))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    @staticmethod
-    async def _background(coro: Awaitable[None]) -> None:
-        # Nobody awaits these tasks: an error is logged here, not at garbage collection.
-        try:
-            await coro
-        except Exception:
-            logger.exception("presence: a background task of a connection failed")

@@ -37,8 +37,9 @@ from django.views.decorators.http import require_GET
 
 from . import conf, frames, protocol, rooms
 from .limits import TokenBucket
-from .session import PresenceSession, log_outage
+from .session import PresenceSession
 from .store import UNAVAILABLE
+from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")
 
@@ -157,7 +158,7 @@ class EventStream:
                 if message.get("type") == "presence.rest":
                     await self.apply_rest(message)
                 elif message.get("type") == "presence.permanent":
-                    await rooms.on_permanent_event(self.session, message)
+                    await frames.on_permanent_event(self.session, message)
                 elif str(message.get("type", "")).startswith("presence."):
                     await self.session.event(message)
             except Exception:

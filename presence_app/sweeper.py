@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from . import conf, housekeeping, presence
-from .connection import aclose_async_store
 from .limits import Throttle
 from .store import UNAVAILABLE, Transition
 
@@ -109,7 +108,7 @@ async def _own_loop(main: Awaitable[T]) -> T:
     try:
         return await main
     finally:
-        await aclose_async_store()  # the loop ends here: so does its Redis client
+        await housekeeping.aclose()  # the loop ends here: so does its Redis client
 
 
 def sweep_once(now: float | None = None, *, force: bool = False) -> list[Transition] | None:

@@ -68,7 +68,9 @@ def test_the_dashboard_for_a_superuser(client, admin_user, people):
     assert '<div class="breadcrumbs">' in html and "Live presence" in html
     assert "presence_app/css/presence.css" in html and "presence_app/js/dashboard.js" in html
     assert "Deep work" in html and "design, lobby" in html and "desktop" in html
-    assert html.count("<polyline") == 1
+    # Three samples half an hour apart: three dots, no lines invented between them.
+    assert html.count("<polyline") == 3
+    assert 'id="presence-chart-data"' in html and "presence-updated" in html
     cy = next(row for row in response.context["rows"] if row.user.username == "cy")
     assert cy.presence.state == "dnd" and cy.rooms == ["design", "lobby"]
 
@@ -126,7 +128,7 @@ def test_the_dashboard_reads_a_page_in_two_pipelines(client, admin_user, people,
     client.get(URL)
     # Pipeline 1: the page's ids (visible and hidden index), state counts, chart, rooms.
     # Pipeline 2: the page's presences (one script call) and each listed user's rooms.
-    expected = {"evalsha": 4, "zrangebyscore": 1, "zrevrange": 1, "hkeys": 5}
+    expected = {"evalsha": 4, "zrangebyscore": 1, "zrevrange": 1, "get": 5}
     assert redis_calls.by_command() == expected
 
 
@@ -157,3 +159,69 @@ def test_the_admin_index_links_to_the_dashboard(client, viewer):
 def test_the_dashboard_styles_follow_the_admin_theme():
     css = open(finders.find("presence_app/css/dashboard.css")).read()
     assert "var(--body-fg)" in css and "#" not in css.replace("#presence", "")
+
+
+# -- the 24-hour chart ------------------------------------------------------------------------
+NOW = 1_800_000_000.0  # 2027-01-15 08:00 UTC
+MINUTE = int(NOW // 60) * 60
+
+
+def minutes(first: int, last: int, count: int = 3) -> list[tuple[int, int]]:
+    """A sample a minute from ``first`` to ``last`` minutes ago."""
+    return [(MINUTE - m * 60, count) for m in range(first, last - 1, -1)]
+
+
+def test_a_new_install_draws_no_ramp_from_24_hours_ago():
+    chart = dashboard.chart(minutes(10, 1), NOW)
+    assert len(chart["lines"]) == 1
+    first_x = float(chart["lines"][0].split()[0].split(",")[0])
+    assert first_x > 1420  # the line starts at its first sample, ten minutes ago
+    assert chart["areas"][0].startswith(f"{first_x},120 ")  # and its area drops straight down
+    assert [round(g["x"]) for g in chart["gaps"]] == [0]  # before it: marked as not sampled
+    assert chart["gaps"][0]["width"] == first_x
+    assert chart["samples"] == 10 and chart["latest"] == 3 and chart["peak"] == 3
+
+
+def test_an_outage_is_a_gap_not_a_line():
+    samples = minutes(300, 200, 4) + minutes(100, 1, 2)  # nothing for 100 minutes
+    chart = dashboard.chart(samples, NOW)
+    assert len(chart["lines"]) == 2 and len(chart["areas"]) == 2
+    outage = chart["gaps"][1]
+    assert outage["width"] == 100  # from the last sample before to the first after, in minutes
+    data = chart["data"]
+    assert data["first"] == MINUTE - 300 * 60 and len(data["counts"]) == 300
+    assert data["counts"][0] == data["counts"][100] == 4 and data["counts"][-1] == 2
+    assert data["counts"][101] is None
+    # One lost sample is not an outage; a sweeper that stopped an hour ago leaves a gap at "now".
+    assert len(dashboard.chart(minutes(10, 6) + minutes(4, 1), NOW)["lines"]) == 1
+    lone = dashboard.chart(minutes(1, 1), NOW)  # the first sample of a new install
+    assert lone["lines"] == ["1439.0,0.0 1439.0,0.0"]  # drawn as a dot
+    stopped = dashboard.chart(minutes(120, 60), NOW)
+    assert stopped["gaps"][-1]["x"] + stopped["gaps"][-1]["width"] == 1440
+
+
+def test_the_axes_are_labelled():
+    chart = dashboard.chart(minutes(600, 1, 37), NOW)
+    assert [t["value"] for t in chart["y_ticks"]] == [0, 10, 20, 30, 40]
+    assert chart["top"] == 40 and chart["y_ticks"][-1]["y"] == 0
+    labels = [t["label"] for t in chart["x_ticks"]]
+    assert labels == ["09:00", "12:00", "15:00", "18:00", "21:00", "00:00", "03:00", "06:00"]
+    assert all(0 <= t["x"] <= 1440 for t in chart["x_ticks"])
+    empty = dashboard.chart([], NOW)
+    assert empty["lines"] == [] and [t["value"] for t in empty["y_ticks"]] == [0, 1]
+    assert empty["gaps"] == [{"x": 0.0, "width": 1440.0, "pct": 0.0, "wide_pct": 100.0}]
+
+
+def test_time_marks_follow_the_site_time_zone(settings):
+    settings.TIME_ZONE = "Asia/Kolkata"  # UTC+05:30: marks on its own hours, not UTC's
+    chart = dashboard.chart(minutes(30, 1), NOW)
+    assert chart["data"]["tz"] == "Asia/Kolkata"
+    # The 24 hours start at 13:30 there: the first mark is 15:00, 90 minutes in.
+    assert chart["x_ticks"][0]["label"] == "15:00" and chart["x_ticks"][0]["x"] == 90
+
+
+def test_the_live_region_speaks_only_of_failures(client, admin_user, people):
+    client.force_login(admin_user)
+    html = client.get(URL).content.decode()
+    assert "aria-live" not in html.split('id="presence-dashboard"')[1].split(">")[0]
+    assert 'id="presence-refresh-note" role="status"' in html

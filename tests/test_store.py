@@ -1,4 +1,4 @@
-"""The store against a real redis-server: every row of DESIGN.md's semantics table.
+"""The store against a real redis-server: every row of the semantics table (README).
 
 Time is injected with ``now`` (the defaults: lease 90 s, grace 20 s, window 60 s, idle 300 s).
 """
@@ -6,10 +6,18 @@ Time is injected with ``now`` (the defaults: lease 90 s, grace 20 s, window 60 s
 import pytest
 
 from presence_app.store import InvalidInput, UnknownConnection
+from presence_app.store.types import RECORD_FIELDS, SEP
 
 from .conftest import all_keys
 
 T = 1_800_000_000.0
+
+
+def record(store, uid):
+    """The user's record as {field: value}, the fields set only (lib.lua's FIELDS)."""
+    raw = store.client.get(store.keys.user(store.keys.tag_for_user(uid), uid))
+    values = raw.decode().split(SEP) if raw else []
+    return {name: value for name, value in zip(RECORD_FIELDS, values) if value}
 
 
 def kinds(transitions):
@@ -368,8 +376,7 @@ def test_sweep_leaves_only_profile_data_behind(store):
     store.sweep(now=T + 100)
     keys = all_keys(store.client)
     assert keys == [store.keys.user(store.keys.tag_for_user("1"), "1")]
-    fields = store.client.hgetall(keys[0])
-    assert set(fields) == {b"ls", b"la"}
+    assert set(record(store, "1")) == {"ls", "la"}
 
 
 # -- paging and counts ------------------------------------------------------------------------
@@ -384,11 +391,48 @@ def test_online_is_most_recent_first_with_paging(store):
     assert store.online_count(now=T + 62) == 8  # 0 and 1 ran out of their window
 
 
-def test_online_window_keeps_recently_gone_users_until_swept(store):
+def test_online_window_is_the_last_sign_of_life(store):
+    # The seeds' "who was seen in the last N seconds": heartbeat, activity and touch count.
+    now = T + 200
+    for uid in ("hb59", "hb61", "act59", "act61"):
+        store.connect(f"c-{uid}", uid, now=T)
+    store.heartbeat("c-hb59", "hb59", now=now - 58)
+    store.heartbeat("c-hb61", "hb61", now=now - 61)
+    for uid in ("act59", "act61"):
+        store.heartbeat(f"c-{uid}", uid, now=now - 80)
+    store.activity("act59", now=now - 59)
+    store.activity("act61", now=now - 61)
+    store.touch("http59", now=now - 59.5)
+    store.touch("http61", now=now - 61)
+    assert store.online(window=60, now=now) == ["hb59", "act59", "http59"]
+    assert store.online_count(window=60, now=now) == 3
+    # present now: every lease holds (renewed at now - 80 or later); http61's window has ended
+    assert set(store.online(now=now)) == {"hb59", "hb61", "act59", "act61", "http59"}
+    assert store.online_count(now=now) == 5
+    assert store.online(window=60, now=now + 2.5) == []  # the seconds go by
+    assert store.online_count(window=62, now=now) == 6
+
+
+def test_online_window_pages_most_recent_first_and_counts_agree(store):
+    for i in range(10):
+        store.touch(i, now=T + i)
+    now = T + 10
+    assert store.online(window=5, now=now) == ["9", "8", "7", "6", "5"]
+    assert store.online(window=5, offset=1, limit=2, now=now) == ["8", "7"]
+    assert store.online(window=5, offset=4, limit=3, now=now) == ["5"]
+    for window in (0.5, 1, 4.5, 5, 9, 100):
+        assert store.online_count(window=window, now=now) == len(store.online(window=window, now=now))
+    with pytest.raises(InvalidInput):
+        store.online(window=-1, now=now)
+
+
+def test_online_window_lists_gone_users_until_they_are_swept(store):
     store.touch(1, now=T)
-    assert store.online(now=T + 70) == []
-    assert store.online(window=30, now=T + 70) == ["1"]
-    assert store.online_count(window=30, now=T + 70) == 1
+    assert store.online(now=T + 70) == []  # the HTTP window ended at T + 60
+    assert store.online(window=80, now=T + 70) == ["1"]  # seen 70 s ago, not swept yet
+    store.sweep(now=T + 70)
+    assert store.online(window=80, now=T + 70) == []
+    assert store.online_count(window=80, now=T + 70) == 0
 
 
 @pytest.mark.parametrize("shards", [1, 4])

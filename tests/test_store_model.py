@@ -1,5 +1,5 @@
 """Model check: Hypothesis drives random sequences of store operations with injected time against
-a small pure-Python model of DESIGN.md's semantics; both must agree on every query."""
+a small pure-Python model of the semantics; both must agree on every query."""
 
 import os
 from dataclasses import dataclass, field
@@ -15,6 +15,7 @@ T0 = 1_800_000_000.0
 TTL, GRACE, WINDOW, IDLE = 90.0, 20.0, 60.0, 300.0
 USERS = ["1", "2", "3"]
 ROOMS = ["lobby", "doc:7"]
+WINDOWS = (10, 60, 100)  # online(window=N) on both sides of the steps below
 
 
 @dataclass
@@ -30,12 +31,14 @@ class User:
     la: float | None = None  # last activity
     st: str = "auto"
     listed: str | None = None  # which index lists the user: "online", "hidden" or None
+    seen: float | None = None  # last sign of life while listed: connect, heartbeat, activity, touch
 
 
 class Model:
-    """DESIGN.md's semantics, as plainly as they can be written."""
+    """The semantics, as plainly as they can be written."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: float = WINDOW) -> None:
+        self.window = window  # ONLINE_WINDOW
         self.now = T0
         self.conns: dict[str, Conn] = {}
         self.users = {u: User() for u in USERS}
@@ -66,6 +69,13 @@ class Model:
     def online(self) -> set[str]:
         return {u for u in USERS if self.live(u) and self.users[u].listed == "online"}
 
+    def seen_within(self, window: float) -> set[str]:
+        """online(window=N): the (visible) listed users whose last sign of life is that recent."""
+        return {
+            u for u in USERS
+            if self.users[u].listed == "online" and self.users[u].seen >= self.now - window
+        }
+
     def room(self, room: str) -> set[str]:
         return {
             c.user
@@ -79,11 +89,13 @@ class Model:
         u = self.users[uid]
         u.la = self.now
         u.listed = u.listed or self.index(uid)
+        u.seen = self.now
 
     def heartbeat(self, cid: str) -> bool:
         if cid not in self.conns:
             return False
         self.conns[cid].exp = self.now + TTL
+        self.users[self.conns[cid].user].seen = self.now
         return True
 
     def disconnect(self, cid: str) -> None:
@@ -94,8 +106,16 @@ class Model:
         u = self.users[uid]
         if activity or (u.listed is None and u.la is None):
             u.la = self.now
-        u.w = self.now + WINDOW
+        u.w = self.now + self.window
         u.listed = u.listed or self.index(uid)
+        u.seen = self.now
+
+    def activity(self, uid: str) -> None:
+        u = self.users[uid]
+        if u.listed:
+            if self.live(uid):  # a sign of life only while present: it holds no presence
+                u.seen = self.now
+            u.la = self.now
 
     def set_state(self, uid: str, state: str) -> None:
         u = self.users[uid]
@@ -113,6 +133,7 @@ class Model:
             del self.conns[cid]
         self.users[uid].listed = None
         self.users[uid].w = None
+        self.users[uid].seen = None
 
     def sweep(self) -> None:
         for cid in [c for c, conn in self.conns.items() if conn.exp < self.now]:
@@ -123,9 +144,10 @@ class Model:
 
 
 class StoreVersusModel(RuleBasedStateMachine):
+    online_window = WINDOW
     def __init__(self) -> None:
         super().__init__()
-        self.model = Model()
+        self.model = Model(self.online_window)
         self.next_conn = 0
 
     @initialize()
@@ -137,7 +159,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         return self.model.now
 
     # Steps that land on both sides of every threshold (grace 20, window 60, lease 90, idle 300).
-    @rule(dt=st.sampled_from([0.5, 4, 11, 19, 21, 45, 59, 61, 89, 91, 299, 301]))
+    @rule(dt=st.sampled_from([0.5, 4, 11, 19, 21, 45, 59, 61, 89, 91, 119, 121, 299, 301]))
     def advance(self, dt):
         self.model.now += dt
 
@@ -187,8 +209,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     @rule(uid=st.sampled_from(USERS))
     def activity(self, uid):
         self.store.activity(uid, now=self.now)
-        if self.model.users[uid].listed:
-            self.model.users[uid].la = self.model.now
+        self.model.activity(uid)
 
     @rule(uid=st.sampled_from(USERS), state=st.sampled_from(["auto", "dnd", "invisible"]))
     def set_status(self, uid, state):
@@ -209,19 +230,37 @@ class StoreVersusModel(RuleBasedStateMachine):
             assert self.store.get(uid, viewer=uid, now=now).state == m.state(uid, viewer=uid), uid
         assert set(self.store.online(now=now)) == m.online()
         assert self.store.online_count(now=now) == len(m.online())
+        for window in WINDOWS:
+            assert set(self.store.online(window=window, now=now)) == m.seen_within(window), window
+            assert self.store.online_count(window=window, now=now) == len(m.seen_within(window))
         for room in ROOMS:
             assert set(self.store.room_members(room, now=now)) == m.room(room), room
             assert self.store.room_count(room, now=now) == len(m.room(room))
 
 
-@pytest.mark.parametrize("backend", ["single"], indirect=True)
-def test_store_agrees_with_the_model(store):
-    StoreVersusModel.store = store
+class StoreVersusModelLongWindow(StoreVersusModel):
+    """ONLINE_WINDOW > LEASE_TTL: an HTTP request holds a user longer than a heartbeat does."""
+
+    online_window = 120.0
+
+
+def check(machine: type[StoreVersusModel], store) -> None:
+    machine.store = store
     runs = int(os.environ.get("PRESENCE_MODEL_EXAMPLES", "300"))
-    StoreVersusModel.TestCase.settings = settings(
+    machine.TestCase.settings = settings(
         max_examples=runs,
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    StoreVersusModel.TestCase().runTest()
+    machine.TestCase().runTest()
+
+
+@pytest.mark.parametrize("backend", ["single"], indirect=True)
+def test_store_agrees_with_the_model(store):
+    check(StoreVersusModel, store)
+
+
+@pytest.mark.parametrize("backend", ["single"], indirect=True)
+def test_store_agrees_with_the_model_when_the_http_window_outlasts_the_lease(make_store):
+    check(StoreVersusModelLongWindow, make_store(online_window=StoreVersusModelLongWindow.online_window))

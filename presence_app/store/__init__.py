@@ -18,6 +18,7 @@ from .types import (
     Transition,
     UnknownConnection,
 )
+from .upgrade import upgrade_from_v1
 
 #: What a store call raises when Redis is away or cannot serve right now: unreachable, timing
 #: out, loading, out of memory, a read-only replica after a failover, a cluster without its
@@ -40,4 +41,5 @@ __all__ = [
     "Transition",
     "UNAVAILABLE",
     "UnknownConnection",
+    "upgrade_from_v1",
 ]

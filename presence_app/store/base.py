@@ -26,7 +26,8 @@ def translate_error(exc: Exception) -> Exception:
 
 
 class BaseStore:
-    """See DESIGN.md for the semantics. ``now`` (unix seconds) replaces the Redis clock."""
+    """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
+    Redis clock."""
 
     def __init__(self, config: StoreConfig | None = None) -> None:
         self.config = config or StoreConfig()
@@ -40,6 +41,11 @@ class BaseStore:
     def touch(self, user_id, activity: bool = True, now: float | None = None):
         """An HTTP request (activity) or another sign of life: online for ONLINE_WINDOW."""
         return self.run(self.plans.touch(user_id, activity, now))
+
+    def touch_many(self, items: Iterable[tuple[Any, bool]], now: float | None = None):
+        """Touches many (user_id, activity) pairs in one script call per shard (the
+        middleware's batches); returns their transitions, each shard's in the order given."""
+        return self.run(self.plans.touch_many(items, now))
 
     def activity(self, user_id, now: float | None = None):
         """The person did something on a live connection: resets idle, and only that (the

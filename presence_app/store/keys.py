@@ -4,6 +4,10 @@ Every key of a user lives in that user's *shard*, and every key of a shard start
 Redis Cluster hash tag, ``{prefix:shard}``, so each state-changing script touches one slot.
 Rooms are split the same way: a room has one member set per shard, holding that shard's users.
 
+The keys of this layout (2) start with ``{prefix:shard}:2``: processes of the previous layout,
+whose keys start with ``{prefix:shard}`` and never with ``:2:``, can run beside it on the same
+Redis during a rolling deploy (see ``upgrade.py``).
+
 User-controlled text (user ids, room names) is percent-encoded before it becomes part of a key,
 so ``{``, ``}``, ``:``, ``*``, spaces and newlines can never change a key's meaning or its slot.
 The Lua scripts derive keys with the identical ``esc`` function (``lua/lib.lua``).
@@ -16,6 +20,8 @@ from urllib.parse import quote, unquote
 
 #: Separates the user id from the connection id in a lease member ("<user>|<conn>").
 CONN_SEP = "|"
+#: The store's key layout: a segment of every key, so that two layouts never share a key.
+LAYOUT = 2
 
 
 def esc(text: str) -> str:
@@ -40,10 +46,11 @@ class KeySpace:
     def __init__(self, prefix: str = "presence", shards: int = 1) -> None:
         self.prefix = prefix
         self.shards = shards
-        self._tags = [f"{{{prefix}:{shard}}}" for shard in range(shards)]
+        self._tags = [f"{{{prefix}:{shard}}}:{LAYOUT}" for shard in range(shards)]
 
     def tag(self, shard: int) -> str:
-        """The base of every key of a shard: ``{prefix:shard}``, the Cluster hash tag."""
+        """The base of every key of a shard: ``{prefix:shard}:2``, the Cluster hash tag and
+        the layout."""
         return self._tags[shard]
 
     def all_tags(self) -> list[str]:
@@ -62,8 +69,14 @@ class KeySpace:
         return f"{tag}:r:{esc(room)}"
 
     @staticmethod
-    def online(tag: str) -> str:
-        return f"{tag}:online"
+    def seen(tag: str) -> str:
+        """Listed users by their last sign of life."""
+        return f"{tag}:seen"
+
+    @staticmethod
+    def until(tag: str) -> str:
+        """Listed users whose presence ends sooner than their seen score implies."""
+        return f"{tag}:until"
 
     @staticmethod
     def hidden(tag: str) -> str:
@@ -85,7 +98,7 @@ class KeySpace:
     JOBS = ("sweep", "flush")
 
     def lock(self, job: str) -> str:
-        return f"{self.prefix}:lock:{job}"
+        return f"{self.prefix}:{LAYOUT}:lock:{job}"
 
     def history(self) -> str:
         return f"{self.prefix}:history"

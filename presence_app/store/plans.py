@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .keys import CONN_SEP, KeySpace, shard_of
-from .types import InvalidInput, Presence, StateCounts, StoreConfig, Transition, _str
+from .types import (
+    InvalidInput, Presence, StateCounts, StoreConfig, Transition, _str, rooms_of_record,
+)
 
 CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
 MAX_ID_LENGTH = 255
@@ -118,6 +120,15 @@ def _text(value: Any, limit: int, what: str) -> str:
     return value
 
 
+def _window(window: float | None) -> str:
+    """The online script's window argument: '' for "present now"."""
+    if window is None:
+        return ""
+    if not (isinstance(window, (int, float)) and not isinstance(window, bool) and 0 <= window < math.inf):
+        raise InvalidInput("window must be a finite number of seconds, not negative")
+    return repr(float(window))
+
+
 def _flat_transitions(replies: list[Any]) -> list[Transition]:
     out: list[Transition] = []
     for reply in replies:
@@ -136,7 +147,7 @@ class Planner:
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
         c = self.config
         keys = (
-            KeySpace.online(tag),
+            KeySpace.seen(tag),
             KeySpace.hidden(tag),
             KeySpace.leases(tag),
             KeySpace.active(tag),
@@ -162,6 +173,15 @@ class Planner:
     # -- state changes ----------------------------------------------------------------------
     def touch(self, user_id: Any, activity: bool, now: float | None) -> Plan:
         return self.transitions("touch", user_id, now, "1" if activity else "0")
+
+    def touch_many(self, items: Iterable[tuple[Any, bool]], now: float | None) -> Plan:
+        """Touches many users: one script call per shard, each user in the order given."""
+        groups: dict[str, list[str]] = {}
+        for user_id, activity in items:
+            uid = user_id_of(user_id)
+            groups.setdefault(self.keys.tag_for_user(uid), []).extend((uid, "1" if activity else "0"))
+        calls = [self.call("touch", tag, now, *args) for tag, args in groups.items()]
+        return Plan(calls, _flat_transitions)
 
     def activity(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("activity", user_id, now)
@@ -261,14 +281,16 @@ class Planner:
         groups = self.by_shard(uids)
         tags = list(groups)
         calls = [
-            self.call("get_many", tag, now, viewer_id, "1" if reveal_all else "0", *groups[tag])
+            self.call("get_many", tag, now, *groups[tag])
             for tag in tags
         ]
+
+        derive = Presence.deriver(viewer_id, reveal_all, self.config)
 
         def finish(replies: list[Any]) -> dict[str, Presence]:
             found: dict[str, Presence] = {}
             for tag, reply in zip(tags, replies):
-                found.update(Presence.parse_many(groups[tag], reply))
+                found.update(derive(groups[tag], reply))
             return {uid: found[uid] for uid in uids}
 
         return Plan(calls, finish)
@@ -286,10 +308,10 @@ class Planner:
         # Each shard (and, for superusers, each hidden index) is a sorted source: take the first
         # offset + limit of each and merge them, most recent first.
         count = -1 if limit is None else offset + limit
-        slack = float(window or 0)
+        span = _window(window)
         sources = ["0", "1"] if include_invisible else ["0"]
         calls = [
-            self.call("online", tag, now, "list", hidden, slack, 0, count)
+            self.call("online", tag, now, "list", hidden, span, count)
             for tag in self.keys.all_tags()
             for hidden in sources
         ]
@@ -305,8 +327,8 @@ class Planner:
         return Plan(calls, finish)
 
     def online_count(self, window: float | None, now: float | None) -> Plan:
-        slack = float(window or 0)
-        calls = [self.call("online", tag, now, "count", "0", slack) for tag in self.keys.all_tags()]
+        span = _window(window)
+        calls = [self.call("online", tag, now, "count", "0", span) for tag in self.keys.all_tags()]
         return Plan(calls, lambda replies: sum(int(r) for r in replies))
 
     def state_counts(self, limit: int, now: float | None) -> Plan:
@@ -321,14 +343,10 @@ class Planner:
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
         uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
-        calls = [Call("", (), ("HKEYS", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
 
         def finish(replies: list[Any]) -> dict[str, list[str]]:
-            out = {}
-            for uid, fields in zip(uids, replies, strict=True):
-                names = (_str(f) for f in fields)
-                out[uid] = sorted(f[2:] for f in names if f.startswith("r:"))
-            return out
+            return {uid: rooms_of_record(raw) for uid, raw in zip(uids, replies, strict=True)}
 
         return Plan(calls, finish)
 

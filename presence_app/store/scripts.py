@@ -8,7 +8,7 @@ from importlib import resources
 
 NAMES = (
     "activity", "connect", "counts", "disconnect", "get_many", "heartbeat", "join", "leave",
-    "online", "room", "set_status", "sweep", "touch",
+    "online", "room", "set_status", "sweep", "touch", "upgrade_v1",
 )
 
 

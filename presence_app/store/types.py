@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any, Literal
 
 State = Literal["online", "idle", "dnd", "invisible", "offline"]
@@ -87,19 +88,74 @@ class Presence:
         }
 
     @classmethod
-    def parse_many(cls, user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-        """``{user_id: Presence}`` from a get_many reply (7 fields a user), decoded at once and
-        built positionally: this runs for every dot of a page."""
-        texts = [_str(f) for f in reply]
-        out = {}
-        for i, uid in enumerate(user_ids):
-            state, seen, active, message, emoji, device, meta = texts[7 * i : 7 * i + 7]
-            out[uid] = cls(
-                uid, state,  # type: ignore[arg-type]
-                float(seen) if seen else None, float(active) if active else None,
-                message, emoji, device, json.loads(meta) if meta else {},
-            )
-        return out
+    def deriver(
+        cls, viewer: str, reveal_all: bool, config: StoreConfig
+    ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
+        """A function from a get_many reply (the clock, then each user's seen score, hidden
+        score, K_UNTIL entry and record: lua/get_many.lua) to ``{user_id: Presence}``, as
+        ``viewer`` may see them. The rules are lib.lua's ``until_of``, ``public_state`` and
+        ``live_message``; they run here so that Redis does no per-user work for a read."""
+        span = max(config.lease_ttl, config.online_window)
+        idle_after = config.idle_after
+        build = cls
+
+        def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
+            now = float(reply[0])
+            out = {}
+            for i, uid in enumerate(user_ids):
+                seen, hidden, ends, raw = reply[4 * i + 1 : 4 * i + 5]
+                if raw is None:
+                    st = la = ls = lv = mx = meta = None
+                    message = emoji = device = ""
+                else:
+                    st, la, ls, lv, message, emoji, device, mx, meta = _str(raw).split(SEP, 9)[:9]
+                invisible = st == "invisible"
+                score = hidden if invisible else seen
+                live = score is not None and (
+                    float(ends) if ends is not None else float(score) + span
+                ) >= now
+                if mx and float(mx) < now:
+                    message = emoji = ""
+                data = json.loads(meta) if meta else {}
+                if invisible and not (reveal_all or uid == viewer):
+                    # Nothing that changes while they hide: no activity, device or status text.
+                    out[uid] = build(uid, "offline", float(lv) if lv else None, None, "", "", "", data)
+                    continue
+                active = float(la) if la else None
+                if live:
+                    last_seen: float | None = now
+                    if invisible:
+                        state = "invisible"
+                    elif st == "dnd":
+                        state = "dnd"
+                    elif active is not None and now - active >= idle_after:
+                        state = "idle"
+                    else:
+                        state = "online"
+                else:
+                    state = "offline"
+                    # their last sign of life, when they have not been swept yet
+                    known = [float(t) for t in (ls, score) if t]
+                    last_seen = max(known) if known else None
+                out[uid] = build(uid, state, last_seen, active, message, emoji, device, data)  # type: ignore[arg-type]
+            return out
+
+        return derive
+
+
+#: The user record's fields, in lib.lua's order (FIELDS), and their separator.
+RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
+SEP = "\x1f"
+
+
+def rooms_of_record(raw: Any) -> list[str]:
+    """The rooms any of the user's connections joined, from their record (lib.lua: conns)."""
+    if not raw:
+        return []
+    fields = _str(raw).split(SEP)
+    conns = json.loads(fields[11]) if len(fields) > 11 and fields[11] else {}
+    # Lua's cjson encodes an empty list as {}
+    return sorted({room for rooms in conns.values() if isinstance(rooms, list) for room in rooms})
 
 
 @dataclass(frozen=True)

@@ -155,10 +155,12 @@ class Demo:
         self.sessions = sessions
         self.pages: list[Any] = []
 
-    def context(self, user: str | None = None) -> Any:
+    def context(self, user: str | None = None, *, width: int | None = None,
+                color_scheme: str = "light") -> Any:
         state = self.login(user) if user else None
-        return self.browser.new_context(viewport=VIEWPORT, storage_state=state,
-                                        reduced_motion="reduce")
+        viewport = {**VIEWPORT, "width": width} if width else VIEWPORT
+        return self.browser.new_context(viewport=viewport, storage_state=state,
+                                        reduced_motion="reduce", color_scheme=color_scheme)
 
     def login(self, user: str) -> Any:
         if user not in self.sessions:
@@ -175,16 +177,17 @@ class Demo:
             context.close()
         return self.sessions[user]
 
-    def open(self, user: str | None, path: str) -> Any:
-        page = self.context(user).new_page()
+    def open(self, user: str | None, path: str, **context: Any) -> Any:
+        """``user``'s page at ``path``; ``width`` and ``color_scheme`` as ``context``'s."""
+        page = self.context(user, **context).new_page()
         page.set_default_timeout(8000)
         self.pages.append(page)
         page.goto(self.server.url + path)
         return page
 
-    def enter(self, user: str, room: str) -> Any:
+    def enter(self, user: str, room: str, **context: Any) -> Any:
         """``user``'s page of ``room``, once its socket has joined (the room's snapshot came)."""
-        page = self.open(user, f"/rooms/{room}/")
+        page = self.open(user, f"/rooms/{room}/", **context)
         page.wait_for_function(
             "room => window.presence"
             " && presence.members(room).some(m => m.user === presence.userId)",

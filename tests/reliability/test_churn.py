@@ -57,7 +57,7 @@ async def churn(db, servers, redis_server, prefix, *, clients: int, tabs: int, r
     settle = TIMER.grace + TIMER.sweep + 3
 
     def user_keys() -> list:
-        return client.keys(f"{{{prefix}:0}}:u:*")
+        return client.keys(f"{store.keys.tag(0)}:u:*")
 
     # Warm up (scripts loaded, a sweep and a sample recorded), let it all expire, and take the
     # "before" picture with the servers stopped: their pooled connections are not data.

@@ -69,14 +69,14 @@ async def test_html_in_a_status_is_text_in_the_room_page_and_the_admin(db, serve
     status = f'.member[data-user="{mallory.id}"] [data-status]'
     await page.wait_for_function(
         "([sel, text]) => document.querySelector(sel)?.textContent === text",
-        arg=[status, f"{EMOJI} {MESSAGE}"])
+        arg=[status, f"Do not disturb · {EMOJI} {MESSAGE}"])
     dot = f'#here .member[data-user="{mallory.id}"] [data-presence-user]'
     assert await page.get_attribute(dot, "title") == f"Do not disturb: {EMOJI} {MESSAGE}"
     name = f'.member[data-user="{named.id}"] .name'
     assert (await page.text_content(name)).startswith(NAME)
     await assert_inert(page, dialogs)
 
-    # The admin's dashboard, as a superuser, also after its live refresh (innerHTML).
+    # The admin's dashboard, as a superuser, also after its live refresh (parsed in a template).
     admin = await page_for(browser, server, users["root"], dialogs)
     await admin.goto(f"{server.url}/admin/presence_app/lastseen/dashboard/")
     row = f'tr.presence-row[data-user="{mallory.id}"]'

@@ -11,6 +11,8 @@ import asyncio
 
 import pytest
 
+from presence_app.store.keys import KeySpace
+
 from .clients import close_all, connect_all
 from .conftest import eventually
 from .settings import TIMERS
@@ -114,7 +116,7 @@ async def test_kill_9_evicts_every_user_of_the_dead_process(db, servers, store, 
     assert all(rooms == [] for rooms in rooms_of.values())
     presences = store.get_many(list(room_of))
     assert {p.state for p in presences.values()} == {"offline"}
-    assert store.client.zcard(f"{{{store.config.prefix}:0}}:leases") == 2
+    assert store.client.zcard(KeySpace.leases(store.keys.tag(0))) == 2
     assert store.sweep() == []  # nothing left to evict
     # The survivor shrugged it off: still serving, nothing logged as an error.
     assert survivor.answers()

@@ -1,15 +1,16 @@
-"""``manage.py presence stats | sweep [--loop] | flush [--loop] | clear [--yes]``."""
+"""``manage.py presence stats | sweep [--loop] | flush [--loop] | clear [--yes] | upgrade [--force]``."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import conf, housekeeping, lastseen, presence, sweeper
 from ...models import LastSeen
-from ...store import UNAVAILABLE
+from ...store import UNAVAILABLE, PresenceError
 
 
 class Command(BaseCommand):
@@ -24,6 +25,12 @@ class Command(BaseCommand):
         flush.add_argument("--loop", action="store_true", help="Repeat every FLUSH_INTERVAL.")
         clear = sub.add_parser("clear", help="Delete every presence key in Redis.")
         clear.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
+        upgrade = sub.add_parser(
+            "upgrade", help="After a rolling deploy: carry the old store layout into the new one."
+        )
+        upgrade.add_argument(
+            "--force", action="store_true", help="Even while old processes hold sockets."
+        )
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         try:
@@ -83,3 +90,15 @@ class Command(BaseCommand):
                 self.stdout.write("Cancelled.")
                 return
         self.stdout.write(f"cleared: {housekeeping.clear()} keys")
+
+    def do_upgrade(self, force: bool = False, **options: Any) -> None:
+        def save(rows: list[tuple[str, float, str]]) -> None:
+            lastseen.record(
+                (uid, datetime.fromtimestamp(seen, tz=UTC), device) for uid, seen, device in rows
+            )
+
+        try:
+            carried = housekeeping.upgrade_from_v1(save, force=force)
+        except PresenceError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"upgraded: {carried} users carried from the old layout, which is gone")

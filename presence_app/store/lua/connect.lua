@@ -1,15 +1,16 @@
 -- connect(user, conn, device): a WebSocket opened. Takes a lease and counts as activity.
 local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local uk = ukey(uid)
-local u = hgetall(uk)
+local u, uk = load_user(uid)
 local idx = index_of(u.st)
-local listed = redis.call('ZSCORE', idx, uid) ~= false
+local seen = num(redis.call('ZSCORE', idx, uid))
 local exp = NOW + LEASE_TTL
-redis.call('ZADD', K_LEASES, exp, uid .. '|' .. cid)
-if u['c:' .. cid] == nil then redis.call('HSET', uk, 'c:' .. cid, '[]') end
-if device ~= '' then redis.call('HSET', uk, 'dev', device) end
-redis.call('ZADD', idx, 'GT', exp, uid)
-local was_idle = mark_active(uid, uk, u)
-keep_user(uk, true)
-if idx == K_ONLINE then announce_life(uid, u, listed, was_idle, exp) end
+redis.call('ZADD', K_LEASES, sc(exp), uid .. '|' .. cid)
+local conns = conns_of(u)
+if conns[cid] == nil then conns[cid] = {} end
+if device ~= '' then u.dev = device end
+local until_ = math.max(until_of(uid, seen) or exp, exp)
+set_until(uid, seen_now(idx, uid, seen), until_)
+local was_idle = mark_active(uid, u)
+save_user(uk, u, true)
+if idx == K_SEEN then announce_life(uid, u, seen ~= nil, was_idle, until_) end
 return OUT

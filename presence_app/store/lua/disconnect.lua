@@ -4,12 +4,10 @@ local uid, cid = ARGV[A], ARGV[A + 1]
 local member = uid .. '|' .. cid
 local exp = num(redis.call('ZSCORE', K_LEASES, member))
 if exp == nil then return OUT end
-local uk = ukey(uid)
-redis.call('ZADD', K_LEASES, 'XX', math.min(exp, NOW + GRACE), member)
-redis.call('HSET', uk, 'ls', NOW)
-local u = hgetall(uk)
-local idx = index_of(u.st)
-if redis.call('ZSCORE', idx, uid) then
-  redis.call('ZADD', idx, 'XX', recompute_until(uid, u), uid)
-end
+redis.call('ZADD', K_LEASES, 'XX', sc(math.min(exp, NOW + GRACE)), member)
+local u, uk = load_user(uid)
+u.ls = sc(NOW)
+local seen = num(redis.call('ZSCORE', index_of(u.st), uid))
+if seen then set_until(uid, seen, recompute_until(uid, u)) end
+save_user(uk, u, seen ~= nil)
 return OUT

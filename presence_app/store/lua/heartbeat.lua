@@ -1,11 +1,32 @@
 -- heartbeat(members...): renews a batch of leases ("user|conn") in one call; a connection's
--- rooms live as long as its lease. Heartbeats are not activity. Returns the members that hold no
--- lease (swept, or lost with a Redis restart) so their owners can connect and join again.
-local exp = string.format('%.17g', NOW + LEASE_TTL)  -- formatted once, not per argument
+-- rooms live as long as its lease. A heartbeat is a sign of life, not activity. Returns the
+-- members that hold no lease (swept, or lost with a Redis restart) so their owners can connect
+-- and join again.
+local exp = sc(NOW + LEASE_TTL)  -- formatted once, not per argument
+local now = sc(NOW)
 local missing = {}
 local CHUNK = 1000
 local any_hidden = redis.call('EXISTS', K_HIDDEN) == 1
+local any_until = redis.call('EXISTS', K_UNTIL) == 1
 local match = string.match
+
+-- Users in K_UNTIL end their presence sooner than SPAN after their seen score. When the lease
+-- is the longest hold (SPAN = LEASE_TTL), a renewed lease runs exactly SPAN from now, so they
+-- leave K_UNTIL; with a longer ONLINE_WINDOW their end moves to the later of it and the lease.
+local function renew_ends(uids)
+  if SPAN == LEASE_TTL then redis.call('ZREM', K_UNTIL, unpack(uids)); return end
+  local ends = redis.call('ZMSCORE', K_UNTIL, unpack(uids))
+  local seen = redis.call('ZMSCORE', K_SEEN, unpack(uids))
+  local hidden = any_hidden and redis.call('ZMSCORE', K_HIDDEN, unpack(uids)) or {}
+  for i, uid in ipairs(uids) do
+    local s = num(seen[i]) or num(hidden[i])
+    if s then
+      local e = math.max(num(ends[i]) or (s + SPAN), NOW + LEASE_TTL)
+      set_until(uid, math.max(s, NOW), e)
+    end
+  end
+end
+
 for first = A, #ARGV, CHUNK do
   local last = math.min(first + CHUNK - 1, #ARGV)
   local leases, k = {}, 0
@@ -13,24 +34,30 @@ for first = A, #ARGV, CHUNK do
   -- XX: only existing leases are renewed; CH counts them. Fewer than sent means some are
   -- missing, and only then are they looked up (rare: after a restart or a sweep).
   local renewed = redis.call('ZADD', K_LEASES, 'XX', 'CH', unpack(leases))
-  local users, j = {}, 0
+  local users, uids, j = {}, {}, 0
   if renewed == last - first + 1 then
-    for i = first, last do users[j + 1] = exp; users[j + 2] = match(ARGV[i], '^(.*)|'); j = j + 2 end
+    for i = first, last do
+      local uid = match(ARGV[i], '^(.*)|')
+      j = j + 1; users[2 * j - 1] = now; users[2 * j] = uid; uids[j] = uid
+    end
   else
     local members = {}
     for i = first, last do members[#members + 1] = ARGV[i] end
     local scores = redis.call('ZMSCORE', K_LEASES, unpack(members))
     for i, m in ipairs(members) do
       if scores[i] then
-        users[j + 1] = exp; users[j + 2] = match(m, '^(.*)|'); j = j + 2
+        local uid = match(m, '^(.*)|')
+        j = j + 1; users[2 * j - 1] = now; users[2 * j] = uid; uids[j] = uid
       else
         missing[#missing + 1] = m
       end
     end
   end
-  -- The users of the renewed leases stay online as long (GT: never shortened here).
+  -- The users of the renewed leases were seen now (GT: never moved back). Ends are settled
+  -- before the seen scores move (renew_ends reads them).
   if j > 0 then
-    redis.call('ZADD', K_ONLINE, 'XX', 'GT', unpack(users))
+    if any_until then renew_ends(uids) end
+    redis.call('ZADD', K_SEEN, 'XX', 'GT', unpack(users))
     if any_hidden then redis.call('ZADD', K_HIDDEN, 'XX', 'GT', unpack(users)) end
   end
 end

@@ -1,20 +1,17 @@
 -- leave(user, conn, room): the connection leaves a room; the room hears of it when this was the
 -- user's last connection there.
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local uk = ukey(uid)
-local field = redis.call('HGET', uk, 'c:' .. cid)
-if field == false then return OUT end
-local rooms, kept, found = cjson.decode(field), {}, false
-for _, r in ipairs(rooms) do
-  if r == room then found = true else kept[#kept + 1] = r end
+local u, uk = load_user(uid)
+local rooms = conns_of(u)[cid]
+if rooms == nil then return OUT end
+local found = false
+for i, r in ipairs(rooms) do
+  if r == room then table.remove(rooms, i); found = true; break end
 end
 if not found then return OUT end
-redis.call('HSET', uk, 'c:' .. cid, cjson.encode(kept))
-if redis.call('HINCRBY', uk, 'r:' .. room, -1) <= 0 then
-  redis.call('HDEL', uk, 'r:' .. room)
-  local u = hgetall(uk)
-  if room_remove(uid, room) then
-    emit('leave', uid, room, public_state(u, num(redis.call('ZSCORE', K_ONLINE, uid))), NOW, u)
-  end
+save_user(uk, u, true)
+if not in_room(u, room) and room_remove(uid, room) then
+  local until_ = until_of(uid, num(redis.call('ZSCORE', K_SEEN, uid)))
+  emit('leave', uid, room, public_state(u, until_), NOW, u)
 end
 return OUT

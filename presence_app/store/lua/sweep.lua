@@ -1,60 +1,127 @@
 -- sweep(limit): evicts what expired, announcing it. Three passes, each at most `limit` items:
--- 1. expired leases (crashed processes, ended graces): the connection's rooms are left;
--- 2. users whose last lease and HTTP window ran out: offline, with their last seen kept;
+-- 1. expired leases (crashed processes, ended graces): the connection's rooms are left, and a
+--    user with nothing else holding them (another lease, an HTTP window) goes offline there;
+-- 2. users whose presence ran out otherwise (HTTP windows, ends in K_UNTIL);
 -- 3. users with no activity for IDLE_AFTER: announced idle once.
 -- Returns {more, transitions}: more = 1 when a pass hit its limit.
 local limit = tonumber(ARGV[A])
 local more = 0
 
-local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. NOW, 'WITHSCORES', 'LIMIT', 0, limit)
-if #expired >= 2 * limit then more = 1 end
-for i = 1, #expired, 2 do
-  local uid, cid = split_member(expired[i])
-  local uk = ukey(uid)
-  local u = hgetall(uk)
-  local exp = drop_connection(uid, cid, uk, u)
-  if exp then
-    local seen = math.max(num(u.ls) or 0, exp - LEASE_TTL)
-    redis.call('HSET', uk, 'ls', seen)
+-- Removes members from a sorted set, at most 1,000 arguments a call.
+local function zrem(key, members)
+  for first = 1, #members, 1000 do
+    redis.call('ZREM', key, unpack(members, first, math.min(first + 999, #members)))
   end
 end
 
-local function expire_users(idx)
-  local gone = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. NOW, 'WITHSCORES', 'LIMIT', 0, limit)
-  if #gone >= 2 * limit then more = 1 end
-  for i = 1, #gone, 2 do
-    local uid, until_ = gone[i], num(gone[i + 1])
-    local uk = ukey(uid)
-    local u = hgetall(uk)
+-- Users to take out of the indexes, removed in one call per index at the end of a pass.
+local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}}
+local function flush_gone()
+  local all = {}
+  for idx, uids in pairs(gone) do
+    zrem(idx, uids)
+    for _, uid in ipairs(uids) do all[#all + 1] = uid end
+    gone[idx] = {}
+  end
+  zrem(K_UNTIL, all)
+  zrem(K_ACTIVE, all)
+end
+
+-- Offline now: evicted, and announced when visible.
+local function offline(uid, u, uk, idx, seen)
+  local last = evict(uid, u, uk, idx, seen, true)
+  local list = gone[idx]
+  list[#list + 1] = uid
+  if idx == K_SEEN then emit('offline', uid, nil, 'offline', u.ls or last, u, {}) end
+end
+
+-- Pass 1. The expired leases leave in one call; their users are read once each.
+local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. sc(NOW), 'WITHSCORES', 'LIMIT', 0, limit)
+if #expired >= 2 * limit then more = 1 end
+local members, users, order = {}, {}, {}
+for i = 1, #expired, 2 do
+  members[#members + 1] = expired[i]
+  local uid, cid = split_member(expired[i])
+  local user = users[uid]
+  if user == nil then
+    local u, uk = load_user(uid)
+    user = {u = u, uk = uk, left = {}, renewed = 0}
+    users[uid] = user
+    order[#order + 1] = uid
+  end
+  -- the lease's last renewal is a sign of life of the user
+  user.renewed = math.max(user.renewed, num(expired[i + 1]) - LEASE_TTL)
+  for _, room in ipairs(forget_connection(user.u, cid)) do user.left[#user.left + 1] = room end
+end
+zrem(K_LEASES, members)
+if #order > 0 then
+  local seen = redis.call('ZMSCORE', K_SEEN, unpack(order))
+  for n, uid in ipairs(order) do
+    local user = users[uid]
+    local u, uk = user.u, user.uk
+    local idx = index_of(u.st)
+    local s = num(seen[n])
+    if idx == K_HIDDEN then s = num(redis.call('ZSCORE', K_HIDDEN, uid)) end
     local still = recompute_until(uid, u)
     if still >= NOW then
-      redis.call('ZADD', idx, still, uid)  -- a lease outlived the index entry: keep the user
+      if user.renewed > (num(u.ls) or 0) then u.ls = sc(user.renewed) end
+      leave_rooms(uid, user.left, public_state(u, still), u)
+      save_user(uk, u, s ~= nil)
     else
-      for f, _ in pairs(u) do
-        if string.sub(f, 1, 2) == 'c:' then drop_connection(uid, string.sub(f, 3), uk, u) end
-      end
-      local seen = math.max(num(u.ls) or 0, until_ - LEASE_TTL)
-      redis.call('HSET', uk, 'ls', seen)
-      redis.call('HDEL', uk, 'w', 'idle')
-      redis.call('ZREM', idx, uid)
-      redis.call('ZREM', K_ACTIVE, uid)
-      keep_user(uk, false)
-      if idx == K_ONLINE then emit('offline', uid, nil, 'offline', seen, u, {}) end
+      leave_rooms(uid, user.left, 'offline', u)
+      offline(uid, u, uk, idx, math.max(s or 0, user.renewed))
     end
   end
 end
-expire_users(K_ONLINE)
-expire_users(K_HIDDEN)
+flush_gone()
+-- More expired leases to come: the next call goes on with them first, so that pass 2 does not
+-- reach users whose leases pass 1 would evict in bulk.
+if more == 1 then return {more, OUT} end
 
-local idle = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', NOW - IDLE_AFTER, 'LIMIT', 0, limit)
+-- Pass 2. Users whose presence ended without a lease expiring here: an end in K_UNTIL that is
+-- past, or a seen score more than SPAN ago (both indexes).
+local candidates, seen_of = {}, {}
+local function add(uid, score)
+  if seen_of[uid] == nil then candidates[#candidates + 1] = uid; seen_of[uid] = score or false end
+end
+local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #ended >= limit then more = 1 end
+for _, uid in ipairs(ended) do add(uid) end
+for _, idx in ipairs({K_SEEN, K_HIDDEN}) do
+  local old = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - SPAN), 'WITHSCORES', 'LIMIT', 0, limit)
+  if #old >= 2 * limit then more = 1 end
+  for i = 1, #old, 2 do add(old[i], num(old[i + 1])) end
+end
+for _, uid in ipairs(candidates) do
+  local u, uk = load_user(uid)
+  local idx = index_of(u.st)
+  local s = seen_of[uid] or num(redis.call('ZSCORE', idx, uid))
+  if s == nil then
+    redis.call('ZREM', K_UNTIL, uid)  -- not listed: nothing to end
+  else
+    local still = recompute_until(uid, u)
+    if still >= NOW then
+      set_until(uid, s, still)  -- a lease outlived the recorded end: keep the user
+    else
+      offline(uid, u, uk, idx, s)
+    end
+  end
+end
+flush_gone()
+
+-- Pass 3. Idle announcements.
+local idle = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', sc(NOW - IDLE_AFTER), 'LIMIT', 0, limit)
 if #idle >= limit then more = 1 end
+zrem(K_ACTIVE, idle)
 for _, uid in ipairs(idle) do
-  redis.call('ZREM', K_ACTIVE, uid)
   local uk = ukey(uid)
-  local u = hgetall(uk)
-  local until_ = num(redis.call('ZSCORE', K_ONLINE, uid))
-  if u.idle ~= '1' and next(u) ~= nil then
-    redis.call('HSET', uk, 'idle', '1')
+  local raw = redis.call('GET', uk)
+  local u = decode(raw)
+  if raw and u.idle ~= '1' then
+    u.idle = '1'
+    local seen = num(redis.call('ZSCORE', index_of(u.st), uid))
+    save_user(uk, u, seen ~= nil)
+    local until_ = until_of(uid, seen)
     if until_ and until_ >= NOW and u.st ~= 'dnd' and u.st ~= 'invisible' then
       emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
     end

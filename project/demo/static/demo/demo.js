@@ -39,12 +39,14 @@
     return new Date(ms).toLocaleString();
   }
 
-  /* "📅 In a meeting", or the state's own label when there is no message; nothing when
-   * offline (the row's "last seen" says it). */
+  /* "Do not disturb · 📅 In a meeting": the written state always, the message after it (a dot's
+   * colour alone does not tell online from do not disturb to everybody); nothing when offline
+   * (the row's "last seen" says it). */
   function statusText(p) {
     if (p.state === "offline") return "";
+    const label = (global.Presence.labels[p.state] || p.state).replace(/ \(.*\)$/, "");
     const text = [p.emoji, p.message].filter(Boolean).join(" ");
-    return text || (global.Presence.labels[p.state] || "").replace(/ \(.*\)$/, "");
+    return text ? label + " · " + text : label;
   }
 
   /* The avatar colour of a user id, as the server's avatar_hue filter. */

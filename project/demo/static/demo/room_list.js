@@ -52,14 +52,10 @@
       const name = document.createElement("span");
       name.className = "name";
       name.textContent = p.username || "#" + p.user;
-      li.append(dot(p), " ", name);
-      const text = [p.emoji, p.message].filter(Boolean).join(" ");
-      if (text) {
-        const status = document.createElement("span");
-        status.className = "status";
-        status.textContent = text;
-        li.append(" ", status);
-      }
+      const status = document.createElement("span");
+      status.className = "status";
+      status.textContent = Demo.statusText(p);
+      li.append(dot(p), " ", name, " ", status);
       return li;
     }));
   }

@@ -1,0 +1,69 @@
+"""The layers hold (docs/architecture.md): checked on the import graph (grimp, the graph
+library behind import-linter) and the source, so a shortcut shows up as a failing test."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+import pytest
+
+APP = Path(__file__).resolve().parent.parent / "presence_app"
+#: The only modules that reach the Redis connection: the front door and the housekeeping jobs
+#: (checks reads the configured URL for its message).
+CONNECTION_USERS = {"presence_app.presence", "presence_app.housekeeping", "presence_app.checks"}
+MAX_CLASS_LINES = 200
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("presence_app")
+
+
+def app_modules(graph: grimp.ImportGraph) -> list[str]:
+    return sorted(m for m in graph.modules if m.startswith("presence_app"))
+
+
+def test_no_import_circle(graph):
+    circles = [
+        (module, chain)
+        for module in app_modules(graph)
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("presence_app") and imported != module
+        and (chain := graph.find_shortest_chain(importer=imported, imported=module))
+    ]
+    assert circles == []
+
+
+def test_only_the_front_door_reaches_redis(graph):
+    assert graph.find_modules_that_directly_import("presence_app.connection") <= CONNECTION_USERS
+
+
+def test_no_store_internals_outside_the_store(graph):
+    reaching_in = {
+        (user, inner)
+        for inner in app_modules(graph) if inner.startswith("presence_app.store.")
+        for user in graph.find_modules_that_directly_import(inner)
+        if not user.startswith("presence_app.store")
+    }
+    assert reaching_in == set()
+
+
+def test_the_store_knows_nothing_of_django_channels_or_the_app(graph):
+    graph = grimp.build_graph("presence_app", "django", "channels")
+    for module in app_modules(graph):
+        if module == "presence_app.store" or module.startswith("presence_app.store."):
+            outside = {m for m in graph.find_modules_directly_imported_by(module)
+                       if m.split(".")[0] in ("django", "channels")
+                       or (m.startswith("presence_app") and not m.startswith("presence_app.store"))}
+            assert outside == set(), module
+
+
+def test_no_class_over_200_lines():
+    long = []
+    for path in APP.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                long.append(f"{path.relative_to(APP)}:{node.name}")
+    assert long == []
