@@ -1,11 +1,14 @@
 # The README's two commands. Both set up everything first (scripts/bootstrap.sh).
-.PHONY: run test bench
+.PHONY: run test check bench
 
 run:  ## serve the demo on http://127.0.0.1:8000
 	scripts/run.sh
 
 test:  ## run the whole test suite
 	scripts/test.sh $(ARGS)
+
+check:  ## the support matrix, lint, docs and packages (noxfile.py); ARGS="-s lint" runs one
+	scripts/bootstrap.sh && .venv/bin/nox $(ARGS)
 
 bench:  ## run the benchmarks (docs/benchmarks.md); ARGS="--quick" for a short run
 	scripts/bootstrap.sh && .venv/bin/pip install -q -r bench/requirements.txt && .venv/bin/python -m bench $(ARGS)

@@ -39,8 +39,11 @@ def run_get_many(ctx: Context) -> list[Row]:
     store, client = pop.store, pop.client
     online_key, _ = raw_keys(pop)
     rng = random.Random(2)
-    # plain users, and users who set a status message, an emoji and a device (the last 12,800)
-    plain, custom = pop.uids[: n - 64 * 200], pop.uids[n - 64 * 200 :]
+    # plain users, and users who set a status message, an emoji and a device (12,800 drawn from
+    # the whole population, as the plain ones are: keys as cold on both sides)
+    custom = rng.sample(pop.uids, 64 * 200)
+    chosen = set(custom)
+    plain = [uid for uid in pop.uids if uid not in chosen]
     sets = [rng.sample(plain, 200) for _ in range(64)]
     status_sets = [custom[i * 200 : (i + 1) * 200] for i in range(64)]
     now = T0 + 1

