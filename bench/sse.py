@@ -1,4 +1,4 @@
-"""10. SSE streams end to end: one ASGI process (uvicorn, then daphne) holding 1 k and 5 k
+"""11. SSE streams end to end: one ASGI process (uvicorn, then daphne) holding 1 k and 5 k
 presence streams (``GET /presence/sse/``, one authenticated user each), beside the same process
 holding as many WebSockets, measured one after the other in the same run.
 
@@ -66,7 +66,7 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in result.items() if k != "delivery"}, "delivery": delivery}
 
 
-@benchmark("sse", "10. SSE streams end to end")
+@benchmark("sse", "11. SSE streams end to end")
 def run(ctx: Context) -> list[Row]:
     sizes = [ctx.size(1000, 200), ctx.size(5000, 500)]
     folder = Path(tempfile.mkdtemp(prefix="bench-sse-"))
@@ -102,14 +102,14 @@ def run(ctx: Context) -> list[Row]:
             n = sse["connections"]
             details = {"sse": _summary(sse), "ws": _summary(ws)}
             rows.append(Row(
-                bench="10 sse", metric=f"{kind}: join -> presence.join p99, room of "
+                bench="11 sse", metric=f"{kind}: join -> presence.join p99, room of "
                                        f"{ROOM_SIZE}, {n:,} streams",
                 ours=p99(sse), unit="ms", baseline=p99(ws), baseline_label="WebSockets",
                 checks=[Check(f"{n:,} streams held, every delivery made", faults(sse), "<=", 0),
                         Check(f"<= {P99_TARGET_MS:g} ms", p99(sse), "<=", P99_TARGET_MS)],
                 details=details))
             rows.append(Row(
-                bench="10 sse", metric=f"{kind}: RSS per stream, {n:,} streams",
+                bench="11 sse", metric=f"{kind}: RSS per stream, {n:,} streams",
                 ours=sse["rss_per_connection"] / 1024, unit="KiB",
                 baseline=ws["rss_per_connection"] / 1024, baseline_label="WebSockets"))
     return rows

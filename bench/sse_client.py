@@ -1,4 +1,4 @@
-"""Benchmark 10's load client: ``python -m bench.sse_client CONFIG.json``, a separate process.
+"""Benchmark 11's load client: ``python -m bench.sse_client CONFIG.json``, a separate process.
 
 Holds up to ``sizes[-1]`` presence connections of one ``transport`` against one server: SSE
 streams (``GET /presence/sse/``, raw HTTP/1.1 on asyncio, joined to rooms by REST POSTs, as

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET
 from . import conf, presence, rooms, rules
 from .failopen import breaker
 from .lookup import user_key, users_in_order
+from .ratelimit import bounded_ids, rate_limited
 from .store import UNAVAILABLE, InvalidInput, Presence
 
 MAX_PER_PAGE = 100
@@ -78,6 +79,8 @@ def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
     ]
 
 
+@rate_limited
+@bounded_ids
 @api_view
 def users(request: HttpRequest) -> dict[str, Any]:
     """``?ids=1,2,3`` (or ``?id=1&id=2``): each user's presence in the order asked; one round
@@ -93,16 +96,19 @@ def users(request: HttpRequest) -> dict[str, Any]:
     return {"users": [p.as_dict() for p in presences.values()]}
 
 
+@rate_limited
 @api_view
 def online(request: HttpRequest) -> dict[str, Any]:
     """``?page=1&per_page=50``: online users, most recently seen first, with their presence."""
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
     page = _int(request, "page", 1, 1, 10**6)
     reads = presence.Reads()
+    viewer = user_key(request.user)
     ids, total = presence.batch(
-        reads.online(offset=(page - 1) * per_page, limit=per_page), reads.online_count()
+        reads.online(offset=(page - 1) * per_page, limit=per_page, viewer=viewer),
+        reads.online_count(viewer=viewer),
     )
-    presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    presences = presence.get_many(ids, viewer=viewer) if ids else {}
     return {
         "count": total,
         "page": page,
@@ -133,6 +139,7 @@ def _raw_path_is_utf8(request: HttpRequest) -> bool:
     return True
 
 
+@rate_limited
 @api_view
 def room(request: HttpRequest, room: str) -> dict[str, Any]:
     """The visible members of ``room``, in the order they came, with their presence."""
@@ -140,7 +147,7 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
         raise InvalidInput("the room name is not valid UTF-8 text")
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    ids = presence.room_members(room)
+    ids = presence.room_members(room, viewer=user_key(request.user))
     presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
     return {"room": room, "count": len(ids), "members": _with_names(presences)}
 

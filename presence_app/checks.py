@@ -19,6 +19,7 @@ POSITIVE = (
     "MAX_METADATA_BYTES", "MAX_MESSAGE_LENGTH", "SWEEP_BATCH", "SHARDS",
     "MAX_ROOMS_PER_CONNECTION", "MAX_WATCHED_USERS", "MAX_FRAMES_PER_SECOND", "MAX_FRAME_BYTES",
     "MAX_ROOM_NAME_LENGTH", "TYPING_THROTTLE",
+    "API_USER_RATE", "API_USER_BURST", "API_IP_RATE", "API_IP_BURST", "API_MAX_QUERY_BYTES",
 )
 
 
@@ -83,7 +84,26 @@ def check_settings(app_configs=None, **kwargs) -> list:
         errors.append(Error("PRESENCE['SKIP_PATHS'] must be a list of path prefixes.",
                             id="presence_app.E007"))
     errors.extend(_cluster_errors(s))
+    errors.extend(_sentinel_errors(s))
     return errors
+
+
+def _sentinel_errors(s: dict[str, Any]) -> list:
+    """SENTINELS: a list of (host, port), not with CLUSTER (a cluster fails over by itself)."""
+    found = s["SENTINELS"]
+    if found is None:
+        return []
+    try:
+        ok = bool(found) and all(isinstance(h, str) and int(p) > 0 for h, p in found)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or isinstance(found, str):
+        return [Error("PRESENCE['SENTINELS'] must be a list of (host, port) pairs.",
+                      id="presence_app.E009")]
+    if s["CLUSTER"]:
+        return [Error("PRESENCE['SENTINELS'] and PRESENCE['CLUSTER'] exclude each other: a "
+                      "Redis Cluster promotes its replicas itself.", id="presence_app.E009")]
+    return []
 
 
 def _cluster_errors(s: dict[str, Any]) -> list:
@@ -122,7 +142,7 @@ def _cluster_errors(s: dict[str, Any]) -> list:
 def check_redis(app_configs=None, **kwargs) -> list:
     """Redis unreachable is a warning: the site still serves pages (presence fails open)."""
     from .connection import redis_url
-    from .housekeeping import ping
+    from .housekeeping import ping, redis_client
 
     try:
         ping()
@@ -132,7 +152,39 @@ def check_redis(app_configs=None, **kwargs) -> list:
             hint="Start Redis or set PRESENCE['REDIS_URL']; until then nobody shows online.",
             id="presence_app.W001",
         )]
-    return []
+    return _eviction_warnings(redis_client())
+
+
+def _memory_infos(client: Any) -> list[dict[str, Any]]:
+    """INFO memory of the server (of every node of a cluster: one dict each)."""
+    if isinstance(client, redis.RedisCluster):
+        found = client.info("memory", target_nodes=redis.RedisCluster.PRIMARIES)
+        return list(found.values()) if "maxmemory_policy" not in found else [found]
+    return [client.info("memory")]
+
+
+def _eviction_warnings(client: Any) -> list:
+    """A Redis with a memory limit and an eviction policy drops keys when full: a lease, one
+    member of a room or a user's entry in the online set, alone; presence then disagrees with
+    itself (counts without members, members without leases) until the sweep and the heartbeats
+    mend it. Under ``noeviction`` writes are refused instead and nothing half-written stays."""
+    try:
+        infos = _memory_infos(client)
+    except Exception:  # INFO refused (a managed Redis' ACL): nothing to say
+        return []
+    policies = sorted({
+        str(i.get("maxmemory_policy")) for i in infos
+        if int(i.get("maxmemory", 0) or 0) > 0 and i.get("maxmemory_policy") != "noeviction"})
+    if not policies:
+        return []
+    return [Warning(
+        f"Redis for presence has a memory limit with maxmemory-policy {', '.join(policies)}: "
+        "when it is full it evicts keys, presence keys among them (online users vanish, "
+        "counts stop agreeing with members).",
+        hint="Give presence a Redis (or database server) with maxmemory-policy noeviction: "
+             "when full, writes are refused and presence fails open instead.",
+        id="presence_app.W005",
+    )]
 
 
 @register(Tags.compatibility)
@@ -154,3 +206,27 @@ def check_channel_layer(app_configs=None, **kwargs) -> list:
              '"socket_keepalive": True}, or use RedisPubSubChannelLayer (docs/scaling.md).',
         id="presence_app.W003",
     )]
+
+
+@register(Tags.compatibility)
+def check_audience_and_tenants(app_configs=None, **kwargs) -> list:
+    """``AUDIENCE`` and ``TENANT`` are hooks like ``CAN_JOIN``; the fan-out bounds are numbers."""
+    s = conf.get_settings()
+    errors: list = []
+    for name in ("AUDIENCE", "TENANT"):
+        hook = s[name]
+        try:
+            ok = callable(import_string(hook) if isinstance(hook, str) else hook) or hook is None
+            problem = "must be a callable or a dotted path to one"
+        except ImportError as exc:
+            ok, problem = False, f"cannot be imported: {exc}"
+        if not ok:
+            errors.append(Error(f"PRESENCE['{name}'] {problem}.", id="presence_app.E016"))
+    page, ttl = s["ROOM_SNAPSHOT_PAGE"], s["AUDIENCE_CACHE_SECONDS"]
+    if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+        errors.append(Error("PRESENCE['ROOM_SNAPSHOT_PAGE'] must be a whole number above 0.",
+                            id="presence_app.E017"))
+    if not _number(ttl) or ttl < 0:
+        errors.append(Error("PRESENCE['AUDIENCE_CACHE_SECONDS'] must be a number of seconds "
+                            "(0: ask the policy for every event).", id="presence_app.E017"))
+    return errors

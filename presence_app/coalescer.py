@@ -5,6 +5,10 @@ lease with one ``heartbeat_many`` call (one script call per shard) every
 ``HEARTBEAT_FLUSH_INTERVAL`` seconds. 10,000 sockets beating every 30 s cost ~1 Redis call a
 second, not 330. Pairs Redis reports as holding no lease (swept, or lost with a Redis restart)
 are handed back to their socket, which connects and joins its rooms again.
+
+Bounded whatever Redis does: ``pending`` holds at most one entry per socket, one flush runs at a
+time (a slow Redis delays the next, it does not stack them), and a flush writes at most
+``MAX_BATCH`` leases per script call, so no single call holds Redis for long.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import logging
 import weakref
 from typing import Protocol
 
-from . import conf, presence
+from . import conf, presence, tenants
 from .limits import Throttle
 from .store import UNAVAILABLE
 from .sweeper import raise_if_cancelling
@@ -23,6 +27,9 @@ logger = logging.getLogger("presence_app")
 
 #: Quiet flush rounds after which the task ends (the next heartbeat starts a new one).
 IDLE_ROUNDS = 30
+#: Leases per heartbeat_many call: benchmark 1's fastest batch (docs/benchmarks.md: ~4 ms of
+#: Redis per call; a batch of 10,000 holds Redis ~50 ms, and other clients wait meanwhile).
+MAX_BATCH = 1000
 #: A Redis outage fails every flush: one warning per this many seconds, not one per flush.
 _log_failure = Throttle(10.0)
 
@@ -30,6 +37,7 @@ _log_failure = Throttle(10.0)
 class Beating(Protocol):
     conn_id: str
     user_id: str
+    tenant: str | None
 
     def lease_lost(self) -> None:
         """Redis holds no lease for this socket: connect and join again."""
@@ -68,21 +76,31 @@ class HeartbeatCoalescer:
         batch, self.pending = self.pending, {}
         if not batch:
             return
-        self.flushes += 1
-        try:
-            missing = await presence.aheartbeat_many(list(batch))
-        except UNAVAILABLE as exc:
-            if _log_failure.ready():
-                logger.warning("presence: %d heartbeats not written (%s); retrying",
-                               len(batch), exc)
-            for key, owner in batch.items():
-                self.pending.setdefault(key, owner)
-                owner.lease_unavailable()
-            return
-        for pair in missing:
-            owner = batch.get(pair)
-            if owner is not None:
-                owner.lease_lost()
+        by_tenant: dict[str | None, dict[tuple[str, str], Beating]] = {}
+        for key, owner in batch.items():  # each tenant's leases live in its own key space
+            by_tenant.setdefault(getattr(owner, "tenant", None), {})[key] = owner
+        for tenant, part in by_tenant.items():
+            with tenants.activate(tenant):
+                await self._flush(part)
+
+    async def _flush(self, batch: dict[tuple[str, str], Beating]) -> None:
+        pairs = list(batch)
+        for start in range(0, len(pairs), MAX_BATCH):
+            self.flushes += 1
+            try:
+                missing = await presence.aheartbeat_many(pairs[start:start + MAX_BATCH])
+            except UNAVAILABLE as exc:
+                if _log_failure.ready():
+                    logger.warning("presence: %d heartbeats not written (%s); retrying",
+                                   len(pairs) - start, exc)
+                for key in pairs[start:]:
+                    self.pending.setdefault(key, batch[key])
+                    batch[key].lease_unavailable()
+                return
+            for pair in missing:
+                owner = batch.get(pair)
+                if owner is not None:
+                    owner.lease_lost()
 
 
 _coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HeartbeatCoalescer] = (

@@ -23,6 +23,12 @@ DEFAULTS: dict[str, Any] = {
     # True: REDIS_URL names a node of a Redis Cluster, or is a list of node URLs (startup
     # nodes); the store then runs on redis-py's RedisCluster, sync and async. Raise SHARDS with it.
     "CLUSTER": False,
+    # Redis Sentinel: [(host, port), ...] of the sentinels; REDIS_URL's host is then the name
+    # of the service they monitor ("redis://mymaster/0"), as django-redis' SentinelClient takes
+    # it. SENTINEL_OPTIONS: keyword arguments for the connections to the sentinels (password,
+    # timeouts). None: the SENTINELS option of the django-redis cache REDIS_ALIAS, if any.
+    "SENTINELS": None,
+    "SENTINEL_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     "KEY_PREFIX": "presence",
     # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
     # changing it moves users between shards, so set it before going live or clear the keys).
@@ -54,11 +60,29 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
     "MAX_ROOM_NAME_LENGTH": 100,
     "TYPING_THROTTLE": 2.0,
+    # JSON API abuse limits (presence_app/ratelimit.py), per process: requests a second and
+    # burst per signed-in user and per client IP (429 with Retry-After past them), and the
+    # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).
+    "API_USER_RATE": 10,
+    "API_USER_BURST": 50,
+    "API_IP_RATE": 50,
+    "API_IP_BURST": 200,
+    "API_MAX_QUERY_BYTES": 32768,
     # Permanent rooms (presence_app/rooms.py): each connection of a member joins them on opening
     # (one indexed query a connection; False skips it).
     "PERMANENT_ROOMS": True,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
     "CAN_JOIN": None,
+    # Whom a user's presence is shown to: a callable or dotted path to
+    # audience(viewer_id, user_ids) -> the ids viewer may see (sync or async; None: everyone).
+    "AUDIENCE": None,
+    # How long a connection remembers the AUDIENCE answers it got (its events then cost no call).
+    "AUDIENCE_CACHE_SECONDS": 60,
+    # A room's snapshot goes out in frames of at most this many members.
+    "ROOM_SNAPSHOT_PAGE": 200,
+    # Workspaces: a callable or dotted path to tenant(request_or_scope) -> a key or None; each
+    # key is a key space of its own (presence_app.tenants). None: one space for the whole site.
+    "TENANT": None,
 }
 
 

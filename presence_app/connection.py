@@ -17,12 +17,22 @@ fail open exactly as on a single Redis:
   the real client again ``CLUSTER_RETRY`` seconds later;
 - ``redis.asyncio.RedisCluster`` takes no ``retry_on_timeout`` (``REDIS_OPTIONS``' default).
 
+``PRESENCE["SENTINELS"]`` (or the ``SENTINELS`` option of a django-redis cache using its
+``SentinelClient``) puts both stores on redis-py's Sentinel support: ``REDIS_URL``'s host is the
+service name (``redis://mymaster/0``); each new connection asks the sentinels where the primary
+is, and a connection to a demoted or dead primary is dropped, so after a failover the next
+calls reach the promoted replica. Calls in flight at the kill fail with ``ConnectionError``,
+which the entry points treat as a short outage (fail open, heartbeats retried).
+
 And one thing redis-py 8 does on a single Redis too: an asyncio connection pool holds at most 100
 connections and raises ``MaxConnectionsError`` at once past that, so an ASGI process with more
 than 100 store calls in flight (a reconnect storm of its sockets) would answer "unavailable".
 The async single-Redis client therefore gets a *blocking* pool (a call waits up to
 ``ASYNC_POOL_TIMEOUT`` for a free connection); the async cluster client, which has no blocking
-pool, a higher cap per node. ``REDIS_OPTIONS["max_connections"]`` overrides both caps.
+pool, and the async Sentinel client, whose pool is not blocking either, a higher cap (per node).
+``REDIS_OPTIONS["max_connections"]`` overrides the caps.
+
+Each tenant (:mod:`presence_app.tenants`) gets a store of its own prefix on the same client.
 """
 
 from __future__ import annotations
@@ -38,9 +48,11 @@ import redis.asyncio as aredis
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.exceptions import RedisClusterException
+from redis.sentinel import Sentinel
 
-from . import conf
+from . import conf, tenants
 from .store import AsyncStore, Store, StoreConfig
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
@@ -55,17 +67,18 @@ CLUSTER_RETRY = 1.0
 #: RedisClusterException messages that mean "the cluster cannot be reached" (not a usage error).
 _UNREACHABLE = ("Redis Cluster cannot be connected", "All slots are not covered")
 
-_sync: Store | None = None
+_sync: Store | None = None  # the default key space's; the tenants' stores share its client
+_tenant_sync: dict[str, Store] = {}
 _sync_down_until = 0.0  # the sync cluster client could not be built: when to try again
-_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncStore] = (
+_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, AsyncStore]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def store_config() -> StoreConfig:
+def store_config(tenant: str | None = None) -> StoreConfig:
     s = conf.get_settings()
     return StoreConfig(
-        prefix=s["KEY_PREFIX"],
+        prefix=tenants.prefix(tenant),
         shards=int(s["SHARDS"]),
         lease_ttl=float(s["LEASE_TTL"]),
         disconnect_grace=float(s["DISCONNECT_GRACE"]),
@@ -78,12 +91,15 @@ def store_config() -> StoreConfig:
     )
 
 
+def _cache() -> dict[str, Any]:
+    """The django-redis cache REDIS_ALIAS ({} if it is not one)."""
+    cache = getattr(settings, "CACHES", {}).get(conf.get("REDIS_ALIAS"), {})
+    return cache if "django_redis" in cache.get("BACKEND", "") else {}
+
+
 def _cache_location() -> str | None:
     """The URL of the django-redis cache REDIS_ALIAS, if there is one."""
-    cache = getattr(settings, "CACHES", {}).get(conf.get("REDIS_ALIAS"), {})
-    if "django_redis" not in cache.get("BACKEND", ""):
-        return None
-    location = cache.get("LOCATION")
+    location = _cache().get("LOCATION")
     if isinstance(location, (list, tuple)):
         location = location[0] if location else None
     return location
@@ -101,6 +117,44 @@ def redis_urls() -> list[str]:
 def redis_url() -> str:
     """The (first) URL presence connects to: for messages and checks."""
     return redis_urls()[0]
+
+
+def sentinels() -> list[tuple[str, int]] | None:
+    """The sentinels presence asks for its primary: PRESENCE["SENTINELS"], else (when presence
+    shares the django-redis cache's connection) that cache's SENTINELS option; None without."""
+    found = conf.get("SENTINELS")
+    if not found and not conf.get("REDIS_URL"):
+        found = _cache().get("OPTIONS", {}).get("SENTINELS")
+    return [(str(host), int(port)) for host, port in found] if found else None
+
+
+def _sentinel_options() -> dict[str, Any]:
+    """Keyword arguments for the connections to the sentinels themselves."""
+    if conf.get("SENTINELS"):
+        return dict(conf.get("SENTINEL_OPTIONS") or {})
+    return dict(_cache().get("OPTIONS", {}).get("SENTINEL_KWARGS") or conf.get("SENTINEL_OPTIONS"))
+
+
+def _service(url: str) -> tuple[str, dict[str, Any]]:
+    """A Sentinel URL's service name (its host) and the primary's connection arguments."""
+    parsed = urlparse(url)
+    target: dict[str, Any] = {"db": int(parsed.path.strip("/") or 0)}
+    if parsed.username:
+        target["username"] = parsed.username
+    if parsed.password:
+        target["password"] = parsed.password
+    if parsed.scheme == "rediss":
+        target["ssl"] = True
+    return parsed.hostname or "mymaster", target
+
+
+def _sentinel_client(manager: type[Any], found: list[tuple[str, int]],
+                     options: dict[str, Any]) -> Any:
+    """The primary of the Sentinel service named by REDIS_URL, through ``manager`` (redis-py's
+    sync or asyncio ``Sentinel``) asking the sentinels ``found``."""
+    service, target = _service(redis_url())
+    return manager(found, sentinel_kwargs=_sentinel_options()).master_for(
+        service, **{**options, **target})
 
 
 def _unreachable(exc: RedisClusterException) -> Exception:
@@ -129,6 +183,14 @@ class _AsyncCluster(aredis.RedisCluster):
             return await super().execute_command(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unreachable(exc) from exc
+        except AttributeError as exc:
+            # redis-py's race at a failover: a call that finds its node dead makes the client
+            # relearn the topology and disconnect that node's connections, under the feet of
+            # calls running concurrently on them ("'NoneType' object has no attribute
+            # 'writelines'"). That is a lost connection, not a bug of the caller.
+            if "'NoneType' object has no attribute" not in str(exc):
+                raise
+            raise redis.ConnectionError(f"connection closed by a topology refresh: {exc}") from exc
 
     async def initialize(self, *args: Any, **kwargs: Any) -> Any:
         try:  # also reached from a cluster pipeline's execute()
@@ -188,7 +250,10 @@ def _sync_client() -> Any:
     if not s["REDIS_URL"] and _cache_location():
         from django_redis import get_redis_connection
 
+        # django-redis' own client, Sentinel-aware when the cache uses its SentinelClient.
         return get_redis_connection(s["REDIS_ALIAS"])
+    if found := sentinels():
+        return _sentinel_client(Sentinel, found, dict(s["REDIS_OPTIONS"]))
     return redis.Redis.from_url(redis_url(), **s["REDIS_OPTIONS"])
 
 
@@ -201,6 +266,9 @@ def _async_client() -> Any:
             options["startup_nodes"] = _startup_nodes(aredis.cluster.ClusterNode, others)
         return _AsyncCluster.from_url(first, **options)
     options = dict(s["REDIS_OPTIONS"])
+    if found := sentinels():  # redis-py's async Sentinel pool does not block: a higher cap
+        options.setdefault("max_connections", ASYNC_CLUSTER_MAX_CONNECTIONS)
+        return _sentinel_client(AsyncSentinel, found, options)
     options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
     pool = aredis.BlockingConnectionPool.from_url(
         redis_url(), timeout=ASYNC_POOL_TIMEOUT, **options)
@@ -208,7 +276,8 @@ def _async_client() -> Any:
 
 
 def get_store() -> Store:
-    """The process' synchronous store (never raises for an unreachable Redis: its calls do)."""
+    """The process' synchronous store of the current tenant (never raises for an unreachable
+    Redis: its calls do)."""
     global _sync, _sync_down_until
     if _sync is None or (_sync_down_until and time.monotonic() >= _sync_down_until):
         try:
@@ -216,23 +285,38 @@ def get_store() -> Store:
         except redis.ConnectionError as exc:  # only the cluster client connects at once
             client, _sync_down_until = _ClusterDown(exc), time.monotonic() + CLUSTER_RETRY
         _sync = Store(client, store_config())
-    return _sync
+        _tenant_sync.clear()
+    tenant = tenants.current()
+    if tenant is None:
+        return _sync
+    store = _tenant_sync.get(tenant)
+    if store is None:
+        store = _tenant_sync[tenant] = Store(_sync.client, store_config(tenant))
+    tenants.mark(store.client, tenant)
+    return store
 
 
 def get_async_store() -> AsyncStore:
-    """The async store of the running event loop (redis.asyncio clients belong to one loop)."""
+    """The async store of the running event loop (redis.asyncio clients belong to one loop)
+    and of the current tenant."""
     loop = asyncio.get_running_loop()
-    store = _async.get(loop)
+    stores = _async.get(loop)
+    if stores is None:
+        stores = _async[loop] = {None: AsyncStore(_async_client(), store_config())}
+    tenant = tenants.current()
+    store = stores.get(tenant)
     if store is None:
-        store = _async[loop] = AsyncStore(_async_client(), store_config())
+        store = stores[tenant] = AsyncStore(stores[None].client, store_config(tenant))
+    if tenant is not None:
+        tenants.amark(store.client, tenant)
     return store
 
 
 async def aclose_async_store() -> None:
-    """Close and forget the running loop's store (for short-lived loops: asyncio.run)."""
-    store = _async.pop(asyncio.get_running_loop(), None)
-    if store is not None:
-        await store.aclose()
+    """Close and forget the running loop's stores (for short-lived loops: asyncio.run)."""
+    stores = _async.pop(asyncio.get_running_loop(), None)
+    if stores is not None:
+        await stores[None].aclose()  # the tenants' stores share its client
 
 
 @receiver(setting_changed)
@@ -245,4 +329,6 @@ def reset_stores() -> None:
     """Forget the stores (settings changed); the next call builds new ones."""
     global _sync, _sync_down_until
     _sync, _sync_down_until = None, 0.0
+    _tenant_sync.clear()
     _async.clear()
+    tenants.forget_marks()

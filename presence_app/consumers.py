@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol, rooms
+from . import conf, dispatch, frames, protocol, rooms, tenants
 from .limits import TokenBucket
 from .protocol import FrameError
 from .resilience import OutageTolerantConsumer
@@ -70,6 +70,7 @@ class PresenceConsumerMixin:
         self.presence = PresenceSession(
             user, layer=self.channel_layer, channel_name=self.channel_name,  # type: ignore[attr-defined]
             send=self.presence_send, device=device_of(self.scope),  # type: ignore[attr-defined]
+            tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
         # Members of permanent rooms are in them on every connection, unasked.
@@ -103,7 +104,9 @@ class PresenceConsumerMixin:
         """Sends a channel-layer ``event`` to every socket in ``room`` (every socket that joined
         it through presence, on any process), e.g. a chat message: ``{"type": "chat.message",
         ...}`` reaches each consumer's ``chat_message``. Sockets without that handler skip it."""
-        await self.channel_layer.group_send(dispatch.room_group(room), event)  # type: ignore[attr-defined]
+        with tenants.activate(self.presence.tenant if self.presence else None):
+            group = dispatch.room_group(room)
+        await self.channel_layer.group_send(group, event)  # type: ignore[attr-defined]
 
     async def presence_send(self, content: dict[str, Any]) -> None:
         """How presence frames reach the browser: JSON text. Override to wrap them."""
@@ -119,7 +122,12 @@ class PresenceConsumerMixin:
         if self.presence is not None:
             await self.presence.event(event)
 
-    presence_leave = presence_update = presence_typing = presence_message = presence_join
+    presence_leave = presence_update = presence_typing = presence_join
+
+    async def presence_message(self, event: dict[str, Any]) -> None:
+        """``presence.send_to_user()``: to this user's own connections, so no audience applies."""
+        if self.presence is not None and not self.presence.closed:
+            await self.presence_send(event)
 
     async def presence_permanent(self, event: dict[str, Any]) -> None:
         """The user became a member of a permanent room (on any connection): join it here."""

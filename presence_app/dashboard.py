@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
-from . import presence
+from . import audience, presence
 from .lookup import user_key, users_in_order
 from .store import Presence, StateCounts
 
@@ -159,10 +159,15 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         presences = {uid: found[uid] for uid in ids}
         user_rooms = presence.user_rooms_many(ids)
     else:
+        # Superusers see everybody; anybody else the users their AUDIENCE shows them.
+        policy = not reveal and audience.active()
         ids, counts, history, rooms = presence.batch(
-            reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal), *common
+            reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal,
+                         viewer=viewer if policy else None), *common
         )
         total = counts.total + (counts.invisible if reveal else 0)
+        if policy:
+            total = presence.online_count(viewer=viewer)
         presences, user_rooms = presence.batch(
             reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
         )

@@ -25,7 +25,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from . import conf, signals
+from . import signals, tenants
 from .limits import Throttle
 from .store import UNAVAILABLE, Presence, Transition
 
@@ -44,8 +44,8 @@ SIGNALS = {
 
 
 def _group(kind: str, value: str) -> str:
-    # The key prefix keeps two apps (or test runs) on one channel layer apart.
-    text = f"{conf.get('KEY_PREFIX')}\0{value}"
+    # The key prefix keeps two apps (or test runs), and two tenants, on one channel layer apart.
+    text = f"{tenants.current_prefix()}\0{value}"
     return f"presence.{kind}.{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
 
 

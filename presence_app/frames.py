@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import protocol, rooms
+from . import protocol, rooms, tenants
 from .protocol import FrameError
 from .session import PresenceSession
 from .store import UNAVAILABLE, InvalidInput
@@ -31,7 +31,8 @@ async def on_activity(session: PresenceSession, frame: dict[str, Any]) -> None:
 async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.join(frame.get("room"))
     if frame.get("permanent") is True:  # a membership too (presence_app/rooms.py)
-        await rooms.aadd_member(session.user, frame["room"], sender=session.channel_name)
+        with tenants.activate(session.tenant):  # its event goes to the user's own group
+            await rooms.aadd_member(session.user, frame["room"], sender=session.channel_name)
 
 
 async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:

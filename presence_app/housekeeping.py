@@ -29,6 +29,18 @@ async def arecord_sample(count: int, now: float | None = None) -> None:
     await store.record_sample(count, now if now is not None else await store.server_time())
 
 
+def redis_client() -> Any:
+    """The presence Redis' client (a cluster client on a cluster): for INFO in the checks."""
+    return get_store().client
+
+
+async def aactive_tenants() -> list[str]:
+    """The tenant keys some process served within the last day (the sweeper visits each)."""
+    from . import tenants
+
+    return await tenants.aactive(get_async_store().client)
+
+
 def ping() -> bool:
     """True when the presence Redis answers."""
     return get_store().ping()

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from . import presence
+from . import audience, presence
 from .failopen import breaker
 from .store import UNAVAILABLE, Presence
 
@@ -63,9 +63,11 @@ def users_in_order(user_ids: Iterable[str]) -> list[Any]:
 class PresenceBatch:
     """Presences read for one viewer, fetched in as few round trips as the page allows."""
 
-    def __init__(self, viewer: str | None = None, reveal_all: bool = False) -> None:
+    def __init__(self, viewer: Any = None, reveal_all: bool = False) -> None:
         self.viewer = viewer
         self.reveal_all = reveal_all
+        # The AUDIENCE answers of the prefetches: a hidden user gets no LastSeen row either.
+        self.decisions = audience.Decisions()
         self.presences: dict[str, Presence] = {}
         self.durable: dict[str, datetime | None] = {}
         self.available = True
@@ -77,9 +79,10 @@ class PresenceBatch:
             return
         if self.available and not breaker.is_open:
             try:
-                self.presences.update(
-                    presence.get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
-                )
+                vid = None if self.viewer in (None, presence.ANONYMOUS) else str(self.viewer)
+                with audience.remembering(vid, self.decisions):
+                    self.presences.update(presence.get_many(missing, viewer=self.viewer,
+                                                            reveal_all=self.reveal_all))
                 return
             except UNAVAILABLE as exc:
                 breaker.trip(exc, "a presence read")
@@ -93,7 +96,7 @@ class PresenceBatch:
     def last_seen(self, uid: str) -> datetime | None:
         """Redis' last seen, else the LastSeen row's (one query for all users still missing)."""
         seen = self.get(uid).last_seen_at
-        if seen is not None:
+        if seen is not None or self.decisions.seen.get(uid, (True,))[0] is False:
             return seen
         if uid not in self.durable:
             from .models import LastSeen
@@ -119,8 +122,9 @@ def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:
     batch = getattr(owner, ATTR, None) if owner is not None else None
     if batch is None:
         user = getattr(request, "user", None)
-        viewer = user_key(user) if getattr(user, "is_authenticated", False) else None
-        batch = PresenceBatch(viewer)
+        signed_in = getattr(user, "is_authenticated", False)
+        # A visitor is somebody too: the AUDIENCE policy decides what they see.
+        batch = PresenceBatch(user_key(user) if signed_in else presence.ANONYMOUS)
         if owner is not None:
             setattr(owner, ATTR, batch)
     return batch

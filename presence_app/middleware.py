@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.functional import LazyObject, empty
 
-from . import conf
+from . import conf, tenants
 from .failopen import breaker
 from .limits import Throttle
 from .lookup import user_key
@@ -44,20 +44,23 @@ class PresenceMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.async_mode:
             return self.__acall__(request)
-        response = self.get_response(request)
+        # TENANT: the request's views, tags and API calls read and write in its workspace.
+        with tenants.activate(tenants.resolve(request)) as tenant:
+            response = self.get_response(request)
         if self._wanted(request):
-            uid = self._due(getattr(request, "user", None))
+            uid = self._due(getattr(request, "user", None), tenant)
             if uid is not None:
-                batcher.add(uid, is_activity(request))
+                batcher.add(uid, is_activity(request), tenant)
         return response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        response = await self.get_response(request)
+        with tenants.activate(await tenants.aresolve(request)) as tenant:
+            response = await self.get_response(request)
         if self._wanted(request) and hasattr(request, "auser"):
             user = _loaded_user(request)
-            uid = self._due(user if user is not None else await request.auser())
+            uid = self._due(user if user is not None else await request.auser(), tenant)
             if uid is not None:
-                batcher.add(uid, is_activity(request))
+                batcher.add(uid, is_activity(request), tenant)
         return response
 
     # -- the shared part of both paths ----------------------------------------------------------
@@ -73,13 +76,13 @@ class PresenceMiddleware:
                 skipped.append(url)
         return not request.path.startswith((*skipped, *stream_paths()))
 
-    def _due(self, user: Any) -> str | None:
+    def _due(self, user: Any, tenant: str | None = None) -> str | None:
         """The user's id when a write is due: signed in and not written this interval."""
         uid = user_key(user) if getattr(user, "is_authenticated", False) else None
         if uid is None:
             return None
         self.throttle.interval = float(conf.get("TOUCH_INTERVAL"))
-        return uid if self.throttle.ready(uid) else None
+        return uid if self.throttle.ready(uid if tenant is None else (tenant, uid)) else None
 
 
 @cache

@@ -14,7 +14,9 @@ So ``presence.set_status(user, "dnd")`` from a view turns the user's dot red in 
 and ``presence.sweep()`` from a cron job fires ``user_offline`` (which writes ``LastSeen``).
 Users may be given as user objects, primary keys or id strings. Each function has an ``a``-
 prefixed twin for async code (``aget``, ``ajoin``, ...), the way Django names its own. Who may
-enter a room is :func:`can_join` / :func:`acan_join` (the ``CAN_JOIN`` hook).
+enter a room is :func:`can_join` / :func:`acan_join` (the ``CAN_JOIN`` hook); whom a user's
+presence is shown to is the ``AUDIENCE`` policy (:mod:`presence_app.audience`), applied by every
+read given a ``viewer`` (``ANONYMOUS`` for a signed-out visitor; no viewer: the server's own read).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from . import dispatch, hooks, rules
+from . import audience, dispatch, hooks, rules
+from .audience import ANONYMOUS
 from .connection import get_async_store, get_store
 from .store import InvalidInput, Presence, StateCounts, Transition
 
@@ -173,36 +176,57 @@ async def acan_join(user: Any, room: str) -> bool:
 def get(user: User, *, viewer: User | None = None, reveal_all: bool = False,
         now: float | None = None) -> Presence:
     """One user's :class:`~presence_app.store.Presence` as ``viewer`` may see it (an invisible
-    user reads as offline to everybody but themself; ``reveal_all`` is for superuser views)."""
-    return get_store().get(rules.user_id(user), viewer=_viewer(viewer), reveal_all=reveal_all,
-                           now=now)
+    user reads as offline to everybody but themself; ``reveal_all`` is for superuser views).
+    Outside the user's ``AUDIENCE`` the viewer reads them the same way."""
+    uid = rules.user_id(user)
+    vid, policy = _viewer_policy(viewer, reveal_all)
+    found = get_store().get(uid, viewer=vid, reveal_all=reveal_all, now=now)
+    return found if not policy or uid in audience.visible(vid, [uid]) else Presence(uid)
 
 
 def get_many(users: Iterable[User], *, viewer: User | None = None, reveal_all: bool = False,
              now: float | None = None) -> dict[str, Presence]:
-    """``{user_id: Presence}`` for any number of users, in one round trip, in the order given."""
-    return get_store().get_many(rules.user_ids(users), viewer=_viewer(viewer),
-                                reveal_all=reveal_all, now=now)
+    """``{user_id: Presence}`` for any number of users, in one round trip, in the order given
+    (and one ``AUDIENCE`` call)."""
+    vid, policy = _viewer_policy(viewer, reveal_all)
+    found = get_store().get_many(rules.user_ids(users), viewer=vid, reveal_all=reveal_all, now=now)
+    return audience.mask(found, audience.visible(vid, found)) if policy else found
 
 
 def online(window: float | None = None, offset: int = 0, limit: int | None = None,
-           now: float | None = None, *, include_invisible: bool = False) -> list[str]:
-    """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``."""
-    return get_store().online(window, offset, limit, now, include_invisible=include_invisible)
+           now: float | None = None, *, include_invisible: bool = False,
+           viewer: User | None = None) -> list[str]:
+    """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``; with a
+    ``viewer`` and an ``AUDIENCE`` policy, those the viewer may see (one call per 1,000)."""
+    store = get_store()
+    vid, policy = _viewer_policy(viewer)
+    if not policy:
+        return store.online(window, offset, limit, now, include_invisible=include_invisible)
+    return audience.scan(lambda pos, n: store.online(window, pos, n, now,
+                                                     include_invisible=include_invisible),
+                         vid, offset, limit)
 
 
-def online_count(window: float | None = None, now: float | None = None) -> int:
-    """How many users are online (visible ones)."""
-    return get_store().online_count(window, now)
+def online_count(window: float | None = None, now: float | None = None, *,
+                 viewer: User | None = None) -> int:
+    """How many users are online (visible ones; with a ``viewer``, visible to them)."""
+    vid, policy = _viewer_policy(viewer)
+    if not policy:
+        return get_store().online_count(window, now)
+    return len(online(window, now=now, viewer=viewer))
 
 
-def room_members(room: str, now: float | None = None) -> list[str]:
-    """Ids of the visible users in ``room``, in the order they came."""
-    return get_store().room_members(rules.room(room), now)
+def room_members(room: str, now: float | None = None, *, viewer: User | None = None) -> list[str]:
+    """Ids of the visible users in ``room``, in the order they came (as ``viewer`` sees them)."""
+    ids = get_store().room_members(rules.room(room), now)
+    vid, policy = _viewer_policy(viewer)
+    return audience.keep(ids, audience.visible(vid, ids)) if policy and ids else ids
 
 
-def room_count(room: str, now: float | None = None) -> int:
-    """How many visible users are in ``room``."""
+def room_count(room: str, now: float | None = None, *, viewer: User | None = None) -> int:
+    """How many visible users are in ``room`` (as ``viewer`` sees them)."""
+    if _viewer_policy(viewer)[1]:
+        return len(room_members(room, now, viewer=viewer))
     return get_store().room_count(rules.room(room), now)
 
 
@@ -235,19 +259,39 @@ class Reads:
 
     def get_many(self, users: Iterable[User], *, viewer: User | None = None,
                  reveal_all: bool = False, now: float | None = None) -> Any:
-        return self._planned.get_many(rules.user_ids(users), viewer=_viewer(viewer),
-                                      reveal_all=reveal_all, now=now)
+        vid, policy = _viewer_policy(viewer, reveal_all)
+        plan = self._planned.get_many(rules.user_ids(users), viewer=vid, reveal_all=reveal_all,
+                                      now=now)
+        return _Then(plan, lambda found: audience.mask(found, audience.visible(vid, found))
+                     ) if policy else plan
 
     def online(self, window: float | None = None, offset: int = 0, limit: int | None = None,
-               now: float | None = None, *, include_invisible: bool = False) -> Any:
-        return self._planned.online(window, offset, limit, now,
-                                    include_invisible=include_invisible)
+               now: float | None = None, *, include_invisible: bool = False,
+               viewer: User | None = None) -> Any:
+        vid, policy = _viewer_policy(viewer)
+        if not policy:
+            return self._planned.online(window, offset, limit, now,
+                                        include_invisible=include_invisible)
+        # The first chunk rides in the batch; a page that needs more reads on afterwards.
+        store = get_store()
+        fetch = lambda pos, n: store.online(window, pos, n, now,  # noqa: E731
+                                            include_invisible=include_invisible)
+        return _Then(self._planned.online(window, 0, audience.SCAN_CHUNK, now,
+                                          include_invisible=include_invisible),
+                     lambda first: audience.scan(fetch, vid, offset, limit, first))
 
-    def online_count(self, window: float | None = None, now: float | None = None) -> Any:
-        return self._planned.online_count(window, now)
+    def online_count(self, window: float | None = None, now: float | None = None, *,
+                     viewer: User | None = None) -> Any:
+        if not _viewer_policy(viewer)[1]:
+            return self._planned.online_count(window, now)
+        return _Then(self.online(window, now=now, viewer=viewer), len)
 
-    def room_members(self, room: str, now: float | None = None) -> Any:
-        return self._planned.room_members(rules.room(room), now)
+    def room_members(self, room: str, now: float | None = None, *,
+                     viewer: User | None = None) -> Any:
+        vid, policy = _viewer_policy(viewer)
+        plan = self._planned.room_members(rules.room(room), now)
+        return _Then(plan, lambda ids: audience.keep(ids, audience.visible(vid, ids))
+                     ) if policy else plan
 
     def rooms(self, limit: int = 100) -> Any:
         return self._planned.rooms(limit)
@@ -270,11 +314,34 @@ def batch(*plans: Any) -> list[Any]:
         r = presence.Reads()
         ids, counts = presence.batch(r.online(limit=50), r.state_counts())
     """
-    return get_store().gather(*plans)
+    results = get_store().gather(*(_Then.inner(p) for p in plans))
+    return [p.finish(r) if isinstance(p, _Then) else r for p, r in zip(plans, results, strict=True)]
+
+
+class _Then:
+    """A read plan whose result is finished in Python after the round trip (the policy)."""
+
+    def __init__(self, plan: Any, then: Any) -> None:
+        self.plan, self.then = plan, then
+
+    def finish(self, result: Any) -> Any:
+        return self.then(self.plan.finish(result) if isinstance(self.plan, _Then) else result)
+
+    @staticmethod
+    def inner(plan: Any) -> Any:
+        while isinstance(plan, _Then):
+            plan = plan.plan
+        return plan
 
 
 def _viewer(viewer: User | None) -> str | None:
-    return None if viewer is None else rules.user_id(viewer)
+    return None if viewer is None or viewer is ANONYMOUS else rules.user_id(viewer)
+
+
+def _viewer_policy(viewer: User | None, reveal_all: bool = False) -> tuple[str | None, bool]:
+    """(the viewer's id for the store, whether the ``AUDIENCE`` policy applies to the read)."""
+    vid = _viewer(viewer)
+    return vid, viewer is not None and not reveal_all and audience.active()
 
 
 # -- async twins ------------------------------------------------------------------------------
@@ -335,29 +402,47 @@ async def asweep(now: float | None = None) -> list[Transition]:
 
 async def aget(user: User, *, viewer: User | None = None, reveal_all: bool = False,
                now: float | None = None) -> Presence:
-    return await get_async_store().get(rules.user_id(user), viewer=_viewer(viewer),
-                                       reveal_all=reveal_all, now=now)
+    uid = rules.user_id(user)
+    vid, policy = _viewer_policy(viewer, reveal_all)
+    found = await get_async_store().get(uid, viewer=vid, reveal_all=reveal_all, now=now)
+    return found if not policy or uid in await audience.avisible(vid, [uid]) else Presence(uid)
 
 
 async def aget_many(users: Iterable[User], *, viewer: User | None = None,
                     reveal_all: bool = False, now: float | None = None) -> dict[str, Presence]:
-    return await get_async_store().get_many(rules.user_ids(users), viewer=_viewer(viewer),
-                                            reveal_all=reveal_all, now=now)
+    vid, policy = _viewer_policy(viewer, reveal_all)
+    found = await get_async_store().get_many(rules.user_ids(users), viewer=vid,
+                                             reveal_all=reveal_all, now=now)
+    return audience.mask(found, await audience.avisible(vid, found)) if policy else found
 
 
 async def aonline(window: float | None = None, offset: int = 0, limit: int | None = None,
-                  now: float | None = None, *, include_invisible: bool = False) -> list[str]:
-    return await get_async_store().online(window, offset, limit, now,
-                                          include_invisible=include_invisible)
+                  now: float | None = None, *, include_invisible: bool = False,
+                  viewer: User | None = None) -> list[str]:
+    store = get_async_store()
+    vid, policy = _viewer_policy(viewer)
+    if not policy:
+        return await store.online(window, offset, limit, now, include_invisible=include_invisible)
+    return await audience.ascan(lambda pos, n: store.online(window, pos, n, now,
+                                                            include_invisible=include_invisible),
+                                vid, offset, limit)
 
 
-async def aonline_count(window: float | None = None, now: float | None = None) -> int:
-    return await get_async_store().online_count(window, now)
+async def aonline_count(window: float | None = None, now: float | None = None, *,
+                        viewer: User | None = None) -> int:
+    if not _viewer_policy(viewer)[1]:
+        return await get_async_store().online_count(window, now)
+    return len(await aonline(window, now=now, viewer=viewer))
 
 
-async def aroom_members(room: str, now: float | None = None) -> list[str]:
-    return await get_async_store().room_members(rules.room(room), now)
+async def aroom_members(room: str, now: float | None = None, *,
+                        viewer: User | None = None) -> list[str]:
+    ids = await get_async_store().room_members(rules.room(room), now)
+    vid, policy = _viewer_policy(viewer)
+    return audience.keep(ids, await audience.avisible(vid, ids)) if policy and ids else ids
 
 
-async def aroom_count(room: str, now: float | None = None) -> int:
+async def aroom_count(room: str, now: float | None = None, *, viewer: User | None = None) -> int:
+    if _viewer_policy(viewer)[1]:
+        return len(await aroom_members(room, now, viewer=viewer))
     return await get_async_store().room_count(rules.room(room), now)

@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import conf, dispatch, presence, protocol, rules
+from . import audience, conf, dispatch, presence, protocol, rules, tenants
 from .coalescer import get_coalescer
 from .limits import Throttle
 from .protocol import FrameError
-from .store import UNAVAILABLE, UnknownConnection
+from .recovery import LeaseRecovery, in_tenant
+from .store import UNAVAILABLE
 from .subscriptions import Subscriptions, log_outage
 from .sweeper import ensure_sweeper
 
@@ -29,32 +31,24 @@ logger = logging.getLogger("presence_app")
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 #: How often a connection may warn its browser about an outage found in the background.
 OUTAGE_NOTICE_INTERVAL = 30.0
+#: Updates a connection remembers having relayed: the same update reaches a socket once per
+#: group it came through (the user's watchers, each room shared with them); the browser gets one.
+RECENT_UPDATES = 512
+
+
 def activity_interval(settings: dict[str, Any]) -> float:
     """How often a connection writes activity: often enough that idle is never announced wrongly."""
     return min(float(settings["TOUCH_INTERVAL"]), float(settings["IDLE_AFTER"]) / 2)
 
 
-def _spawn(tasks: set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
-    """Runs ``coro`` in the background, kept in ``tasks`` until it ends (so it can be cancelled);
-    nobody awaits it, so an error is logged here, not at garbage collection."""
-
-    async def logged() -> None:
-        try:
-            await coro
-        except Exception:
-            logger.exception("presence: a background task of a connection failed")
-
-    task = asyncio.ensure_future(logged())
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
-
-
-class PresenceSession:
-    """The presence of one connection of ``user``; events go out through ``send``."""
+class PresenceSession(LeaseRecovery):
+    """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
+    (default: the current one) is the key space it lives in for its whole life."""
 
     def __init__(self, user: Any, *, layer: Any, channel_name: str, send: Send,
-                 device: str | None = None) -> None:
+                 device: str | None = None, tenant: str | None = None) -> None:
         s = conf.get_settings()
+        self.tenant = tenants.check(tenant) if tenant is not None else tenants.current()
         self.user = user
         self.user_id = rules.user_id(user)
         # Short and random: it is part of every lease member in Redis.
@@ -74,8 +68,11 @@ class PresenceSession:
         self.typing_throttle = Throttle(s["TYPING_THROTTLE"], max_keys=s["MAX_ROOMS_PER_CONNECTION"])
         self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
         self.groups = Subscriptions(layer, channel_name, self.user_id)
+        self.decisions = audience.Decisions()  # what this viewer may see (AUDIENCE), for a while
+        self.recent: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 
     # -- life --------------------------------------------------------------------------------
+    @in_tenant
     async def open(self) -> dict[str, Any]:
         """Takes the lease and the groups; returns the ``hello`` frame to send first."""
         ensure_sweeper()
@@ -89,6 +86,7 @@ class PresenceSession:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
+    @in_tenant
     async def close(self) -> None:
         """A clean close: the lease is cut to the grace; the rooms hear of it after that."""
         if self.closed:
@@ -105,17 +103,20 @@ class PresenceSession:
             await self.groups.discard(self.groups.all(self.rooms, self.watched))
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
+    @in_tenant
     async def heartbeat(self) -> None:
         get_coalescer().beat(self)
         if self.groups.due():
             await self.groups.add_all(self.rooms, self.watched)
 
+    @in_tenant
     async def activity(self) -> None:
         # Throttled per connection; the first activity after idle always passes (idle means
         # no write for IDLE_AFTER, which is longer than the throttle).
         if self.activity_throttle.ready():
             await presence.aactivity(self.user_id)
 
+    @in_tenant
     async def join(self, room: str) -> None:
         room = rules.room(room)
         if room in self.rooms:
@@ -137,6 +138,7 @@ class PresenceSession:
         self.rooms.add(room)
         await self.send_room_state(room)
 
+    @in_tenant
     async def leave(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
@@ -146,10 +148,12 @@ class PresenceSession:
         self.typing_throttle.forget(room)
         await self.groups.discard([dispatch.room_group(room)])
 
+    @in_tenant
     async def set_status(self, **fields: Any) -> None:
         # The front door tells the user's own sockets (this one included) their true state.
         await presence.aset_status(self.user_id, **fields)
 
+    @in_tenant
     async def typing(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
@@ -158,6 +162,7 @@ class PresenceSession:
         if self.own_state != "invisible" and self.typing_throttle.ready(room):
             await dispatch.typing(self.layer, room, self.user_id, self.own_state, self.channel_name)
 
+    @in_tenant
     async def watch(self, target: set[str], shown: list[str]) -> None:
         """Makes ``target`` the watch list, then sends the presence of ``shown``."""
         limit = int(conf.get("MAX_WATCHED_USERS"))
@@ -171,79 +176,56 @@ class PresenceSession:
         await self.groups.discard([dispatch.watchers_group(u) for u in removed])
         self.watched = target
         if shown:
-            presences = await presence.aget_many(shown, viewer=self.user_id)
+            with audience.remembering(self.user_id, self.decisions):
+                presences = await presence.aget_many(shown, viewer=self.user_id)
             await self.send({"type": "presence.state", "watch": True,
                              "members": [p.as_dict() for p in presences.values()]})
 
+    @in_tenant
     async def send_room_state(self, room: str) -> None:
+        """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
+        the browser held, the next ones add to it, ``more`` is false on the last. A page costs
+        one round trip and one ``AUDIENCE`` call; members outside the viewer's audience are
+        left out (they read as offline, and room members are online by definition)."""
         ids = await presence.aroom_members(room)
-        presences = await presence.aget_many(ids, viewer=self.user_id) if ids else {}
-        await self.send({"type": "presence.state", "room": room,
-                         "members": [p.as_dict() for p in presences.values()]})
+        size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
+        pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+        hide = audience.active()
+        for n, page in enumerate(pages):
+            with audience.remembering(self.user_id, self.decisions):
+                presences = await presence.aget_many(page, viewer=self.user_id) if page else {}
+            await self.send({"type": "presence.state", "room": room, "page": n,
+                             "more": n + 1 < len(pages),
+                             "members": [p.as_dict() for p in presences.values()
+                                         if p.is_online or not hide]})
 
     # -- events from the channel layer ----------------------------------------------------------
+    @in_tenant
     async def event(self, event: dict[str, Any]) -> None:
-        """Relays a ``presence.*`` group event to the browser."""
+        """Relays a ``presence.*`` group event to the browser: once, and only about users
+        this viewer may see (``AUDIENCE``)."""
         if event.get("type") == "presence.typing":
             if event.get("sender") == self.channel_name:
                 return  # not echoed to the typist
             event = {k: v for k, v in event.items() if k != "sender"}
         elif event.get("self"):
             self.own_state = event["state"]
+            await self.send(event)
+            return
+        subject = event.get("user")
+        if subject != self.user_id and audience.active():
+            with audience.remembering(self.user_id, self.decisions):
+                if subject not in await audience.avisible(self.user_id, [subject]):
+                    return
+        if event.get("type") == "presence.update" and self._relayed_before(event):
+            return
         await self.send(event)
 
-    # -- the coalescer's callbacks -------------------------------------------------------------
-    def lease_lost(self) -> None:
-        if not self.closed:
-            _spawn(self.tasks, self._recover())
-
-    def lease_unavailable(self) -> None:
-        if not self.closed and self.outage_notice.ready():
-            _spawn(self.tasks, self.send(protocol.error_frame(
-                "unavailable", "presence is temporarily unavailable; retrying", frame="heartbeat")))
-
-    async def unavailable(self, exc: BaseException, **extra: Any) -> None:
-        log_outage(exc)
-        await self.send(protocol.error_frame(
-            "unavailable", "presence is temporarily unavailable; try again", **extra))
-
-    # -- helpers -------------------------------------------------------------------------------
-    async def _recover(self) -> None:
-        """The lease is gone (Redis restarted, or a long silence got it swept): take it again,
-        re-join the rooms and resend their state."""
-        async with self.lock:
-            if self.closed:
-                return
-            try:
-                await self._reassert()
-                for room in sorted(self.rooms):
-                    await self.send_room_state(room)
-            except UNAVAILABLE as exc:
-                # Redis answered a moment ago (it reported the lease missing), so this is most
-                # likely a pooled connection that died with a Redis restart: check again with
-                # the next flush, once; a lasting failure waits for the heartbeats.
-                log_outage(exc)
-                if not self.recover_retried:
-                    self.recover_retried = True
-                    get_coalescer().beat(self)
-                self.lease_unavailable()
-                return
-            self.recover_retried = False
-
-    async def _reassert(self) -> None:
-        """Takes the lease, the status and the rooms again (each change announced)."""
-        await self.groups.add_all(self.rooms, self.watched)
-        if self.own_state in ("invisible", "dnd"):
-            # A Redis restart lost the status with the rest: set it again first, so that an
-            # invisible user's connect and joins below announce nothing (a no-op otherwise).
-            await presence.aset_status(self.user_id, self.own_state)
-        await presence.aconnect(self.conn_id, self.user_id, device=self.device)
-        for room in sorted(self.rooms):
-            await presence.ajoin(room, self.conn_id, self.user_id)
-
-    async def _store_join(self, room: str) -> None:
-        try:
-            await presence.ajoin(room, self.conn_id, self.user_id)
-        except UnknownConnection:  # the lease was lost before its heartbeat told us
-            await self._reassert()
-            await presence.ajoin(room, self.conn_id, self.user_id)
+    def _relayed_before(self, event: dict[str, Any]) -> bool:
+        key = tuple(event.get(k) for k in ("user", "at", "state", "message", "emoji"))
+        if key in self.recent:
+            return True
+        self.recent[key] = None
+        if len(self.recent) > RECENT_UPDATES:
+            self.recent.popitem(last=False)
+        return False

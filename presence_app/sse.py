@@ -157,6 +157,8 @@ class EventStream:
             try:
                 if message.get("type") == "presence.rest":
                     await self.apply_rest(message)
+                elif message.get("type") == "presence.message":
+                    await self.push(message)  # send_to_user: the user's own, no audience applies
                 elif message.get("type") == "presence.permanent":
                     await frames.on_permanent_event(self.session, message)
                 elif str(message.get("type", "")).startswith("presence."):

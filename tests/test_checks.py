@@ -38,3 +38,8 @@ def test_invalid_settings_are_reported(presence, expected):
 
 def test_unreachable_redis_is_a_warning():
     assert ids(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0") == ["presence_app.W001"]
+
+
+def test_sentinels_must_be_host_port_pairs():
+    assert "presence_app.E009" in ids(SENTINELS="127.0.0.1:26379")
+    assert "presence_app.E009" in ids(SENTINELS=[("127.0.0.1", 26379)], CLUSTER=True, SHARDS=4)

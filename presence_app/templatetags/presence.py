@@ -121,16 +121,22 @@ def _read(default: Any, fn: Any, *args: Any) -> Any:
         return default
 
 
-@register.simple_tag
-def online_count() -> int:
-    """How many users are online (invisible ones are not counted)."""
-    return _read(0, presence.online_count)
+def _viewer(context: template.Context) -> Any:
+    """The request's user as the ``AUDIENCE`` viewer (``ANONYMOUS`` when signed out)."""
+    return _batch(context).viewer or presence.ANONYMOUS
 
 
-@register.simple_tag
-def online_users(limit: int = 20) -> list[Any]:
+@register.simple_tag(takes_context=True)
+def online_count(context: template.Context) -> int:
+    """How many users are online (invisible ones, and those the viewer may not see, are not
+    counted)."""
+    return _read(0, lambda: presence.online_count(viewer=_viewer(context)))
+
+
+@register.simple_tag(takes_context=True)
+def online_users(context: template.Context, limit: int = 20) -> list[Any]:
     """The ``limit`` most recently seen online users (``{% online_users limit=10 as users %}``)."""
-    ids = _read([], lambda: presence.online(limit=max(0, int(limit))))
+    ids = _read([], lambda: presence.online(limit=max(0, int(limit)), viewer=_viewer(context)))
     return users_in_order(ids)
 
 
@@ -142,7 +148,8 @@ def room_members(context: template.Context, room: str) -> list[Any]:
     user = getattr(context.get("request"), "user", None)
     if user is None or not presence.can_join(user, room):
         return []
-    return users_in_order(_read([], presence.room_members, room))
+    return users_in_order(_read([], lambda: presence.room_members(room,
+                                                                  viewer=_viewer(context))))
 
 
 @register.simple_tag(takes_context=True)

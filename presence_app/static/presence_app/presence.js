@@ -392,7 +392,11 @@
     _state(msg) {
       for (const member of msg.members) this._remember(member);
       if (msg.room != null && this.rooms.has(msg.room)) {
-        this.roomMembers.set(msg.room, new Map(msg.members.map((m) => [m.user, m])));
+        // A big room's snapshot comes in pages: page 0 replaces the list, the next add to it.
+        const pairs = msg.members.map((m) => [m.user, m]);
+        const known = this.roomMembers.get(msg.room);
+        if (msg.page > 0 && known) for (const [user, m] of pairs) known.set(user, m);
+        else this.roomMembers.set(msg.room, new Map(pairs));
         this._paintCounts();
       }
       this._emit("state", msg);

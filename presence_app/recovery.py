@@ -1,0 +1,126 @@
+"""Taking a lost lease back: what a connection does when its heartbeats find no lease (Redis
+restarted, the lease was swept after a long silence, or its keys were evicted), and when they
+cannot be written (Redis away). Part of :class:`~presence_app.session.PresenceSession`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import presence, protocol, tenants
+from .coalescer import get_coalescer
+from .store import UNAVAILABLE, UnknownConnection
+from .subscriptions import log_outage
+
+logger = logging.getLogger("presence_app")
+
+
+def spawn(tasks: set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
+    """Runs ``coro`` in the background, kept in ``tasks`` until it ends (so it can be cancelled);
+    nobody awaits it, so an error is logged here, not at garbage collection."""
+
+    async def logged() -> None:
+        try:
+            await coro
+        except Exception:
+            logger.exception("presence: a background task of a connection failed")
+
+    task = asyncio.ensure_future(logged())
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+def in_tenant(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Runs a session's method in the session's tenant, whichever task calls it."""
+
+    @functools.wraps(method)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with tenants.activate(self.tenant):
+            return await method(self, *args, **kwargs)
+
+    return run
+
+
+class LeaseRecovery:
+    """The coalescer's callbacks and the lease's recovery; the session gives the state
+    (``closed``, ``lock``, ``tasks``, ``rooms``, ``own_state``, ``groups`` ...)."""
+
+    closed: bool
+    recover_retried: bool
+    lock: asyncio.Lock
+    tasks: set[asyncio.Task[None]]
+    rooms: set[str]
+    watched: set[str]
+    own_state: str
+    user_id: str
+    conn_id: str
+    device: str | None
+    tenant: str | None
+    groups: Any
+    outage_notice: Any
+    send: Callable[[dict[str, Any]], Awaitable[None]]
+    send_room_state: Callable[[str], Awaitable[None]]
+
+    def lease_lost(self) -> None:
+        if not self.closed:
+            spawn(self.tasks, self._recover())
+
+    def lease_unavailable(self) -> None:
+        if not self.closed and self.outage_notice.ready():
+            spawn(self.tasks, self.send(protocol.error_frame(
+                "unavailable", "presence is temporarily unavailable; retrying", frame="heartbeat")))
+
+    async def unavailable(self, exc: BaseException, **extra: Any) -> None:
+        log_outage(exc)
+        await self.send(protocol.error_frame(
+            "unavailable", "presence is temporarily unavailable; try again", **extra))
+
+    @in_tenant
+    async def _recover(self) -> None:
+        """The lease is gone (Redis restarted, or a long silence got it swept): take it again,
+        re-join the rooms and resend their state."""
+        async with self.lock:
+            if self.closed:
+                return
+            try:
+                await self._reassert()
+                for room in sorted(self.rooms):
+                    await self.send_room_state(room)
+            except UNAVAILABLE as exc:
+                # Redis answered a moment ago (it reported the lease missing), so this is most
+                # likely a pooled connection that died with a Redis restart: check again with
+                # the next flush, once; a lasting failure waits for the heartbeats.
+                log_outage(exc)
+                if not self.recover_retried:
+                    self.recover_retried = True
+                    get_coalescer().beat(self)
+                self.lease_unavailable()
+                return
+            except UnknownConnection:
+                # The lease vanished again between connect and join (keys evicted under memory
+                # pressure): the next flush finds it missing and this runs once more.
+                get_coalescer().beat(self)
+                return
+            self.recover_retried = False
+
+    async def _reassert(self) -> None:
+        """Takes the lease, the status and the rooms again (each change announced)."""
+        await self.groups.add_all(self.rooms, self.watched)
+        if self.own_state in ("invisible", "dnd"):
+            # A Redis restart lost the status with the rest: set it again first, so that an
+            # invisible user's connect and joins below announce nothing (a no-op otherwise).
+            await presence.aset_status(self.user_id, self.own_state)
+        await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+        for room in sorted(self.rooms):
+            await presence.ajoin(room, self.conn_id, self.user_id)
+
+    async def _store_join(self, room: str) -> None:
+        try:
+            await presence.ajoin(room, self.conn_id, self.user_id)
+        except UnknownConnection:  # the lease was lost before its heartbeat told us
+            await self._reassert()
+            await presence.ajoin(room, self.conn_id, self.user_id)
