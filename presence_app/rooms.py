@@ -9,8 +9,8 @@ differs is what outlives the connections:
 - **Reactive** (viewers of a page): the member list *is* the live presence set, status and all;
   ``presence.room_members`` and the ``presence.state`` / join / leave / update events are it.
 - **Permanent** (a Slack channel): membership is a :class:`~presence_app.models.RoomMembership`
-  row. Each connection of a member joins the room when it opens, without the client asking
-  (``PERMANENT_ROOMS``); :func:`members` lists every member, offline ones with their last seen,
+  row. With ``PERMANENT_ROOMS = True`` each connection of a member joins the room when it
+  opens, without the client asking; :func:`members` lists every member, offline ones with their last seen,
   in one Redis round trip plus one query. Join with :func:`add_member` or a
   ``{"type": "join", "room": ..., "permanent": true}`` frame (REST: the same body).
 

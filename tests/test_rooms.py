@@ -33,7 +33,7 @@ def refuse_secret(user, room):
 @pytest.mark.django_db(transaction=True)
 async def test_a_member_s_every_connection_joins_unasked(redis_client):
     channel_layers.backends.clear()
-    with presence_settings(CAN_JOIN="tests.test_rooms.refuse_secret"):
+    with presence_settings(CAN_JOIN="tests.test_rooms.refuse_secret", PERMANENT_ROOMS=True):
         alice, cookie = await make_user("alice")
         assert await sync_to_async(rooms.add_member)(alice, "general") is True
         assert await sync_to_async(rooms.add_member)(alice, "general") is False  # once
