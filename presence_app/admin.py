@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy as _
 from . import dashboard
 from .failopen import breaker
 from .lookup import PresenceBatch, user_key
-from .models import LastSeen, PresenceDashboard
+from .models import LastSeen, PresenceDashboard, RoomMembership
 from .store import UNAVAILABLE
 from .templatetags.presence import dot_html, state_label
 
@@ -128,3 +128,16 @@ class PresenceDashboardAdmin(admin.ModelAdmin):
         opts = LastSeen._meta
         url = reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_dashboard")
         return HttpResponseRedirect(url)
+
+
+@admin.register(RoomMembership)
+class RoomMembershipAdmin(admin.ModelAdmin):
+    """Who belongs to which permanent room; added here, each of the user's connections joins
+    the room the next time it opens."""
+
+    list_display = ("room", "user", "joined_at")
+    list_filter = ("room",)
+    list_select_related = ("user",)
+    search_fields = ("room",)
+    raw_id_fields = ("user",)
+    readonly_fields = ("joined_at",)

@@ -31,13 +31,20 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol, tenants
+from . import conf, dispatch, frames, protocol, rooms, tenants
 from .limits import TokenBucket
 from .protocol import FrameError
 from .resilience import OutageTolerantConsumer
 from .session import PresenceSession
 
 CLOSE_UNAUTHENTICATED = 4401
+
+try:  # daphne (autobahn) raises its own error for a send to a socket that just closed
+    from autobahn.exception import Disconnected as _DaphneDisconnected
+except ImportError:  # pragma: no cover - no daphne installed
+    _DaphneDisconnected = OSError
+#: A send that found the browser gone.
+CLIENT_GONE: tuple[type[BaseException], ...] = (OSError, _DaphneDisconnected)
 
 
 def device_of(scope: dict[str, Any]) -> str | None:
@@ -66,6 +73,9 @@ class PresenceConsumerMixin:
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
+        # Members of permanent rooms are in them on every connection, unasked.
+        for room in await rooms.permanent_rooms_to_join(user, []):
+            await frames.handle(self.presence, {"type": "join", "room": room})
         return True
 
     async def presence_disconnect(self) -> None:
@@ -102,8 +112,8 @@ class PresenceConsumerMixin:
         """How presence frames reach the browser: JSON text. Override to wrap them."""
         try:
             await self.send(text_data=json.dumps(content))  # type: ignore[attr-defined]
-        except OSError:
-            # The browser is gone (uvicorn's ClientDisconnected): nobody to tell. The
+        except CLIENT_GONE:
+            # The browser is gone (uvicorn's ClientDisconnected, daphne's): nobody to tell. The
             # websocket.disconnect waiting in the queue runs disconnect(), which cleans up.
             pass
 
@@ -113,6 +123,16 @@ class PresenceConsumerMixin:
             await self.presence.event(event)
 
     presence_leave = presence_update = presence_typing = presence_join
+
+    async def presence_message(self, event: dict[str, Any]) -> None:
+        """``presence.send_to_user()``: to this user's own connections, so no audience applies."""
+        if self.presence is not None and not self.presence.closed:
+            await self.presence_send(event)
+
+    async def presence_permanent(self, event: dict[str, Any]) -> None:
+        """The user became a member of a permanent room (on any connection): join it here."""
+        if self.presence is not None:
+            await frames.on_permanent_event(self.presence, event)
 
 
 class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonWebsocketConsumer):

@@ -155,3 +155,18 @@ async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: st
         "state": "dnd" if own_state == "dnd" else "online",
         "sender": sender,
     })
+
+
+# -- messages to one user's every connection ----------------------------------------------------
+def message_event(payload: Any) -> dict[str, Any]:
+    """The event :func:`send_to_user` delivers: every socket and stream relays it as it is."""
+    return {"type": "presence.message", "payload": payload}
+
+
+async def send_to_user(user_id: str, payload: Any, *, layer: Any = None) -> None:
+    """``payload`` to every live socket and SSE stream of ``user_id``, on every process: they
+    all sit in the user's private group. Raises when the channel layer is away (the caller
+    asked for a delivery, unlike the best-effort transitions above)."""
+    layer = layer or get_channel_layer()
+    if layer is not None:
+        await layer.group_send(self_group(user_id), message_event(payload))

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import protocol
+from . import protocol, rooms, tenants
 from .protocol import FrameError
 from .session import PresenceSession
 from .store import UNAVAILABLE, InvalidInput
+from .subscriptions import log_outage
 
 Handler = Callable[[PresenceSession, dict[str, Any]], Awaitable[None]]
 
@@ -29,9 +30,16 @@ async def on_activity(session: PresenceSession, frame: dict[str, Any]) -> None:
 
 async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.join(frame.get("room"))
+    if frame.get("permanent") is True:  # a membership too (presence_app/rooms.py)
+        with tenants.activate(session.tenant):  # its event goes to the user's own group
+            await rooms.aadd_member(session.user, frame["room"], sender=session.channel_name)
 
 
 async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:
+    if frame.get("permanent") is True:  # ends the membership, joined here or not
+        await rooms.aremove_member(session.user, frame.get("room"))
+        if frame["room"] not in session.rooms:
+            return
     await session.leave(frame.get("room"))
 
 
@@ -72,6 +80,21 @@ HANDLERS: dict[str, Handler] = {
 
 async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
     """Applies ``frame``; any refusal goes back to the browser as an ``error`` frame."""
+    error = await apply(session, frame)
+    if error is not None:
+        await session.send(error)
+
+
+async def on_permanent_event(session: PresenceSession, event: dict[str, Any]) -> None:
+    """The user became a member of a permanent room (:mod:`presence_app.rooms`) on another
+    connection or by a call: this connection joins it too; a refusal goes to its browser."""
+    if event.get("sender") != session.channel_name and not session.closed:
+        await handle(session, {"type": "join", "room": event.get("room")})
+
+
+async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """Applies ``frame``; returns the ``error`` frame of a refusal (None when it was done):
+    the socket sends it, a REST call (:mod:`presence_app.rest`) answers with it."""
     extra: dict[str, Any] = {"frame": frame.get("type")}
     if isinstance(frame.get("room"), str) and len(frame["room"]) <= 1000:
         extra["room"] = frame["room"]
@@ -82,11 +105,14 @@ async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
         async with session.lock:
             await handler(session, frame)
     except FrameError as exc:
-        await session.send(protocol.error_frame(exc.code, exc.detail, **{**extra, **exc.extra}))
+        return protocol.error_frame(exc.code, exc.detail, **{**extra, **exc.extra})
     except InvalidInput as exc:
-        await session.send(protocol.error_frame("invalid", str(exc), **extra))
+        return protocol.error_frame("invalid", str(exc), **extra)
     except UNAVAILABLE as exc:
-        await session.unavailable(exc, **extra)
+        log_outage(exc)
+        return protocol.error_frame("unavailable", "presence is temporarily unavailable; try again",
+                                    **extra)
+    return None
 
 
 def is_presence_frame(frame: Any) -> bool:

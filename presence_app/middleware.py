@@ -11,11 +11,13 @@ are served and one warning is logged per interval (``failopen``). Place it after
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.urls import NoReverseMatch, reverse
 from django.utils.functional import LazyObject, empty
 
 from . import conf, tenants
@@ -72,7 +74,7 @@ class PresenceMiddleware:
         for url in (settings.STATIC_URL, settings.MEDIA_URL):
             if url and url.startswith("/") and url != "/":
                 skipped.append(url)
-        return not request.path.startswith(tuple(skipped))
+        return not request.path.startswith((*skipped, *stream_paths()))
 
     def _due(self, user: Any, tenant: str | None = None) -> str | None:
         """The user's id when a write is due: signed in and not written this interval."""
@@ -81,6 +83,17 @@ class PresenceMiddleware:
             return None
         self.throttle.interval = float(conf.get("TOUCH_INTERVAL"))
         return uid if self.throttle.ready(uid if tenant is None else (tenant, uid)) else None
+
+
+@cache
+def stream_paths() -> tuple[str, ...]:
+    """The SSE stream and its REST calls: their session keeps their presence (a heartbeat or
+    watch POST is not a person's activity), as a socket's does."""
+    try:
+        return (reverse("presence_app:sse"),
+                reverse("presence_app:api-stream", args=["x"]).rsplit("/", 2)[0] + "/")
+    except NoReverseMatch:  # the project did not include presence_app.urls
+        return ()
 
 
 def _loaded_user(request: HttpRequest) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -43,3 +44,42 @@ class PresenceDashboard(LastSeen):
         default_permissions = ()
         verbose_name = _("live dashboard")
         verbose_name_plural = _("live dashboard")
+
+
+class RoomMembership(models.Model):
+    """A user's membership of a permanent room (a Slack channel, not a live document).
+
+    Live presence stays in Redis; this row only says "bob belongs to #general": each of bob's
+    connections joins the room when it opens, and the room's member list shows him while he is
+    offline, with his last seen (see presence_app/rooms.py).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="presence_rooms",
+        verbose_name=_("user"),
+    )
+    room = models.CharField(_("room"), max_length=100, db_index=True)
+    joined_at = models.DateTimeField(_("joined at"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["room", "joined_at"]
+        verbose_name = _("room membership")
+        verbose_name_plural = _("room memberships")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "room"], name="presence_room_member_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.room}"
+
+    def clean(self) -> None:
+        """The room name every entry point admits (``ROOM_NAME_PATTERN``), in their words."""
+        from .rules import room
+        from .store import InvalidInput
+
+        try:
+            room(self.room)
+        except InvalidInput as exc:
+            raise ValidationError({"room": str(exc)}) from None

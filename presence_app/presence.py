@@ -21,13 +21,16 @@ read given a ``viewer`` (``ANONYMOUS`` for a signed-out visitor; no viewer: the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
+
+from asgiref.sync import async_to_sync
 
 from . import audience, dispatch, hooks, rules
 from .audience import ANONYMOUS
 from .connection import get_async_store, get_store
-from .store import Presence, StateCounts, Transition
+from .store import InvalidInput, Presence, StateCounts, Transition
 
 User = Any  # a user object, a primary key or an id string
 
@@ -127,6 +130,34 @@ def sweep(now: float | None = None) -> list[Transition]:
     """Evicts expired leases (crashed processes, ended graces) and announces the leaves and
     offlines; ``user_offline`` makes their last seen durable."""
     return _change("sweep", now)
+
+
+# -- messages to a user's every device --------------------------------------------------------
+#: A message rides the channel layer (channels-redis refuses ~1 MB): keep it well below.
+MAX_USER_MESSAGE_BYTES = 64 * 1024
+
+
+def _payload(payload: Any) -> Any:
+    try:
+        size = len(json.dumps(payload, allow_nan=False).encode())
+    except (TypeError, ValueError):
+        raise InvalidInput("the payload must be JSON: dicts, lists, strings, numbers") from None
+    if size > MAX_USER_MESSAGE_BYTES:
+        raise InvalidInput(f"the payload is limited to {MAX_USER_MESSAGE_BYTES} bytes of JSON")
+    return payload
+
+
+def send_to_user(user: User, payload: Any) -> None:
+    """Delivers ``payload`` (JSON) to every open socket and SSE stream of ``user``, on every
+    process (all their tabs and devices); the browsers get ``{"type": "presence.message",
+    "payload": ...}`` (presence.js: the ``direct`` event). Nobody else receives it; a user with
+    no open connection receives nothing (it is not stored)."""
+    async_to_sync(asend_to_user)(user, payload)
+
+
+async def asend_to_user(user: User, payload: Any) -> None:
+    """:func:`send_to_user` for async code."""
+    await dispatch.send_to_user(rules.user_id(user), _payload(payload))
 
 
 # -- who may enter a room ---------------------------------------------------------------------

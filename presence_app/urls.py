@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import api
+from . import api, rest, sse
 
 app_name = "presence_app"
 
@@ -10,4 +10,7 @@ urlpatterns = [
     path("api/users/", api.users, name="api-users"),
     path("api/online/", api.online, name="api-online"),
     path("api/rooms/<str:room>/", api.room, name="api-room"),
+    path("api/rooms/<str:room>/members/", api.room_roster, name="api-room-members"),
+    path("api/stream/<str:frame_type>/", rest.command, name="api-stream"),
+    path("sse/", sse.stream, name="sse"),
 ]

@@ -1,18 +1,26 @@
-/*! presence_app — presence.js: the browser side of the presence WebSocket. No dependencies,
- * no build step: include it with a <script> tag and call Presence.connect().
+/*! presence_app — presence.js: the browser side of presence. No dependencies, no build step:
+ * include it with a <script> tag and call Presence.connect().
+ *
+ * Transport: the WebSocket first; when it cannot open (a proxy that breaks WebSockets: it
+ * closes before the server's hello), Server-Sent Events for the rest of the page's life: one
+ * EventSource stream, and join, leave, status, typing, watch and activity as POSTs. The page's
+ * API is the same either way; client.transport says which ("websocket" or "sse").
  *
  *   const presence = Presence.connect({rooms: ["doc-42"]});
  *   presence.on("join", (e) => console.log(e.user, "joined", e.room));
  *   presence.typing("doc-42");               // throttled for you
  *   presence.setStatus({state: "dnd", message: "In a meeting", emoji: "📅"});
  *
- * Options: url (default: ws(s)://<this host>/ws/presence/), rooms, watch (user ids), device,
+ * Options: url (default: ws(s)://<this host>/ws/presence/), transport ("auto", the default,
+ * "websocket" or "sse"), sseUrl (default /presence/sse/), restUrl (default
+ * /presence/api/stream/), rooms, watch (user ids), device,
  * autoWatch (default true: watch every [data-presence-user] on the page), root (default
  * document), labels ({online, idle, dnd, offline, invisible}: tooltip texts), minDelay and
  * maxDelay (reconnect backoff, ms).
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
- * state (a room's or the watch list's snapshot), self (your own status), error, open, close,
+ * state (a room's or the watch list's snapshot), self (your own status), direct (a payload
+ * presence.send_to_user() sent to all your tabs and devices), error, open, close,
  * unauthorized, message (any other frame: a project's own, on a socket whose consumer uses
  * PresenceConsumerMixin). Calls: join(room), leave(room), setStatus({state, message, emoji,
  * expiresIn}), watch(ids), typing(room), members(room), get(userId), send(frame) (a project's
@@ -62,6 +70,12 @@
         url += (url.includes("?") ? "&" : "?") + "device=" + encodeURIComponent(opts.device);
       }
       this.url = url;
+      const query = opts.device ? "?device=" + encodeURIComponent(opts.device) : "";
+      this.sseUrl = (opts.sseUrl || "/presence/sse/") + query;
+      this.restUrl = opts.restUrl || "/presence/api/stream/";
+      this.transport = opts.transport === "sse" ? "sse" : "websocket";
+      this.fallback = opts.transport !== "websocket" && typeof global.EventSource === "function";
+      this.lastEventId = null; // the SSE stream's resume point (its rooms, its lease)
       this.root = opts.root || global.document;
       this.labels = Object.assign({}, LABELS, opts.labels || {});
       this.autoWatch = opts.autoWatch !== false;
@@ -192,8 +206,9 @@
     // -- connection --------------------------------------------------------------------------
     _open() {
       if (this.closed) return;
-      const ws = new WebSocket(this.url);
+      const ws = this.transport === "sse" ? new SseSocket(this) : new WebSocket(this.url);
       this.socket = ws;
+      this.helloSeen = false;
       ws.onmessage = (event) => {
         this.heardAt = Date.now();
         this._receive(event.data);
@@ -206,7 +221,7 @@
     // too) and reconnect.
     _beat() {
       const ws = this.socket;
-      if (!ws) return;
+      if (!ws || ws.sse) return; // a stream's lease is kept by the stream itself
       if (this.beatAt && this.heardAt < this.beatAt) {
         ws.onclose = null;
         ws.onmessage = null;
@@ -236,6 +251,13 @@
         this._emit("close", {code: event.code, reconnectIn: null});
         return;
       }
+      if (!ws.sse && !this.helloSeen && this.fallback) {
+        // The socket never got as far as the hello: WebSockets do not get through here.
+        this.transport = "sse";
+        this._emit("close", {code: event.code, reconnectIn: 0});
+        this._open();
+        return;
+      }
       // Exponential backoff with jitter, so a restarted server is not hit by every tab at once.
       const cap = Math.min(this.maxDelay, this.minDelay * 2 ** this.attempt);
       const delay = Math.round(cap / 2 + Math.random() * cap / 2);
@@ -256,6 +278,7 @@
     }
 
     _hello(msg) {
+      this.helloSeen = true;
       this.userId = msg.user;
       this.me = msg.me;
       this.limits = msg.limits;
@@ -353,6 +376,9 @@
           break;
         case "presence.typing":
           this._emit("typing", msg);
+          break;
+        case "presence.message": // presence.send_to_user(): to every tab and device of yours
+          this._emit("direct", msg.payload);
           break;
         case "error":
           this._error(msg);
@@ -520,6 +546,91 @@
       clearTimeout(id);
       clearInterval(id);
       this.timers[key] = null;
+    }
+  }
+
+  // The SSE transport behind the WebSocket's interface (readyState, send, close, onmessage,
+  // onclose), so the client above does not care which it has. Frames go out as POSTs to the
+  // stream the hello named; a refusal comes back as the same error frame a socket gets.
+  class SseSocket {
+    constructor(client) {
+      this.sse = true;
+      this.client = client;
+      this.readyState = 0;
+      this.bufferedAmount = 0; // POSTs are not buffered here
+      this.stream = null;
+      this.csrf = null;
+      this.onmessage = null;
+      this.onclose = null;
+      let url = client.sseUrl;
+      if (client.lastEventId) {
+        url += (url.includes("?") ? "&" : "?") + "lastEventId=" + encodeURIComponent(client.lastEventId);
+      }
+      this.es = new EventSource(url, {withCredentials: true});
+      this.es.onmessage = (event) => {
+        if (event.lastEventId) client.lastEventId = event.lastEventId;
+        let msg = null;
+        try {
+          msg = JSON.parse(event.data);
+        } catch (e) {
+          return;
+        }
+        if (msg.type === "hello") {
+          this.stream = msg.stream;
+          this.csrf = msg.csrf;
+          this.readyState = 1;
+        }
+        if (this.onmessage) this.onmessage({data: event.data});
+      };
+      // Any error ends this stream; the client's own backoff opens the next one, which
+      // resumes (lastEventId) within the grace without a leave/join.
+      this.es.onerror = () => {
+        const opened = this.readyState === 1;
+        this._end(opened ? 1006 : null);
+      };
+    }
+
+    send(text) {
+      if (this.readyState !== 1) return;
+      const frame = JSON.parse(text);
+      const type = frame.type;
+      delete frame.type;
+      fetch(this.client.restUrl + encodeURIComponent(type) + "/", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {"Content-Type": "application/json", "X-CSRFToken": this.csrf || "",
+                  "X-Presence-Stream": this.stream || ""},
+        body: JSON.stringify(frame),
+      }).then((reply) => {
+        if (reply.ok) return;
+        reply.json().then((error) => {
+          if (error && error.code === "gone") this._end(1006); // its process went: reconnect
+          else if (this.onmessage && error && error.type === "error") {
+            this.onmessage({data: JSON.stringify(error)});
+          }
+        }, () => {});
+      }, () => {});
+    }
+
+    close(code) {
+      this._end(code || 1000);
+    }
+
+    _end(code) {
+      if (this.readyState === 3) return;
+      this.readyState = 3;
+      this.es.close();
+      if (!this.onclose) return;
+      if (code !== null) {
+        this.onclose({code});
+        return;
+      }
+      // Refused before the hello: a 401 means signed out (reconnecting will not help).
+      fetch(this.client.sseUrl, {method: "GET", credentials: "same-origin",
+                                 headers: {"Accept": "application/json"}}).then((reply) => {
+        if (reply.body) reply.body.cancel().catch(() => {});
+        this.onclose({code: reply.status === 401 ? CLOSE_UNAUTHENTICATED : 1006});
+      }, () => this.onclose({code: 1006}));
     }
   }
 

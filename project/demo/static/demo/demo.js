@@ -6,7 +6,11 @@
   "use strict";
 
   function connect(options) {
-    const client = global.Presence.connect(options || {});
+    // ?transport=sse tries the page over Server-Sent Events + REST (presence.js falls back to
+    // them by itself when WebSockets cannot get through).
+    const transport = new URLSearchParams(global.location.search).get("transport");
+    const client = global.Presence.connect(Object.assign({}, options || {},
+      transport ? {transport} : {}));
     global.presence = client;
     const pill = document.getElementById("connection");
     if (pill) {
@@ -14,7 +18,10 @@
         pill.dataset.state = state;
         pill.textContent = text;
       };
-      client.on("open", () => show("live", "live"));
+      client.on("open", () => {
+        pill.dataset.transport = client.transport;
+        show("live", client.transport === "sse" ? "live (SSE)" : "live");
+      });
       client.on("close", (e) => show(e.reconnectIn === null ? "closed" : "reconnecting",
         e.reconnectIn === null ? "offline" : "reconnecting…"));
     }

@@ -1,0 +1,116 @@
+"""Three room flavours on one per-room presence set: permanent, ephemeral, reactive.
+
+Every room is the same live set in Redis (who is in it right now, and their status); what
+differs is what outlives the connections:
+
+- **Ephemeral** (a live document): nothing. The first join creates the room, the last member's
+  leave (or the end of their grace) removes it from :func:`presence.rooms`. Any name joined
+  without more is one.
+- **Reactive** (viewers of a page): the member list *is* the live presence set, status and all;
+  ``presence.room_members`` and the ``presence.state`` / join / leave / update events are it.
+- **Permanent** (a Slack channel): membership is a :class:`~presence_app.models.RoomMembership`
+  row. With ``PERMANENT_ROOMS = True`` each connection of a member joins the room when it
+  opens, without the client asking; :func:`members` lists every member, offline ones with their last seen,
+  in one Redis round trip plus one query. Join with :func:`add_member` or a
+  ``{"type": "join", "room": ..., "permanent": true}`` frame (REST: the same body).
+
+Who may join is still ``CAN_JOIN``'s call, at every join; a membership does not bypass it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from . import conf, dispatch, presence, rules
+from .store import Presence
+
+
+@dataclass(frozen=True)
+class Member:
+    """A permanent room's member: the user, their live presence, their last seen."""
+
+    user: Any
+    presence: Presence
+    last_seen: datetime | None
+    joined_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.presence.as_dict(), "username": self.user.get_username(),
+                "last_seen_at": self.last_seen.isoformat() if self.last_seen else None,
+                "joined_at": self.joined_at.isoformat()}
+
+
+def _membership() -> Any:
+    from .models import RoomMembership  # the app registry is ready by the time this runs
+
+    return RoomMembership
+
+
+def add_member(user: Any, room: str) -> bool:
+    """Makes ``user`` (an object or a primary key) a member of the permanent ``room``; their
+    open connections join it now. False when they already were. ``CAN_JOIN`` is the caller's
+    to ask (a frame asks it)."""
+    return async_to_sync(aadd_member)(user, room)
+
+
+async def aadd_member(user: Any, room: str, *, sender: str | None = None) -> bool:
+    """:func:`add_member` for async code (``sender``: the channel that joined already)."""
+    room = rules.room(room)
+    created = await database_sync_to_async(_save)(user, room)
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(dispatch.self_group(rules.user_id(user)), {
+            "type": "presence.permanent", "room": room, "sender": sender})
+    return created
+
+
+def _save(user: Any, room: str) -> bool:
+    return _membership().objects.get_or_create(user_id=_pk(user), room=room)[1]
+
+
+def remove_member(user: Any, room: str) -> bool:
+    """Ends the membership (the live connections stay in the room until they leave it)."""
+    deleted, _ = _membership().objects.filter(user_id=_pk(user), room=rules.room(room)).delete()
+    return bool(deleted)
+
+
+def member_rooms(user: Any) -> list[str]:
+    """The permanent rooms of ``user``, by name."""
+    return list(_membership().objects.filter(user_id=_pk(user)).values_list("room", flat=True))
+
+
+aremove_member = database_sync_to_async(remove_member)
+
+
+def members(room: str, *, viewer: Any = None) -> list[Member]:
+    """Every member of the permanent ``room`` in the order they joined, online or not, with
+    their presence (as ``viewer`` may see it) and last seen: one query, one Redis round trip."""
+    rows = list(_membership().objects.filter(room=rules.room(room))
+                .select_related("user", "user__presence_last_seen").order_by("joined_at", "pk"))
+    ids = [str(row.user_id) for row in rows]
+    presences = presence.get_many(ids, viewer=viewer) if ids else {}
+    out = []
+    for row, uid in zip(rows, ids, strict=True):
+        p = presences[uid]
+        durable = getattr(row.user, "presence_last_seen", None)
+        seen = p.last_seen_at or (durable.last_seen_at if durable is not None else None)
+        out.append(Member(row.user, p, seen, row.joined_at))
+    return out
+
+
+async def permanent_rooms_to_join(user: Any, skip: list[str]) -> list[str]:
+    """What a connection opening for ``user`` joins by itself (none unless ``PERMANENT_ROOMS``)."""
+    if not conf.get("PERMANENT_ROOMS"):
+        return []
+    names = await database_sync_to_async(member_rooms)(user)
+    return [r for r in sorted(names) if r not in skip]
+
+
+def _pk(user: Any) -> Any:
+    return getattr(user, "pk", user)
