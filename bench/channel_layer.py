@@ -102,8 +102,9 @@ class Receiver:
         # Latencies are sampled to keep the pipe small: every delivery of a small group, ~20 k
         # else.
         step = max(1, len(latencies["latency"]) // 20_000)
-        self.results.put({"latency": latencies["latency"][::step],
-                          "burst_n": len(latencies["burst"])})
+        self.results.put(
+            {"latency": latencies["latency"][::step], "burst_n": len(latencies["burst"])}
+        )
         await close(layer)
 
 
@@ -162,8 +163,16 @@ def measure(
     spawn = mp.get_context("spawn")
     stop, results = spawn.Event(), spawn.Queue()
     receivers = [
-        Receiver(kind, url, members, spawn.Event(), stop, spawn.Value("q", 0, lock=False),
-                 spawn.Value("d", 0.0, lock=False), results)
+        Receiver(
+            kind,
+            url,
+            members,
+            spawn.Event(),
+            stop,
+            spawn.Value("q", 0, lock=False),
+            spawn.Value("d", 0.0, lock=False),
+            results,
+        )
         for _ in range(workers)
     ]
     delivered = [r.delivered for r in receivers]
@@ -229,8 +238,15 @@ def measure(
 
 def compare(metric: str, key: str, unit: str, pubsub: dict, core: dict, **extra: Any) -> Row:
     """A row of the pub/sub layer's figure ``key`` against the core layer's."""
-    return Row(bench="9 channel_layer", metric=metric, ours=pubsub[key], unit=unit,
-               baseline=core[key], baseline_label="RedisChannelLayer", **extra)
+    return Row(
+        bench="9 channel_layer",
+        metric=metric,
+        ours=pubsub[key],
+        unit=unit,
+        baseline=core[key],
+        baseline_label="RedisChannelLayer",
+        **extra,
+    )
 
 
 @benchmark(
@@ -267,13 +283,30 @@ def run(ctx: Context) -> list[Row]:
         core, pubsub = merged["core"], merged["pubsub"]
         size = f"{workers} workers x {members}"
         rows += [
-            compare(f"group_send -> receive p50, {size}", "p50_ms", "ms", pubsub, core,
-                    details={"pubsub": pubsub, "core": core}),
+            compare(
+                f"group_send -> receive p50, {size}",
+                "p50_ms",
+                "ms",
+                pubsub,
+                core,
+                details={"pubsub": pubsub, "core": core},
+            ),
             compare(f"group_send -> receive p99, {size}", "p99_ms", "ms", pubsub, core),
-            compare(f"deliveries/s back to back, {size}", "deliveries_per_s", "/s", pubsub, core,
-                    checks=[Check("pub/sub loses nothing", pubsub["burst_lost"], "<=", 0)]),
-            compare(f"Redis CPU per group_send, {size}", "redis_cpu_ms_per_group_send", "ms",
-                    pubsub, core),
+            compare(
+                f"deliveries/s back to back, {size}",
+                "deliveries_per_s",
+                "/s",
+                pubsub,
+                core,
+                checks=[Check("pub/sub loses nothing", pubsub["burst_lost"], "<=", 0)],
+            ),
+            compare(
+                f"Redis CPU per group_send, {size}",
+                "redis_cpu_ms_per_group_send",
+                "ms",
+                pubsub,
+                core,
+            ),
         ]
     return rows
 

@@ -126,8 +126,14 @@ def run_worker(module: str, args: list[str], env: dict[str, str], timeout: float
     """``python -m module *args`` from the repository root: a benchmark part that needs Django
     settings of its own. Its last stdout line is its JSON result; a failure raises with its
     stderr."""
-    out = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                         timeout=timeout, cwd=ROOT, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{module} {' '.join(args)[:80]} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

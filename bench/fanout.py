@@ -77,7 +77,7 @@ class Server:
         layer = make_layer(self.kind, self.url)
         channels = [await layer.new_channel() for _ in range(self.members)]
         for i in range(0, len(channels), 50):  # the core layer's pool holds few connections
-            await asyncio.gather(*(layer.group_add(self.group, c) for c in channels[i:i + 50]))
+            await asyncio.gather(*(layer.group_add(self.group, c) for c in channels[i : i + 50]))
 
         async def consume(channel: str) -> None:
             while True:
@@ -109,8 +109,14 @@ def setup_django(url: str, kind: str) -> None:
         INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "presence_app"],
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
         PRESENCE={"REDIS_URL": url, "KEY_PREFIX": "bench16"},
-        CHANNEL_LAYERS={"default": {"BACKEND": LAYERS[kind], "CONFIG": {"hosts": [
-            {"address": url, "socket_timeout": None, "socket_keepalive": True}]}}},
+        CHANNEL_LAYERS={
+            "default": {
+                "BACKEND": LAYERS[kind],
+                "CONFIG": {
+                    "hosts": [{"address": url, "socket_timeout": None, "socket_keepalive": True}]
+                },
+            }
+        },
         USE_TZ=True,
     )
     import django
@@ -167,13 +173,20 @@ async def _sender(url: str, conn: Any) -> None:
             counting.messages = 0
             t0 = time.time()
             if mode == "per_watcher":
-                event = {"type": "presence.update", "user": CELEBRITY, "state": state,
-                         "at": t0, "message": "", "emoji": ""}
+                event = {
+                    "type": "presence.update",
+                    "user": CELEBRITY,
+                    "state": state,
+                    "at": t0,
+                    "message": "",
+                    "emoji": "",
+                }
 
                 async def each(channels: list[str], event: dict[str, Any]) -> None:
                     for i in range(0, len(channels), SEND_AT_ONCE):
-                        await asyncio.gather(*(layer.send(c, event)
-                                               for c in channels[i:i + SEND_AT_ONCE]))
+                        await asyncio.gather(
+                            *(layer.send(c, event) for c in channels[i : i + SEND_AT_ONCE])
+                        )
 
                 try:
                     await asyncio.wait_for(each(channels, event), SEND_LIMIT)
@@ -211,8 +224,13 @@ async def room_figures(layer: Any, members: int, rounds: int) -> dict[str, Any]:
     async def single_frame(capture: Capture) -> None:  # the snapshot before issue 16
         ids = await presence.aroom_members("big")
         got = await presence.aget_many(ids, viewer="viewer")
-        await capture.send({"type": "presence.state", "room": "big",
-                            "members": [p.as_dict() for p in got.values()]})
+        await capture.send(
+            {
+                "type": "presence.state",
+                "room": "big",
+                "members": [p.as_dict() for p in got.values()],
+            }
+        )
 
     out: dict[str, list[Any]] = {"paged": [], "single": [], "join": []}
     for r in range(rounds):
@@ -221,13 +239,15 @@ async def room_figures(layer: Any, members: int, rounds: int) -> dict[str, Any]:
             if way == "single":
                 await single_frame(capture)
             else:
-                session = PresenceSession("viewer", layer=layer, channel_name="bench.x",
-                                          send=capture.send)
+                session = PresenceSession(
+                    "viewer", layer=layer, channel_name="bench.x", send=capture.send
+                )
                 await session.send_room_state("big")
             out[way].append(capture.frames)
         capture = Capture()
-        session = PresenceSession(f"joiner{r}", layer=layer,
-                                  channel_name=await layer.new_channel(), send=capture.send)
+        session = PresenceSession(
+            f"joiner{r}", layer=layer, channel_name=await layer.new_channel(), send=capture.send
+        )
         await session.open()
         capture.frames.clear()  # the hello
         capture.t0 = time.perf_counter()
@@ -249,12 +269,19 @@ def _wait(counters: list[Any], expected: int, limit: float) -> int:
 
 
 def commandstats(client: Any) -> dict[str, int]:
-    return {k.removeprefix("cmdstat_"): int(v["calls"])
-            for k, v in client.info("commandstats").items()}
+    return {
+        k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in client.info("commandstats").items()
+    }
 
 
-def measure(ctx: Context, kind: str, watchers: int, rounds: int, modes: tuple[str, ...],
-            baseline_rounds: int | None = None) -> dict[str, list[dict[str, Any]]]:
+def measure(
+    ctx: Context,
+    kind: str,
+    watchers: int,
+    rounds: int,
+    modes: tuple[str, ...],
+    baseline_rounds: int | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """``rounds`` changes per mode (``baseline_rounds`` of ``per_watcher``) with ``watchers``
     split over two server processes."""
     client = ctx.redis.client()
@@ -266,9 +293,20 @@ def measure(ctx: Context, kind: str, watchers: int, rounds: int, modes: tuple[st
     parent.send(("group",))
     group = parent.recv()
     stop, names = spawn.Event(), spawn.Queue()
-    servers = [Server(kind, ctx.redis.url, group, watchers // 2, spawn.Event(), stop,
-                      spawn.Value("q", 0, lock=False), spawn.Value("d", 0.0, lock=False), names)
-               for _ in range(2)]
+    servers = [
+        Server(
+            kind,
+            ctx.redis.url,
+            group,
+            watchers // 2,
+            spawn.Event(),
+            stop,
+            spawn.Value("q", 0, lock=False),
+            spawn.Value("d", 0.0, lock=False),
+            names,
+        )
+        for _ in range(2)
+    ]
     procs = [spawn.Process(target=s.run, daemon=True) for s in servers]
     for p in procs:
         p.start()
@@ -285,21 +323,32 @@ def measure(ctx: Context, kind: str, watchers: int, rounds: int, modes: tuple[st
                     continue
                 base = sum(c.value for c in counters)
                 before = commandstats(client)
-                parent.send(("change", mode, "dnd" if r % 2 == 0 else "online",
-                             channels if mode == "per_watcher" else None))
+                parent.send(
+                    (
+                        "change",
+                        mode,
+                        "dnd" if r % 2 == 0 else "online",
+                        channels if mode == "per_watcher" else None,
+                    )
+                )
                 t0, call_s, messages = parent.recv()
                 got = _wait(counters, base + watchers, limit=60) - base
                 end = max(s.last_at.value for s in servers)
                 after = commandstats(client)
-                delta = {k: after[k] - before.get(k, 0) for k in after
-                         if after[k] != before.get(k, 0)}
+                delta = {
+                    k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)
+                }
                 delta["info"] = delta.get("info", 0) - 1  # commandstats' own INFO
-                results[mode].append({
-                    "delivered": got, "last_ms": (end - t0) * 1000, "call_ms": call_s * 1000,
-                    "layer_messages": messages,
-                    "redis_commands": sum(v for k, v in delta.items() if k != "info"),
-                    "by_command": {k: v for k, v in delta.items() if v and k != "info"},
-                })
+                results[mode].append(
+                    {
+                        "delivered": got,
+                        "last_ms": (end - t0) * 1000,
+                        "call_ms": call_s * 1000,
+                        "layer_messages": messages,
+                        "redis_commands": sum(v for k, v in delta.items() if k != "info"),
+                        "by_command": {k: v for k, v in delta.items() if v and k != "info"},
+                    }
+                )
                 time.sleep(0.2)
         parent.send(("quit",))
     finally:
@@ -347,8 +396,14 @@ def run(ctx: Context) -> list[Row]:
         ctx.log(f"fan-out: {watchers} watchers over 2 processes, pub/sub layer (ours, per watcher)")
         modes = ("ours", "per_watcher")
         # 100 k sends a round take ~half a minute: two rounds of that baseline
-        pubsub = measure(ctx, "pubsub", watchers, rounds, modes,
-                         baseline_rounds=rounds if watchers <= 10_000 else 2)
+        pubsub = measure(
+            ctx,
+            "pubsub",
+            watchers,
+            rounds,
+            modes,
+            baseline_rounds=rounds if watchers <= 10_000 else 2,
+        )
         ctx.log(f"fan-out: {watchers} watchers over 2 processes, core layer")
         core = measure(ctx, "core", watchers, rounds, ("ours",))["ours"]
         ours, per = pubsub["ours"], pubsub["per_watcher"]
@@ -360,37 +415,77 @@ def run(ctx: Context) -> list[Row]:
             complete = _complete(other, watchers)
             missed = sum(watchers - r["delivered"] for r in other)
             rows += [
-                Row("10 fanout", f"change -> last watcher, {size} "
+                Row(
+                    "10 fanout",
+                    f"change -> last watcher, {size} "
                     f"({label}: {len(complete)}/{len(other)} rounds complete)",
-                    _summary(ours, "last_ms"), "ms", _summary(complete, "last_ms"), label,
+                    _summary(ours, "last_ms"),
+                    "ms",
+                    _summary(complete, "last_ms"),
+                    label,
                     checks=[Check("every watcher got every change", lost, "<=", 0)],
-                    details=details if label == "per-watcher sends" else {}),
-                Row("10 fanout", f"deliveries missing within 60 s, {size}", lost, "",
-                    missed, label),
-                Row("10 fanout", f"channel-layer messages per change, {size}",
-                    _summary(ours, "layer_messages"), "", _summary(other, "layer_messages"),
-                    label),
-                Row("10 fanout", f"Redis commands per change, {size}",
-                    _summary(ours, "redis_commands"), "", _summary(other, "redis_commands"),
-                    label),
+                    details=details if label == "per-watcher sends" else {},
+                ),
+                Row(
+                    "10 fanout", f"deliveries missing within 60 s, {size}", lost, "", missed, label
+                ),
+                Row(
+                    "10 fanout",
+                    f"channel-layer messages per change, {size}",
+                    _summary(ours, "layer_messages"),
+                    "",
+                    _summary(other, "layer_messages"),
+                    label,
+                ),
+                Row(
+                    "10 fanout",
+                    f"Redis commands per change, {size}",
+                    _summary(ours, "redis_commands"),
+                    "",
+                    _summary(other, "redis_commands"),
+                    label,
+                ),
             ]
     ctx.log("fan-out: a 10,000-member room's snapshot and join")
     figures = room(ctx, 10_000, ctx.size(5, 3))
 
     def first_last(frames_runs: list[list[tuple[float, int]]]) -> tuple[float, float, int, int]:
-        return (median([f[0][0] * 1000 for f in frames_runs]),
-                median([f[-1][0] * 1000 for f in frames_runs]),
-                max(len(f) for f in frames_runs), max(b for f in frames_runs for _, b in f))
+        return (
+            median([f[0][0] * 1000 for f in frames_runs]),
+            median([f[-1][0] * 1000 for f in frames_runs]),
+            max(len(f) for f in frames_runs),
+            max(b for f in frames_runs for _, b in f),
+        )
 
     paged, single, join = (first_last(figures[k]) for k in ("paged", "single", "join"))
     details = {"paged": paged, "single": single, "join": join}
     rows += [
-        Row("10 fanout", "10 k room snapshot: first frame", paged[0], "ms", single[0],
-            "one 10 k frame", details=details),
-        Row("10 fanout", "10 k room snapshot: last frame", paged[1], "ms", single[1],
-            "one 10 k frame"),
-        Row("10 fanout", "10 k room snapshot: largest frame", paged[3], "B", single[3],
-            "one 10 k frame", checks=[Check("a frame stays under 64 KiB", paged[3], "<=", 65536)]),
+        Row(
+            "10 fanout",
+            "10 k room snapshot: first frame",
+            paged[0],
+            "ms",
+            single[0],
+            "one 10 k frame",
+            details=details,
+        ),
+        Row(
+            "10 fanout",
+            "10 k room snapshot: last frame",
+            paged[1],
+            "ms",
+            single[1],
+            "one 10 k frame",
+        ),
+        Row(
+            "10 fanout",
+            "10 k room snapshot: largest frame",
+            paged[3],
+            "B",
+            single[3],
+            "one 10 k frame",
+            checks=[Check("a frame stays under 64 KiB", paged[3], "<=", 65536)],
+        ),
         Row("10 fanout", f"10 k room: join -> snapshot complete ({join[2]} frames)", join[1], "ms"),
     ]
     return rows

@@ -36,7 +36,8 @@ def layout_1(root: Path):
     top = Path(__file__).resolve().parent.parent
     archive = subprocess.run(
         ["git", "-C", str(top), "archive", LAYOUT_1, "presence_app/store"],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
     (root / "presence_app").rename(root / "presence_v1")
@@ -49,14 +50,23 @@ def layout_1(root: Path):
 
 def bulk_source(lua) -> str:
     """A layout's lib.lua + connect.lua body in a loop over (user, conn) pairs (dataset.py's)."""
-    return "\n".join([
-        lua("lib"), "local function connect_one(ARGV)", lua("connect"), "end",
-        "local HEAD = {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]}",
-        "local n = 0", "for i = A, #ARGV, 2 do", "  OUT = {}",
-        "  connect_one({HEAD[1], HEAD[2], HEAD[3], HEAD[4], HEAD[5], HEAD[6], HEAD[7],"
-        " ARGV[i], ARGV[i + 1], ''})",
-        "  n = n + 1", "end", "return n",
-    ])
+    return "\n".join(
+        [
+            lua("lib"),
+            "local function connect_one(ARGV)",
+            lua("connect"),
+            "end",
+            "local HEAD = {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]}",
+            "local n = 0",
+            "for i = A, #ARGV, 2 do",
+            "  OUT = {}",
+            "  connect_one({HEAD[1], HEAD[2], HEAD[3], HEAD[4], HEAD[5], HEAD[6], HEAD[7],"
+            " ARGV[i], ARGV[i + 1], ''})",
+            "  n = n + 1",
+            "end",
+            "return n",
+        ]
+    )
 
 
 def fill(store, lua, pairs: list[tuple[str, str]], now: float) -> None:
@@ -100,8 +110,10 @@ def main(n: int) -> None:
         for name, v in lat.items():
             print(f"get_many(200), {name}: p50 {v['p50_ms']:.3f} ms, p99 {v['p99_ms']:.3f} ms")
         a, b = lat["layout 2"], lat["layout 1"]
-        print(f"get_many(200), layout 2 / layout 1: p50 {a['p50_ms'] / b['p50_ms']:.2f}x, "
-              f"p99 {a['p99_ms'] / b['p99_ms']:.2f}x")
+        print(
+            f"get_many(200), layout 2 / layout 1: p50 {a['p50_ms'] / b['p50_ms']:.2f}x, "
+            f"p99 {a['p99_ms'] / b['p99_ms']:.2f}x"
+        )
 
         stale = [(cid, f"x{i}") for i, cid in enumerate(dataset.conn_ids(10_000, 99))]
         sweeps: dict[str, list[float]] = {name: [] for name in sides}
@@ -113,8 +125,10 @@ def main(n: int) -> None:
                 sweeps[name].append((time.perf_counter() - started) * 1000)
                 assert sum(t.kind == "offline" for t in changes) == len(stale)
         for name, ms in sweeps.items():
-            print(f"sweep() of 10,000 expired among {n:,}, {name}: median "
-                  f"{statistics.median(ms):.0f} ms ({', '.join(f'{x:.0f}' for x in ms)})")
+            print(
+                f"sweep() of 10,000 expired among {n:,}, {name}: median "
+                f"{statistics.median(ms):.0f} ms ({', '.join(f'{x:.0f}' for x in ms)})"
+            )
         ratio = statistics.median(sweeps["layout 2"]) / statistics.median(sweeps["layout 1"])
         print(f"sweep, layout 2 / layout 1: {ratio:.2f}x")
 

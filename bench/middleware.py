@@ -119,12 +119,13 @@ def row(path: str, population: str, per: dict, users: int) -> Row:
             Check(f">= {TARGET}x", ours / base, ">=", TARGET),
             # Steady means the throttle held: a write here means the rounds outlasted it.
             Check("no Redis write", max(per["with"]["writes_per_request"]), "<=", 0),
-        ] if steady else [
+        ]
+        if steady
+        else [
             # Cold: the request path never waits on Redis (issue 13's target) ...
             Check(f">= {COLD_TARGET}x", ours / base, ">=", COLD_TARGET),
             # ... and the touches are written in batches, not one call per request.
-            Check("script calls per request", median(per["with"]["writes_per_request"]),
-                  "<", 0.5),
+            Check("script calls per request", median(per["with"]["writes_per_request"]), "<", 0.5),
         ],
         details={
             "rounds_with": per["with"]["rates"],

@@ -85,8 +85,10 @@ def run(ctx: Context) -> list[Row]:
 
     with tempfile.TemporaryDirectory(prefix="presence-peer-") as tmp:
         for index in (False, True):
-            sqlite = {"ENGINE": "django.db.backends.sqlite3",
-                      "NAME": str(Path(tmp) / f"peer-{index}.sqlite3")}
+            sqlite = {
+                "ENGINE": "django.db.backends.sqlite3",
+                "NAME": str(Path(tmp) / f"peer-{index}.sqlite3"),
+            }
             measure("SQLite", index, sqlite)
 
     pg_error = None
@@ -98,8 +100,13 @@ def run(ctx: Context) -> list[Row]:
 
             for index in (False, True):
                 name = f"peer_{'indexed' if index else 'shipped'}"
-                with psycopg.connect(host="127.0.0.1", port=pg.port, user="postgres",
-                                     dbname="postgres", autocommit=True) as conn:
+                with psycopg.connect(
+                    host="127.0.0.1",
+                    port=pg.port,
+                    user="postgres",
+                    dbname="postgres",
+                    autocommit=True,
+                ) as conn:
                     conn.execute(f"CREATE DATABASE {name}")
                 measure("PostgreSQL", index, {**pg.settings, "NAME": name})["server"] = pg.version()
     except Exception as exc:  # noqa: BLE001 - report SQLite alone and say why

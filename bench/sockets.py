@@ -40,8 +40,14 @@ ROOM_SIZE = 100
 P99_TARGET_MS = 50.0
 
 
-def client_run(ctx: Context, server: AsgiServer, cookies: list[str], joiner: str,
-               sizes: list[int], folder: Path) -> list[dict[str, Any]]:
+def client_run(
+    ctx: Context,
+    server: AsgiServer,
+    cookies: list[str],
+    joiner: str,
+    sizes: list[int],
+    folder: Path,
+) -> list[dict[str, Any]]:
     config = {
         "ws_url": server.ws_url,
         "origin": server.origin,
@@ -59,11 +65,18 @@ def client_run(ctx: Context, server: AsgiServer, cookies: list[str], joiner: str
     }
     path = folder / f"client-{server.name}.json"
     path.write_text(json.dumps(config))
-    done = subprocess.run([sys.executable, "-m", "bench.ws_client", str(path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.ws_client", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode:
-        raise RuntimeError(f"load client failed against {server.name}:\n{done.stderr[-4000:]}\n"
-                           f"server log:\n{server.log()}")
+        raise RuntimeError(
+            f"load client failed against {server.name}:\n{done.stderr[-4000:]}\n"
+            f"server log:\n{server.log()}"
+        )
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if server.tracebacks():
         raise RuntimeError(f"{server.name} printed tracebacks:\n{server.log()}")
@@ -80,8 +93,9 @@ def run(ctx: Context) -> list[Row]:
     sizes = [ctx.size(1000, 200), ctx.size(5000, 500), ctx.size(10_000, 1000)]
     folder = Path(tempfile.mkdtemp(prefix="bench-sockets-"))
     ctx.on_close(lambda: shutil.rmtree(folder, ignore_errors=True))
-    db = Database(folder / "db.sqlite3", settings="bench.ws_settings",
-                  env={"REDIS_URL": ctx.redis.url}).migrate()
+    db = Database(
+        folder / "db.sqlite3", settings="bench.ws_settings", env={"REDIS_URL": ctx.redis.url}
+    ).migrate()
     names = [f"u{i}" for i in range(sizes[-1])]
     ctx.log(f"sockets: {len(names) + 1} users and sessions")
     users = db.users([*names, "joiner"])
@@ -92,55 +106,91 @@ def run(ctx: Context) -> list[Row]:
     for (kind, side), app in RUNS.items():
         name = f"{kind}-{side}"
         ctx.log(f"sockets: {name}, {sizes} sockets")
-        server = AsgiServer(db, server=kind, app=app, name=name,
-                            env={"PRESENCE_KEY_PREFIX": f"bws-{name}"})
+        server = AsgiServer(
+            db, server=kind, app=app, name=name, env={"PRESENCE_KEY_PREFIX": f"bws-{name}"}
+        )
         ctx.on_close(server.stop)
         with server:
             measured[kind, side] = client_run(ctx, server, cookies, joiner, sizes, folder)
         for r in measured[kind, side]:
-            ctx.log(f"  {r['sockets']:>6} sockets: {r['ack']['acks_per_s']:,.0f} acks/s, "
-                    f"{r['rss_per_socket'] / 1024:.1f} KiB/socket, join p99 "
-                    f"{p99(r):.1f} ms ({r['delivery']['missing']} missing)")
+            ctx.log(
+                f"  {r['sockets']:>6} sockets: {r['ack']['acks_per_s']:,.0f} acks/s, "
+                f"{r['rss_per_socket'] / 1024:.1f} KiB/socket, join p99 "
+                f"{p99(r):.1f} ms ({r['delivery']['missing']} missing)"
+            )
 
     rows: list[Row] = []
     for kind in SERVERS:
         for ours, bare in zip(measured[kind, "ours"], measured[kind, "bare"], strict=True):
             n = ours["sockets"]
             details = {"ours": _summary(ours), "bare": _summary(bare)}
-            held = [Check(f"{n:,} sockets held and answered, every delivery made",
-                          faults(ours) + faults(bare), "<=", 0)]
+            held = [
+                Check(
+                    f"{n:,} sockets held and answered, every delivery made",
+                    faults(ours) + faults(bare),
+                    "<=",
+                    0,
+                )
+            ]
             if n == sizes[-1] and not ctx.quick:
                 held.append(Check("10 k sockets in one process", n, ">=", 10_000))
-            rows.append(Row(
-                bench="6 sockets", metric=f"{kind}: heartbeat acks/s, {n:,} sockets",
-                ours=ours["ack"]["acks_per_s"], unit="/s",
-                baseline=bare["ack"]["acks_per_s"], baseline_label="bare consumer",
-                checks=held, details=details))
-            rows.append(Row(
-                bench="6 sockets", metric=f"{kind}: RSS per socket, {n:,} sockets",
-                ours=ours["rss_per_socket"] / 1024, unit="KiB",
-                baseline=bare["rss_per_socket"] / 1024, baseline_label="bare consumer"))
-            rows.append(Row(
-                bench="6 sockets",
-                metric=f"{kind}: join -> presence.join p99, room of {ROOM_SIZE}, {n:,} sockets",
-                ours=p99(ours), unit="ms", baseline=p99(bare),
-                baseline_label="bare group_send",
-                checks=[Check(f"<= {P99_TARGET_MS:g} ms", p99(ours), "<=", P99_TARGET_MS)]))
+            rows.append(
+                Row(
+                    bench="6 sockets",
+                    metric=f"{kind}: heartbeat acks/s, {n:,} sockets",
+                    ours=ours["ack"]["acks_per_s"],
+                    unit="/s",
+                    baseline=bare["ack"]["acks_per_s"],
+                    baseline_label="bare consumer",
+                    checks=held,
+                    details=details,
+                )
+            )
+            rows.append(
+                Row(
+                    bench="6 sockets",
+                    metric=f"{kind}: RSS per socket, {n:,} sockets",
+                    ours=ours["rss_per_socket"] / 1024,
+                    unit="KiB",
+                    baseline=bare["rss_per_socket"] / 1024,
+                    baseline_label="bare consumer",
+                )
+            )
+            rows.append(
+                Row(
+                    bench="6 sockets",
+                    metric=f"{kind}: join -> presence.join p99, room of {ROOM_SIZE}, {n:,} sockets",
+                    ours=p99(ours),
+                    unit="ms",
+                    baseline=p99(bare),
+                    baseline_label="bare group_send",
+                    checks=[Check(f"<= {P99_TARGET_MS:g} ms", p99(ours), "<=", P99_TARGET_MS)],
+                )
+            )
             if (kind, "default-gc") in measured:
                 untuned = measured[kind, "default-gc"][sizes.index(n)]
-                rows.append(Row(
-                    bench="6 sockets",
-                    metric=f"{kind}: join p99 with CPython's default GC, {n:,} sockets",
-                    ours=p99(untuned), unit="ms", baseline=p99(ours),
-                    baseline_label="tuned (project/asgi.py)",
-                    details={"default-gc": _summary(untuned)}))
+                rows.append(
+                    Row(
+                        bench="6 sockets",
+                        metric=f"{kind}: join p99 with CPython's default GC, {n:,} sockets",
+                        ours=p99(untuned),
+                        unit="ms",
+                        baseline=p99(ours),
+                        baseline_label="tuned (project/asgi.py)",
+                        details={"default-gc": _summary(untuned)},
+                    )
+                )
     return rows
 
 
 def faults(result: dict[str, Any]) -> int:
     """Sockets closed, sockets that got no ack, deliveries that never came: all should be 0."""
-    return (result["sockets"] - result["open_sockets"] + result["ack"]["silent_sockets"]
-            + result["delivery"]["missing"])
+    return (
+        result["sockets"]
+        - result["open_sockets"]
+        + result["ack"]["silent_sockets"]
+        + result["delivery"]["missing"]
+    )
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:

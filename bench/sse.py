@@ -28,21 +28,43 @@ ROOM_SIZE = 100
 P99_TARGET_MS = 50.0
 
 
-def client_run(ctx: Context, server: AsgiServer, transport: str, cookies: list[str],
-               joiner: str, sizes: list[int], folder: Path) -> list[dict[str, Any]]:
+def client_run(
+    ctx: Context,
+    server: AsgiServer,
+    transport: str,
+    cookies: list[str],
+    joiner: str,
+    sizes: list[int],
+    folder: Path,
+) -> list[dict[str, Any]]:
     config = {
-        "host": "127.0.0.1", "port": server.port, "server_pid": server.pid,
-        "transport": transport, "cookies": cookies, "joiner_cookie": joiner, "sizes": sizes,
-        "room_size": ROOM_SIZE, "cycles": ctx.size(40, 10), "beat_every": 10.0,
-        "deliver_timeout": 5.0, "settle": ctx.size(3, 1),
+        "host": "127.0.0.1",
+        "port": server.port,
+        "server_pid": server.pid,
+        "transport": transport,
+        "cookies": cookies,
+        "joiner_cookie": joiner,
+        "sizes": sizes,
+        "room_size": ROOM_SIZE,
+        "cycles": ctx.size(40, 10),
+        "beat_every": 10.0,
+        "deliver_timeout": 5.0,
+        "settle": ctx.size(3, 1),
     }
     path = folder / f"client-{server.name}.json"
     path.write_text(json.dumps(config))
-    done = subprocess.run([sys.executable, "-m", "bench.sse_client", str(path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.sse_client", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode:
-        raise RuntimeError(f"load client failed against {server.name}:\n{done.stderr[-4000:]}\n"
-                           f"server log:\n{server.log()}")
+        raise RuntimeError(
+            f"load client failed against {server.name}:\n{done.stderr[-4000:]}\n"
+            f"server log:\n{server.log()}"
+        )
     if server.tracebacks():
         raise RuntimeError(f"{server.name} printed tracebacks:\n{server.log()}")
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -71,8 +93,9 @@ def run(ctx: Context) -> list[Row]:
     sizes = [ctx.size(1000, 200), ctx.size(5000, 500)]
     folder = Path(tempfile.mkdtemp(prefix="bench-sse-"))
     ctx.on_close(lambda: shutil.rmtree(folder, ignore_errors=True))
-    db = Database(folder / "db.sqlite3", settings="bench.ws_settings",
-                  env={"REDIS_URL": ctx.redis.url}).migrate()
+    db = Database(
+        folder / "db.sqlite3", settings="bench.ws_settings", env={"REDIS_URL": ctx.redis.url}
+    ).migrate()
     names = [f"u{i}" for i in range(sizes[-1])]
     ctx.log(f"sse: {len(names) + 1} users and sessions")
     users = db.users([*names, "joiner"])
@@ -84,32 +107,50 @@ def run(ctx: Context) -> list[Row]:
         for transport in TRANSPORTS:
             name = f"{kind}-{transport}"
             ctx.log(f"sse: {name}, {sizes} connections")
-            server = AsgiServer(db, server=kind, name=name,
-                                env={"PRESENCE_KEY_PREFIX": f"bsse-{name}"})
+            server = AsgiServer(
+                db, server=kind, name=name, env={"PRESENCE_KEY_PREFIX": f"bsse-{name}"}
+            )
             ctx.on_close(server.stop)
             with server:
-                measured[kind, transport] = client_run(ctx, server, transport, cookies, joiner,
-                                                       sizes, folder)
+                measured[kind, transport] = client_run(
+                    ctx, server, transport, cookies, joiner, sizes, folder
+                )
             for r in measured[kind, transport]:
-                ctx.log(f"  {r['connections']:>6} {transport}: "
-                        f"{r['rss_per_connection'] / 1024:.1f} KiB each, join p99 {p99(r):.1f} ms "
-                        f"({r['delivery']['missing']} missing, {r['open']} open, "
-                        f"{r['connect_retries']} handshakes retried)")
+                ctx.log(
+                    f"  {r['connections']:>6} {transport}: "
+                    f"{r['rss_per_connection'] / 1024:.1f} KiB each, join p99 {p99(r):.1f} ms "
+                    f"({r['delivery']['missing']} missing, {r['open']} open, "
+                    f"{r['connect_retries']} handshakes retried)"
+                )
 
     rows: list[Row] = []
     for kind in SERVERS:
         for sse, ws in zip(measured[kind, "sse"], measured[kind, "ws"], strict=True):
             n = sse["connections"]
             details = {"sse": _summary(sse), "ws": _summary(ws)}
-            rows.append(Row(
-                bench="11 sse", metric=f"{kind}: join -> presence.join p99, room of "
-                                       f"{ROOM_SIZE}, {n:,} streams",
-                ours=p99(sse), unit="ms", baseline=p99(ws), baseline_label="WebSockets",
-                checks=[Check(f"{n:,} streams held, every delivery made", faults(sse), "<=", 0),
-                        Check(f"<= {P99_TARGET_MS:g} ms", p99(sse), "<=", P99_TARGET_MS)],
-                details=details))
-            rows.append(Row(
-                bench="11 sse", metric=f"{kind}: RSS per stream, {n:,} streams",
-                ours=sse["rss_per_connection"] / 1024, unit="KiB",
-                baseline=ws["rss_per_connection"] / 1024, baseline_label="WebSockets"))
+            rows.append(
+                Row(
+                    bench="11 sse",
+                    metric=f"{kind}: join -> presence.join p99, room of {ROOM_SIZE}, {n:,} streams",
+                    ours=p99(sse),
+                    unit="ms",
+                    baseline=p99(ws),
+                    baseline_label="WebSockets",
+                    checks=[
+                        Check(f"{n:,} streams held, every delivery made", faults(sse), "<=", 0),
+                        Check(f"<= {P99_TARGET_MS:g} ms", p99(sse), "<=", P99_TARGET_MS),
+                    ],
+                    details=details,
+                )
+            )
+            rows.append(
+                Row(
+                    bench="11 sse",
+                    metric=f"{kind}: RSS per stream, {n:,} streams",
+                    ours=sse["rss_per_connection"] / 1024,
+                    unit="KiB",
+                    baseline=ws["rss_per_connection"] / 1024,
+                    baseline_label="WebSockets",
+                )
+            )
     return rows

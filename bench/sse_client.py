@@ -72,8 +72,12 @@ class Load:
     async def open_sse(self, cookie: str) -> Conn:
         conn = Conn()
         reader, writer = await asyncio.open_connection(self.host, self.port)
-        writer.write((f"GET /presence/sse/ HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                      f"Accept: text/event-stream\r\nCookie: {cookie}\r\n\r\n").encode())
+        writer.write(
+            (
+                f"GET /presence/sse/ HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                f"Accept: text/event-stream\r\nCookie: {cookie}\r\n\r\n"
+            ).encode()
+        )
         status = await asyncio.wait_for(reader.readline(), 60)
         if b" 200 " not in status:
             raise RuntimeError(f"stream refused: {status!r}")
@@ -89,8 +93,13 @@ class Load:
         conn.cookie = cookie  # type: ignore[attr-defined]
         return conn
 
-    async def read_sse(self, conn: Conn, reader: asyncio.StreamReader, chunked: bool,
-                       hello: asyncio.Future[dict[str, Any]]) -> None:
+    async def read_sse(
+        self,
+        conn: Conn,
+        reader: asyncio.StreamReader,
+        chunked: bool,
+        hello: asyncio.Future[dict[str, Any]],
+    ) -> None:
         buffer = b""
         try:
             while True:
@@ -120,12 +129,16 @@ class Load:
         reader, writer = await asyncio.open_connection(self.host, self.port)
         data = json.dumps(body).encode()
         token = secrets.token_hex(16)
-        writer.write((
-            f"POST /presence/api/stream/{frame_type}/ HTTP/1.1\r\nHost: {self.host}:{self.port}"
-            f"\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\nOrigin: http://{self.host}:{self.port}\r\n"
-            f"Cookie: {conn.cookie}; csrftoken={token}\r\nX-CSRFToken: {token}\r\n"  # type: ignore[attr-defined]
-            f"X-Presence-Stream: {conn.stream}\r\n\r\n").encode() + data)
+        writer.write(
+            (
+                f"POST /presence/api/stream/{frame_type}/ HTTP/1.1\r\nHost: {self.host}:{self.port}"
+                f"\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\nOrigin: http://{self.host}:{self.port}\r\n"
+                f"Cookie: {conn.cookie}; csrftoken={token}\r\nX-CSRFToken: {token}\r\n"  # type: ignore[attr-defined]
+                f"X-Presence-Stream: {conn.stream}\r\n\r\n"
+            ).encode()
+            + data
+        )
         status = int((await asyncio.wait_for(reader.readline(), 60)).split()[1])
         await reader.read()
         writer.close()
@@ -134,10 +147,14 @@ class Load:
     # -- WebSocket ------------------------------------------------------------------------------
     async def open_ws(self, cookie: str) -> Conn:
         conn = Conn()
-        conn.ws = await connect(f"ws://{self.host}:{self.port}/ws/presence/",
-                                origin=f"http://{self.host}:{self.port}",
-                                additional_headers={"Cookie": cookie}, ping_interval=None,
-                                open_timeout=60, max_queue=None)
+        conn.ws = await connect(
+            f"ws://{self.host}:{self.port}/ws/presence/",
+            origin=f"http://{self.host}:{self.port}",
+            additional_headers={"Cookie": cookie},
+            ping_interval=None,
+            open_timeout=60,
+            max_queue=None,
+        )
         hello = json.loads(await asyncio.wait_for(conn.ws.recv(), 30))
         conn.user = hello["user"]
         self.tasks.append(asyncio.create_task(self.read_ws(conn)))
@@ -182,7 +199,7 @@ class Load:
                 await asyncio.sleep(1.0)
             raise AssertionError("unreachable")
 
-        self.conns.extend(await asyncio.gather(*(one(c) for c in cookies[len(self.conns):])))
+        self.conns.extend(await asyncio.gather(*(one(c) for c in cookies[len(self.conns) :])))
         return self.clock() - start
 
     async def join_room(self, conns: list[Conn], transport: str) -> None:
@@ -223,8 +240,11 @@ class Load:
                     missing += len(members) - len(got)
             await asyncio.sleep(0.05)
         samples.sort()
-        return {"deliveries": len(samples), "missing": missing,
-                "latency_ms": [round(s * 1000, 3) for s in samples]}
+        return {
+            "deliveries": len(samples),
+            "missing": missing,
+            "latency_ms": [round(s * 1000, 3) for s in samples],
+        }
 
     async def close(self) -> None:
         # Readers and heartbeats first: a heartbeat crossing the close is the client's race.
@@ -258,16 +278,18 @@ async def main(config: dict[str, Any]) -> None:
         for size in config["sizes"]:
             connect_s = await load.grow(config["cookies"][:size], transport)
             if size == config["sizes"][0]:
-                await load.join_room(load.conns[:int(config["room_size"])], transport)
+                await load.join_room(load.conns[: int(config["room_size"])], transport)
             gc.collect()
             await asyncio.sleep(float(config["settle"]))
             rss = rss_bytes(pid)
             out: dict[str, Any] = {
-                "transport": transport, "connections": len(load.conns), "connect_s": connect_s,
+                "transport": transport,
+                "connections": len(load.conns),
+                "connect_s": connect_s,
                 "rss_per_connection": (rss - base_rss) / len(load.conns),
                 "connect_retries": load.retries,
             }
-            out["delivery"] = await load.delivery(joiner, load.conns[:int(config["room_size"])])
+            out["delivery"] = await load.delivery(joiner, load.conns[: int(config["room_size"])])
             out["open"] = sum(1 for c in load.conns if c.alive)
             print(json.dumps(out), flush=True)
     finally:

@@ -46,8 +46,10 @@ def run(ctx: Context) -> list[Row]:
     # Where our bytes go. The population's structures only (the listings benchmark may have added
     # a room since the fill; its few keys are not counted here).
     indexes = {
-        "leases": KeySpace.leases(tag), "seen": KeySpace.seen(tag),
-        "active": KeySpace.active(tag), "until": KeySpace.until(tag),
+        "leases": KeySpace.leases(tag),
+        "seen": KeySpace.seen(tag),
+        "active": KeySpace.active(tag),
+        "until": KeySpace.until(tag),
     }
     parts: dict[str, float] = {}
     for name, key in indexes.items():
@@ -102,7 +104,10 @@ def run(ctx: Context) -> list[Row]:
             baseline=len(message),
             baseline_label="the message",
             checks=[Check("<= 1.5x the message", status_cost / len(message), "<=", 1.5)],
-            details={"users": len(users), "record_bytes_before": before_status / len(users),
-                     "record_bytes_with_status": with_status / len(users)},
+            details={
+                "users": len(users),
+                "record_bytes_before": before_status / len(users),
+                "record_bytes_with_status": with_status / len(users),
+            },
         ),
     ]

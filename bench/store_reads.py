@@ -65,10 +65,14 @@ def run_get_many(ctx: Context) -> list[Row]:
 
     def set_statuses(message: str, emoji: str, device: str) -> None:
         for i in range(0, len(custom), 500):
-            store.gather(*(
-                store.planned.set_status(uid, message=message, emoji=emoji, device=device, now=T0)
-                for uid in custom[i : i + 500]
-            ))
+            store.gather(
+                *(
+                    store.planned.set_status(
+                        uid, message=message, emoji=emoji, device=device, now=T0
+                    )
+                    for uid in custom[i : i + 500]
+                )
+            )
 
     set_statuses("In a meeting until 3 pm", "📅", "Firefox on Linux")
     ours()
@@ -132,11 +136,11 @@ def run_listings(ctx: Context) -> list[Row]:
         fns.update(
             {
                 f"online {n}": lambda s=store: s.online(limit=100, now=now),
-                f"online raw {n}": lambda c=client, k=online_key, f=now - span(pop): c.zrevrangebyscore(
-                    k, "+inf", f, start=0, num=100, withscores=True
+                f"online raw {n}": lambda c=client, k=online_key, f=now - span(pop): (  # noqa: B008
+                    c.zrevrangebyscore(k, "+inf", f, start=0, num=100, withscores=True)
                 ),
                 f"online_count {n}": lambda s=store: s.online_count(now=now),
-                f"online_count raw {n}": lambda c=client, k=online_key, f=now - span(pop): c.zcount(
+                f"online_count raw {n}": lambda c=client, k=online_key, f=now - span(pop): c.zcount(  # noqa: B008
                     k, f, "+inf"
                 ),
                 f"room_members {n}": lambda s=store: s.room_members(ROOM, now=now),

@@ -83,9 +83,11 @@ def run(ctx: Context) -> list[Row]:
             ):
                 raise RuntimeError(f"sweep announced {kinds}, expected {expired} offline")
             span = max(store.config.lease_ttl, store.config.online_window)
-            if client.zcount(KeySpace.leases(tag), "-inf", f"({now}") or client.zcount(
-                KeySpace.seen(tag), "-inf", f"({now - span}"
-            ) or client.zcard(KeySpace.until(tag)):
+            if (
+                client.zcount(KeySpace.leases(tag), "-inf", f"({now}")
+                or client.zcount(KeySpace.seen(tag), "-inf", f"({now - span}")
+                or client.zcard(KeySpace.until(tag))
+            ):
                 raise RuntimeError("sweep left expired entries behind")
             if client.zcard(KeySpace.seen(tag)) != n:
                 raise RuntimeError("sweep evicted a live user")
@@ -110,8 +112,10 @@ def run(ctx: Context) -> list[Row]:
             if evicted != expired:
                 raise RuntimeError(f"the floor script evicted {evicted}")
             floor.append(seconds * 1000)
-            ctx.log(f"sweep {rep + 1}/{repeats}: {ours[-1]:.1f} ms (raw {raw[-1]:.1f} ms, "
-                    f"floor {floor[-1]:.1f} ms)")
+            ctx.log(
+                f"sweep {rep + 1}/{repeats}: {ours[-1]:.1f} ms (raw {raw[-1]:.1f} ms, "
+                f"floor {floor[-1]:.1f} ms)"
+            )
     finally:
         client.unlink(RAW_KEY)
         # The swept users keep their record (their last seen), as the store keeps it: drop them

@@ -48,8 +48,12 @@ class BareConsumer(AsyncJsonWebsocketConsumer):
             group = f"bare.{room}"
             if kind == "join":
                 await self.channel_layer.group_add(group, self.channel_name)
-            event = {"type": f"presence.{kind}", "user": self.user_id, "room": room,
-                     "state": "online"}
+            event = {
+                "type": f"presence.{kind}",
+                "user": self.user_id,
+                "room": room,
+                "state": "online",
+            }
             await self.channel_layer.group_send(group, event)  # the others first, as ours
             if kind == "join":
                 await self.send_json({"type": "presence.state", "room": room, "members": []})
@@ -66,8 +70,11 @@ gc.collect()  # as project/asgi.py does
 gc.freeze()
 gc.set_threshold(50_000, 20, 100)
 
-application = ProtocolTypeRouter({
-    "http": django_asgi_app,
-    "websocket": AllowedHostsOriginValidator(
-        AuthMiddlewareStack(URLRouter([path("ws/presence/", BareConsumer.as_asgi())]))),
-})
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter([path("ws/presence/", BareConsumer.as_asgi())]))
+        ),
+    }
+)

@@ -102,7 +102,7 @@ class Client:
             async with gate:
                 return await self.open(cookie)
 
-        todo = cookies[len(self.socks):]
+        todo = cookies[len(self.socks) :]
         self.socks.extend(await asyncio.gather(*(one(c) for c in todo)))
         return self.clock() - start
 
@@ -143,8 +143,9 @@ class Client:
             "server_cpu_s": cpu_seconds(pid) - server_cpu,
             "client_cpu_s": time.process_time() - client_cpu,
             # Sockets that got no ack at all: not held, or starved.
-            "silent_sockets": sum(1 for s, b in zip(self.socks, before, strict=True)
-                                  if s.acks == b),
+            "silent_sockets": sum(
+                1 for s, b in zip(self.socks, before, strict=True) if s.acks == b
+            ),
         }
 
     async def delivery_phase(self, joiner: Sock, members: list[Sock]) -> dict[str, Any]:

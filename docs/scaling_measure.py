@@ -61,8 +61,9 @@ def store_figures(url: str, users: int, shards: int = 1) -> dict:
     for start in range(0, users, 1000):  # 1,000 connects + joins per round trip
         batch = range(start, min(users, start + 1000))
         store.gather(*(store.planned.connect(f"c{i}", f"u{i}", now=t) for i in batch))
-        store.gather(*(store.planned.join(f"room{i % rooms}", f"c{i}", f"u{i}", now=t)
-                       for i in batch))
+        store.gather(
+            *(store.planned.join(f"room{i % rooms}", f"c{i}", f"u{i}", now=t) for i in batch)
+        )
     for i in range(1000):
         store.join("big", f"c{i}", f"u{i}", now=t)
     out: dict = {"population": users, "rooms": rooms, "shards": shards}
@@ -70,20 +71,29 @@ def store_figures(url: str, users: int, shards: int = 1) -> dict:
     ids = [f"u{i}" for i in range(users)]
     out["connect_us"] = per_call(client, lambda i: store.connect(f"x{i}", f"u{i}", now=t), n)
     out["join_us"] = per_call(
-        client, lambda i: store.join(f"room{i % rooms}", f"x{i}", f"u{i}", now=t), n)
+        client, lambda i: store.join(f"room{i % rooms}", f"x{i}", f"u{i}", now=t), n
+    )
     out["leave_us"] = per_call(
-        client, lambda i: store.leave(f"room{i % rooms}", f"x{i}", f"u{i}", now=t), n)
+        client, lambda i: store.leave(f"room{i % rooms}", f"x{i}", f"u{i}", now=t), n
+    )
     out["disconnect_us"] = per_call(client, lambda i: store.disconnect(f"x{i}", f"u{i}", now=t), n)
     out["touch_us"] = per_call(client, lambda i: store.touch(f"u{i}", now=t), n)
     out["activity_us"] = per_call(client, lambda i: store.activity(f"u{i}", now=t), n)
     out["set_status_us"] = per_call(
-        client, lambda i: store.set_status(f"u{i}", "dnd", message="In a meeting", now=t), n)
+        client, lambda i: store.set_status(f"u{i}", "dnd", message="In a meeting", now=t), n
+    )
     out["heartbeat_many_1000_us"] = per_call(
-        client, lambda i: store.heartbeat_many(
+        client,
+        lambda i: store.heartbeat_many(
             [(f"c{j}", f"u{j}") for j in range((i * 1000) % users, (i * 1000) % users + 1000)],
-            now=t + 1 + i), 100)
-    out["get_many_50_us"] = per_call(client, lambda i: store.get_many(ids[i:i + 50], now=t), n)
-    out["get_many_200_us"] = per_call(client, lambda i: store.get_many(ids[i:i + 200], now=t), 500)
+            now=t + 1 + i,
+        ),
+        100,
+    )
+    out["get_many_50_us"] = per_call(client, lambda i: store.get_many(ids[i : i + 50], now=t), n)
+    out["get_many_200_us"] = per_call(
+        client, lambda i: store.get_many(ids[i : i + 200], now=t), 500
+    )
     out["room_members_16_us"] = per_call(client, lambda i: store.room_members(f"room{i}", now=t), n)
     out["room_members_1000_us"] = per_call(client, lambda i: store.room_members("big", now=t), 200)
     out["online_count_us"] = per_call(client, lambda i: store.online_count(now=t), n)
@@ -97,7 +107,7 @@ def store_figures(url: str, users: int, shards: int = 1) -> dict:
     # the sweep: expire 10,000 users' only leases, sweep, per eviction
     victims = [(f"c{i}", f"u{i}") for i in range(users - 10_000, users)]
     for i in range(0, len(victims), 1000):
-        store.gather(*(store.planned.disconnect(c, u, now=t) for c, u in victims[i:i + 1000]))
+        store.gather(*(store.planned.disconnect(c, u, now=t) for c, u in victims[i : i + 1000]))
     client.config_resetstat()
     started = time.perf_counter()
     evicted = store.sweep(now=t + 25)  # past the 20 s grace, within the 90 s lease
@@ -112,18 +122,27 @@ def store_figures(url: str, users: int, shards: int = 1) -> dict:
     k = 100_000
     before = used(client)
     for start in range(0, k, 1000):
-        store.gather(*(store.planned.connect(f"y{i}", f"u{i}", now=t)
-                       for i in range(start, start + 1000)))
+        store.gather(
+            *(store.planned.connect(f"y{i}", f"u{i}", now=t) for i in range(start, start + 1000))
+        )
     out["bytes_per_extra_connection"] = (used(client) - before) / k
     before = used(client)
     for start in range(0, k, 1000):
-        store.gather(*(store.planned.join(f"mroom{i % (k // 16)}", f"y{i}", f"u{i}", now=t)
-                       for i in range(start, start + 1000)))
+        store.gather(
+            *(
+                store.planned.join(f"mroom{i % (k // 16)}", f"y{i}", f"u{i}", now=t)
+                for i in range(start, start + 1000)
+            )
+        )
     out["bytes_per_room_membership"] = (used(client) - before) / k
     before = used(client)
     for start in range(0, k, 1000):
-        store.gather(*(store.planned.set_status(f"u{i}", None, message="Back at 3", emoji="🍕",
-                                                now=t) for i in range(start, start + 1000)))
+        store.gather(
+            *(
+                store.planned.set_status(f"u{i}", None, message="Back at 3", emoji="🍕", now=t)
+                for i in range(start, start + 1000)
+            )
+        )
     out["bytes_per_status_message"] = (used(client) - before) / k
     client.close()
     return out
@@ -149,20 +168,30 @@ async def asgi_figures(url: str, sockets: int, deflate: bool = True) -> dict:
 
     os.environ["REDIS_URL"] = url
     tmp = Path(tempfile.mkdtemp(prefix="presence-scaling-"))
-    db = Database(tmp / "db.sqlite3", settings="tests.scaleout.settings",
-                  env={"REDIS_URL": url, "SCALEOUT_PREFIX": "scaling"}).migrate()
+    db = Database(
+        tmp / "db.sqlite3",
+        settings="tests.scaleout.settings",
+        env={"REDIS_URL": url, "SCALEOUT_PREFIX": "scaling"},
+    ).migrate()
     users = db.users([f"user{i}" for i in range(sockets)])
-    server = AsgiServer(db, env={"SCALEOUT_LAYER": os.environ.get("SCALING_LAYER", "pubsub")},
-                        name="scaling").start()
+    server = AsgiServer(
+        db, env={"SCALEOUT_LAYER": os.environ.get("SCALING_LAYER", "pubsub")}, name="scaling"
+    ).start()
     out: dict = {"sockets": sockets, "permessage_deflate": deflate}
     try:
         pid = server.pid
         base_rss = rss_bytes(pid)
         conns = []
         for user in users.values():
-            conns.append(await connect(server.ws_url, origin=server.origin, max_queue=None,
-                                       compression="deflate" if deflate else None,
-                                       additional_headers={"Cookie": user.cookie}))
+            conns.append(
+                await connect(
+                    server.ws_url,
+                    origin=server.origin,
+                    max_queue=None,
+                    compression="deflate" if deflate else None,
+                    additional_headers={"Cookie": user.cookie},
+                )
+            )
             await conns[-1].recv()  # hello
         first = next(iter(users.values())).id
         for conn in conns[1:]:
@@ -229,11 +258,18 @@ async def asgi_figures(url: str, sockets: int, deflate: bool = True) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=200_000)
-    parser.add_argument("--shards", type=int, default=1,
-                        help="SHARDS of the store (Redis' time is summed over every shard's call)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="SHARDS of the store (Redis' time is summed over every shard's call)",
+    )
     parser.add_argument("--sockets", type=int, default=1000)
-    parser.add_argument("--no-deflate", action="store_true",
-                        help="clients without permessage-deflate (browsers ask for it)")
+    parser.add_argument(
+        "--no-deflate",
+        action="store_true",
+        help="clients without permessage-deflate (browsers ask for it)",
+    )
     args = parser.parse_args()
     with RedisServer() as server:
         figures = {"store": {}}
@@ -243,7 +279,8 @@ def main() -> None:
         server.restart()
         if args.sockets:
             figures["asgi"] = asyncio.run(
-                asgi_figures(server.url, args.sockets, not args.no_deflate))
+                asgi_figures(server.url, args.sockets, not args.no_deflate)
+            )
         figures["redis_version"] = redis.Redis.from_url(server.url).info("server")["redis_version"]
     figures["loadavg"] = os.getloadavg()
     print(json.dumps(figures, indent=2))

@@ -94,8 +94,9 @@ class Decisions:
             self.seen[uid] = (uid in allowed, now)
 
 
-_current: ContextVar[tuple[str | None, Decisions] | None] = ContextVar("presence_audience",
-                                                                        default=None)
+_current: ContextVar[tuple[str | None, Decisions] | None] = ContextVar(
+    "presence_audience", default=None
+)
 
 
 @contextmanager
@@ -171,8 +172,7 @@ def keep(ids: list[str], allowed: set[str]) -> list[str]:
 Fetch = Callable[[int, int], Any]  # (offset, limit) -> ids, or an awaitable of them (async)
 
 
-def _take(chunk: list[str], allowed: set[str], skip: int, out: list[str],
-          limit: int | None) -> int:
+def _take(chunk: list[str], allowed: set[str], skip: int, out: list[str], limit: int | None) -> int:
     for uid in chunk:
         if uid not in allowed:
             continue
@@ -183,8 +183,13 @@ def _take(chunk: list[str], allowed: set[str], skip: int, out: list[str],
     return skip
 
 
-def scan(fetch: Fetch, viewer: str | None, offset: int = 0, limit: int | None = None,
-         first: list[str] | None = None) -> list[str]:
+def scan(
+    fetch: Fetch,
+    viewer: str | None,
+    offset: int = 0,
+    limit: int | None = None,
+    first: list[str] | None = None,
+) -> list[str]:
     """The page ``offset``/``limit`` of a list (online users) as ``viewer`` may see it: read in
     chunks of ``SCAN_CHUNK``, one policy call a chunk, until the page is full (``first``: the
     first chunk, already read)."""
@@ -201,8 +206,9 @@ def scan(fetch: Fetch, viewer: str | None, offset: int = 0, limit: int | None = 
     return out
 
 
-async def ascan(fetch: Fetch, viewer: str | None, offset: int = 0,
-                limit: int | None = None) -> list[str]:
+async def ascan(
+    fetch: Fetch, viewer: str | None, offset: int = 0, limit: int | None = None
+) -> list[str]:
     """:func:`scan` for async code (``fetch`` returns an awaitable)."""
     out: list[str] = []
     pos, skip = 0, offset

@@ -14,12 +14,30 @@ from django.utils.module_loading import import_string
 from . import conf
 
 POSITIVE = (
-    "HEARTBEAT_INTERVAL", "LEASE_TTL", "ONLINE_WINDOW", "IDLE_AFTER", "METADATA_TTL",
-    "SWEEP_INTERVAL", "HEARTBEAT_FLUSH_INTERVAL", "TOUCH_INTERVAL", "FLUSH_INTERVAL",
-    "MAX_METADATA_BYTES", "MAX_MESSAGE_LENGTH", "SWEEP_BATCH", "SHARDS",
-    "MAX_ROOMS_PER_CONNECTION", "MAX_WATCHED_USERS", "MAX_FRAMES_PER_SECOND", "MAX_FRAME_BYTES",
-    "MAX_ROOM_NAME_LENGTH", "TYPING_THROTTLE",
-    "API_USER_RATE", "API_USER_BURST", "API_IP_RATE", "API_IP_BURST", "API_MAX_QUERY_BYTES",
+    "HEARTBEAT_INTERVAL",
+    "LEASE_TTL",
+    "ONLINE_WINDOW",
+    "IDLE_AFTER",
+    "METADATA_TTL",
+    "SWEEP_INTERVAL",
+    "HEARTBEAT_FLUSH_INTERVAL",
+    "TOUCH_INTERVAL",
+    "FLUSH_INTERVAL",
+    "MAX_METADATA_BYTES",
+    "MAX_MESSAGE_LENGTH",
+    "SWEEP_BATCH",
+    "SHARDS",
+    "MAX_ROOMS_PER_CONNECTION",
+    "MAX_WATCHED_USERS",
+    "MAX_FRAMES_PER_SECOND",
+    "MAX_FRAME_BYTES",
+    "MAX_ROOM_NAME_LENGTH",
+    "TYPING_THROTTLE",
+    "API_USER_RATE",
+    "API_USER_BURST",
+    "API_IP_RATE",
+    "API_IP_BURST",
+    "API_MAX_QUERY_BYTES",
 )
 
 
@@ -33,56 +51,71 @@ def check_settings(app_configs=None, **kwargs) -> list:
     errors: list = []
     unknown = sorted(set(s) - set(conf.DEFAULTS))
     if unknown:
-        errors.append(Warning(
-            f"Unknown PRESENCE setting(s): {', '.join(unknown)}.",
-            hint="Check the spelling against the README's configuration table.",
-            id="presence_app.W002",
-        ))
+        errors.append(
+            Warning(
+                f"Unknown PRESENCE setting(s): {', '.join(unknown)}.",
+                hint="Check the spelling against the README's configuration table.",
+                id="presence_app.W002",
+            )
+        )
     bad = [name for name in POSITIVE if not (_number(s[name]) and s[name] > 0)]
     for name in bad:
-        errors.append(Error(
-            f"PRESENCE['{name}'] must be a positive number, not {s[name]!r}.",
-            id="presence_app.E001",
-        ))
+        errors.append(
+            Error(
+                f"PRESENCE['{name}'] must be a positive number, not {s[name]!r}.",
+                id="presence_app.E001",
+            )
+        )
     if not bad and s["LEASE_TTL"] <= s["HEARTBEAT_INTERVAL"]:
-        errors.append(Error(
-            "PRESENCE['LEASE_TTL'] must be above PRESENCE['HEARTBEAT_INTERVAL'].",
-            hint="A lease must outlive the gap between two heartbeats; 3x the interval is usual.",
-            id="presence_app.E002",
-        ))
+        errors.append(
+            Error(
+                "PRESENCE['LEASE_TTL'] must be above PRESENCE['HEARTBEAT_INTERVAL'].",
+                hint="A lease must outlive the gap between two heartbeats; 3x the interval is usual.",
+                id="presence_app.E002",
+            )
+        )
     if not _number(s["DISCONNECT_GRACE"]) or not 0 <= s["DISCONNECT_GRACE"] < (
         s["LEASE_TTL"] if _number(s["LEASE_TTL"]) else 0
     ):
-        errors.append(Error(
-            "PRESENCE['DISCONNECT_GRACE'] must be at least 0 and below PRESENCE['LEASE_TTL'].",
-            id="presence_app.E003",
-        ))
+        errors.append(
+            Error(
+                "PRESENCE['DISCONNECT_GRACE'] must be at least 0 and below PRESENCE['LEASE_TTL'].",
+                id="presence_app.E003",
+            )
+        )
     if not isinstance(s["SHARDS"], int) or isinstance(s["SHARDS"], bool):
         errors.append(Error("PRESENCE['SHARDS'] must be a whole number.", id="presence_app.E004"))
     try:
         re.compile(s["ROOM_NAME_PATTERN"])
     except (re.error, TypeError) as exc:
-        errors.append(Error(
-            f"PRESENCE['ROOM_NAME_PATTERN'] is not a regular expression: {exc}.",
-            id="presence_app.E005",
-        ))
+        errors.append(
+            Error(
+                f"PRESENCE['ROOM_NAME_PATTERN'] is not a regular expression: {exc}.",
+                id="presence_app.E005",
+            )
+        )
     hook = s["CAN_JOIN"]
     if isinstance(hook, str):
         try:
             import_string(hook)
         except ImportError as exc:
-            errors.append(Error(
-                f"PRESENCE['CAN_JOIN'] cannot be imported: {exc}.",
-                id="presence_app.E006",
-            ))
+            errors.append(
+                Error(
+                    f"PRESENCE['CAN_JOIN'] cannot be imported: {exc}.",
+                    id="presence_app.E006",
+                )
+            )
     elif hook is not None and not callable(hook):
-        errors.append(Error(
-            "PRESENCE['CAN_JOIN'] must be a callable or a dotted path to one.",
-            id="presence_app.E006",
-        ))
+        errors.append(
+            Error(
+                "PRESENCE['CAN_JOIN'] must be a callable or a dotted path to one.",
+                id="presence_app.E006",
+            )
+        )
     if not isinstance(s["SKIP_PATHS"], (list, tuple)):
-        errors.append(Error("PRESENCE['SKIP_PATHS'] must be a list of path prefixes.",
-                            id="presence_app.E007"))
+        errors.append(
+            Error("PRESENCE['SKIP_PATHS'] must be a list of path prefixes.", id="presence_app.E007")
+        )
     errors.extend(_cluster_errors(s))
     errors.extend(_sentinel_errors(s))
     return errors
@@ -98,11 +131,20 @@ def _sentinel_errors(s: dict[str, Any]) -> list:
     except (TypeError, ValueError):
         ok = False
     if not ok or isinstance(found, str):
-        return [Error("PRESENCE['SENTINELS'] must be a list of (host, port) pairs.",
-                      id="presence_app.E009")]
+        return [
+            Error(
+                "PRESENCE['SENTINELS'] must be a list of (host, port) pairs.",
+                id="presence_app.E009",
+            )
+        ]
     if s["CLUSTER"]:
-        return [Error("PRESENCE['SENTINELS'] and PRESENCE['CLUSTER'] exclude each other: a "
-                      "Redis Cluster promotes its replicas itself.", id="presence_app.E009")]
+        return [
+            Error(
+                "PRESENCE['SENTINELS'] and PRESENCE['CLUSTER'] exclude each other: a "
+                "Redis Cluster promotes its replicas itself.",
+                id="presence_app.E009",
+            )
+        ]
     return []
 
 
@@ -111,11 +153,13 @@ def _cluster_errors(s: dict[str, Any]) -> list:
     urls = s["REDIS_URL"]
     if not s["CLUSTER"]:
         if isinstance(urls, (list, tuple)):
-            return [Error(
-                "PRESENCE['REDIS_URL'] is a list: only a Redis Cluster takes one (startup nodes).",
-                hint="Set PRESENCE['CLUSTER'] = True, or give one URL.",
-                id="presence_app.E008",
-            )]
+            return [
+                Error(
+                    "PRESENCE['REDIS_URL'] is a list: only a Redis Cluster takes one (startup nodes).",
+                    hint="Set PRESENCE['CLUSTER'] = True, or give one URL.",
+                    id="presence_app.E008",
+                )
+            ]
         return []
     errors: list = []
     for url in urls if isinstance(urls, (list, tuple)) else [urls]:
@@ -123,18 +167,22 @@ def _cluster_errors(s: dict[str, Any]) -> list:
             continue
         parsed = urlparse(str(url))
         if parsed.scheme not in ("redis", "rediss") or parsed.path.strip("/") not in ("", "0"):
-            errors.append(Error(
-                f"PRESENCE['REDIS_URL'] {url!r} cannot name a Redis Cluster node: a cluster "
-                "is reached over redis:// or rediss:// and has only database 0.",
-                id="presence_app.E008",
-            ))
+            errors.append(
+                Error(
+                    f"PRESENCE['REDIS_URL'] {url!r} cannot name a Redis Cluster node: a cluster "
+                    "is reached over redis:// or rediss:// and has only database 0.",
+                    id="presence_app.E008",
+                )
+            )
     if _number(s["SHARDS"]) and s["SHARDS"] < 2:
-        errors.append(Warning(
-            "PRESENCE['CLUSTER'] is on with SHARDS = 1: every key then shares one hash tag, so "
-            "one slot on one node holds all of presence and the other nodes idle.",
-            hint="Set SHARDS to a few times the number of masters (docs/scaling.md: 24 for 8).",
-            id="presence_app.W004",
-        ))
+        errors.append(
+            Warning(
+                "PRESENCE['CLUSTER'] is on with SHARDS = 1: every key then shares one hash tag, so "
+                "one slot on one node holds all of presence and the other nodes idle.",
+                hint="Set SHARDS to a few times the number of masters (docs/scaling.md: 24 for 8).",
+                id="presence_app.W004",
+            )
+        )
     return errors
 
 
@@ -147,11 +195,13 @@ def check_redis(app_configs=None, **kwargs) -> list:
     try:
         ping()
     except Exception as exc:  # any connection problem: report it, never crash the check run
-        return [Warning(
-            f"Redis for presence cannot be reached at {redis_url()}: {exc}.",
-            hint="Start Redis or set PRESENCE['REDIS_URL']; until then nobody shows online.",
-            id="presence_app.W001",
-        )]
+        return [
+            Warning(
+                f"Redis for presence cannot be reached at {redis_url()}: {exc}.",
+                hint="Start Redis or set PRESENCE['REDIS_URL']; until then nobody shows online.",
+                id="presence_app.W001",
+            )
+        ]
     return _eviction_warnings(redis_client())
 
 
@@ -172,19 +222,25 @@ def _eviction_warnings(client: Any) -> list:
         infos = _memory_infos(client)
     except Exception:  # INFO refused (a managed Redis' ACL): nothing to say
         return []
-    policies = sorted({
-        str(i.get("maxmemory_policy")) for i in infos
-        if int(i.get("maxmemory", 0) or 0) > 0 and i.get("maxmemory_policy") != "noeviction"})
+    policies = sorted(
+        {
+            str(i.get("maxmemory_policy"))
+            for i in infos
+            if int(i.get("maxmemory", 0) or 0) > 0 and i.get("maxmemory_policy") != "noeviction"
+        }
+    )
     if not policies:
         return []
-    return [Warning(
-        f"Redis for presence has a memory limit with maxmemory-policy {', '.join(policies)}: "
-        "when it is full it evicts keys, presence keys among them (online users vanish, "
-        "counts stop agreeing with members).",
-        hint="Give presence a Redis (or database server) with maxmemory-policy noeviction: "
-             "when full, writes are refused and presence fails open instead.",
-        id="presence_app.W005",
-    )]
+    return [
+        Warning(
+            f"Redis for presence has a memory limit with maxmemory-policy {', '.join(policies)}: "
+            "when it is full it evicts keys, presence keys among them (online users vanish, "
+            "counts stop agreeing with members).",
+            hint="Give presence a Redis (or database server) with maxmemory-policy noeviction: "
+            "when full, writes are refused and presence fails open instead.",
+            id="presence_app.W005",
+        )
+    ]
 
 
 @register(Tags.compatibility)
@@ -199,13 +255,15 @@ def check_channel_layer(app_configs=None, **kwargs) -> list:
     bare = [h for h in hosts if not (isinstance(h, dict) and "socket_timeout" in h)]
     if not bare or int(redis.__version__.split(".")[0]) < 8:
         return []
-    return [Warning(
-        "CHANNEL_LAYERS['default'] uses channels-redis' RedisChannelLayer without a "
-        "socket_timeout: with redis-py 8 idle WebSocket consumers are cut off after 5 seconds.",
-        hint='Give each host as {"address": URL, "socket_timeout": None, '
-             '"socket_keepalive": True}, or use RedisPubSubChannelLayer (docs/scaling.md).',
-        id="presence_app.W003",
-    )]
+    return [
+        Warning(
+            "CHANNEL_LAYERS['default'] uses channels-redis' RedisChannelLayer without a "
+            "socket_timeout: with redis-py 8 idle WebSocket consumers are cut off after 5 seconds.",
+            hint='Give each host as {"address": URL, "socket_timeout": None, '
+            '"socket_keepalive": True}, or use RedisPubSubChannelLayer (docs/scaling.md).',
+            id="presence_app.W003",
+        )
+    ]
 
 
 @register(Tags.compatibility)
@@ -224,9 +282,18 @@ def check_audience_and_tenants(app_configs=None, **kwargs) -> list:
             errors.append(Error(f"PRESENCE['{name}'] {problem}.", id="presence_app.E016"))
     page, ttl = s["ROOM_SNAPSHOT_PAGE"], s["AUDIENCE_CACHE_SECONDS"]
     if not isinstance(page, int) or isinstance(page, bool) or page < 1:
-        errors.append(Error("PRESENCE['ROOM_SNAPSHOT_PAGE'] must be a whole number above 0.",
-                            id="presence_app.E017"))
+        errors.append(
+            Error(
+                "PRESENCE['ROOM_SNAPSHOT_PAGE'] must be a whole number above 0.",
+                id="presence_app.E017",
+            )
+        )
     if not _number(ttl) or ttl < 0:
-        errors.append(Error("PRESENCE['AUDIENCE_CACHE_SECONDS'] must be a number of seconds "
-                            "(0: ask the policy for every event).", id="presence_app.E017"))
+        errors.append(
+            Error(
+                "PRESENCE['AUDIENCE_CACHE_SECONDS'] must be a number of seconds "
+                "(0: ask the policy for every event).",
+                id="presence_app.E017",
+            )
+        )
     return errors

@@ -88,11 +88,14 @@ class HeartbeatCoalescer:
         for start in range(0, len(pairs), MAX_BATCH):
             self.flushes += 1
             try:
-                missing = await presence.aheartbeat_many(pairs[start:start + MAX_BATCH])
+                missing = await presence.aheartbeat_many(pairs[start : start + MAX_BATCH])
             except UNAVAILABLE as exc:
                 if _log_failure.ready():
-                    logger.warning("presence: %d heartbeats not written (%s); retrying",
-                                   len(pairs) - start, exc)
+                    logger.warning(
+                        "presence: %d heartbeats not written (%s); retrying",
+                        len(pairs) - start,
+                        exc,
+                    )
                 for key in pairs[start:]:
                     self.pending.setdefault(key, batch[key])
                     batch[key].lease_unavailable()

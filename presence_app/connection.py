@@ -148,13 +148,15 @@ def _service(url: str) -> tuple[str, dict[str, Any]]:
     return parsed.hostname or "mymaster", target
 
 
-def _sentinel_client(manager: type[Any], found: list[tuple[str, int]],
-                     options: dict[str, Any]) -> Any:
+def _sentinel_client(
+    manager: type[Any], found: list[tuple[str, int]], options: dict[str, Any]
+) -> Any:
     """The primary of the Sentinel service named by REDIS_URL, through ``manager`` (redis-py's
     sync or asyncio ``Sentinel``) asking the sentinels ``found``."""
     service, target = _service(redis_url())
     return manager(found, sentinel_kwargs=_sentinel_options()).master_for(
-        service, **{**options, **target})
+        service, **{**options, **target}
+    )
 
 
 def _unreachable(exc: RedisClusterException) -> Exception:
@@ -271,7 +273,8 @@ def _async_client() -> Any:
         return _sentinel_client(AsyncSentinel, found, options)
     options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
     pool = aredis.BlockingConnectionPool.from_url(
-        redis_url(), timeout=ASYNC_POOL_TIMEOUT, **options)
+        redis_url(), timeout=ASYNC_POOL_TIMEOUT, **options
+    )
     return aredis.Redis.from_pool(pool)  # closing the client closes its pool
 
 

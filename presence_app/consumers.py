@@ -6,16 +6,16 @@
     class ChatConsumer(PresenceConsumerMixin, AsyncJsonWebsocketConsumer):
         async def connect(self):
             await self.accept()
-            if await self.presence_connect():      # False: anonymous, closed with 4401
-                ...                                 # the chat's own set-up
+            if await self.presence_connect():  # False: anonymous, closed with 4401
+                ...  # the chat's own set-up
 
         async def disconnect(self, code):
             await self.presence_disconnect()
 
         async def receive_json(self, content, **kwargs):
-            if await self.presence_receive(content):   # heartbeat, join, status, ...
+            if await self.presence_receive(content):  # heartbeat, join, status, ...
                 return
-            ...                                         # the chat's own frames
+            ...  # the chat's own frames
 
 The socket then holds a lease renewed by heartbeats (through the process' coalescer), joins
 rooms, watches users, keeps its grace on close and receives ``presence.*`` events, exactly as
@@ -68,8 +68,11 @@ class PresenceConsumerMixin:
             return False
         self.presence_frames = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
         self.presence = PresenceSession(
-            user, layer=self.channel_layer, channel_name=self.channel_name,  # type: ignore[attr-defined]
-            send=self.presence_send, device=device_of(self.scope),  # type: ignore[attr-defined]
+            user,
+            layer=self.channel_layer,
+            channel_name=self.channel_name,  # type: ignore[attr-defined]
+            send=self.presence_send,
+            device=device_of(self.scope),  # type: ignore[attr-defined]
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
@@ -88,7 +91,11 @@ class PresenceConsumerMixin:
         (the project's own frame), True when it was answered (error frames included)."""
         if not frames.is_presence_frame(frame):
             return False
-        if self.presence is not None and not self.presence.closed and await self._presence_rate_ok():
+        if (
+            self.presence is not None
+            and not self.presence.closed
+            and await self._presence_rate_ok()
+        ):
             await frames.handle(self.presence, frame)
         return True
 
@@ -96,8 +103,9 @@ class PresenceConsumerMixin:
         if self.presence_frames.take():
             return True
         limit = conf.get("MAX_FRAMES_PER_SECOND")
-        await self.presence_send(protocol.error_frame("rate_limited",
-                                                      f"at most {limit} frames a second"))
+        await self.presence_send(
+            protocol.error_frame("rate_limited", f"at most {limit} frames a second")
+        )
         return False
 
     async def presence_group_send(self, room: str, event: dict[str, Any]) -> None:
@@ -116,6 +124,11 @@ class PresenceConsumerMixin:
             # The browser is gone (uvicorn's ClientDisconnected, daphne's): nobody to tell. The
             # websocket.disconnect waiting in the queue runs disconnect(), which cleans up.
             pass
+        except RuntimeError as exc:
+            # The server closed the socket (a restart's shutdown) while a background task (a
+            # lease's recovery) still had a frame for it: the same, nobody left to tell.
+            if "after sending 'websocket.close'" not in str(exc):
+                raise
 
     # The channel layer's events for this socket ("presence.join" -> presence_join).
     async def presence_join(self, event: dict[str, Any]) -> None:
@@ -147,8 +160,9 @@ class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonW
     async def disconnect(self, code: int) -> None:
         await self.presence_disconnect()
 
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
-                      **kwargs: Any) -> None:
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
         # Parsed here, not by receive_json: the size limit is checked before any decoding, and
         # every frame counts against the rate, bad ones too.
         if self.presence is None or self.presence.closed or not await self._presence_rate_ok():

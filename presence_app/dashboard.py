@@ -73,8 +73,9 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
         return round(CHART_HEIGHT - count * CHART_HEIGHT / top, 1)
 
     # A lone sample is a zero-length line, which round caps draw as a dot (one point draws none).
-    lines = [" ".join(f"{x(m)},{y(c)}" for m, c in seg * (2 if len(seg) == 1 else 1))
-             for seg in segments]
+    lines = [
+        " ".join(f"{x(m)},{y(c)}" for m, c in seg * (2 if len(seg) == 1 else 1)) for seg in segments
+    ]
     # Each area closes straight down at its own ends: nothing is drawn where nothing was seen.
     areas = [
         f"{x(seg[0][0])},{CHART_HEIGHT} {line} {x(seg[-1][0])},{CHART_HEIGHT}"
@@ -82,8 +83,12 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
     ]
     edges = [start, *(t for seg in segments for t in (seg[0][0], seg[-1][0])), now]
     gaps = [
-        {"x": x(a), "width": round(x(b) - x(a), 1), "pct": _pct(x(a)),
-         "wide_pct": _pct(x(b) - x(a))}
+        {
+            "x": x(a),
+            "width": round(x(b) - x(a), 1),
+            "pct": _pct(x(a)),
+            "wide_pct": _pct(x(b) - x(a)),
+        }
         for a, b in zip(edges[::2], edges[1::2], strict=True)
         if b - a > GAP
     ]
@@ -96,10 +101,16 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
             break
         local = timezone.localtime(mark, tz)
         if local.hour % 3 == 0:
-            x_ticks.append({"x": x(mark.timestamp()), "pct": _pct(x(mark.timestamp())),
-                            "label": date_format(local, "H:i")})
-    y_ticks = [{"value": v, "y": y(v), "pct": round(100 * v / top, 2)}
-               for v in range(0, top + 1, step)]
+            x_ticks.append(
+                {
+                    "x": x(mark.timestamp()),
+                    "pct": _pct(x(mark.timestamp())),
+                    "label": date_format(local, "H:i"),
+                }
+            )
+    y_ticks = [
+        {"value": v, "y": y(v), "pct": round(100 * v / top, 2)} for v in range(0, top + 1, step)
+    ]
     first = samples[0][0] if samples else None
     counts: list[int | None] = []
     for minute, count in samples:  # one slot a minute from the first sample: None = not seen
@@ -108,14 +119,28 @@ def chart(samples: list[tuple[int, int]], now: float) -> dict[str, Any]:
     last = samples[-1] if samples else None
     peak_at = max(samples, key=lambda s: s[1])[0] if samples else None
     return {
-        "lines": lines, "areas": areas, "gaps": gaps, "x_ticks": x_ticks, "y_ticks": y_ticks,
-        "peak": peak, "peak_at": _local(peak_at), "top": top, "samples": len(samples),
-        "since": _local(first), "latest": last[1] if last else None,
+        "lines": lines,
+        "areas": areas,
+        "gaps": gaps,
+        "x_ticks": x_ticks,
+        "y_ticks": y_ticks,
+        "peak": peak,
+        "peak_at": _local(peak_at),
+        "top": top,
+        "samples": len(samples),
+        "since": _local(first),
+        "latest": last[1] if last else None,
         "latest_at": _local(last[0]) if last else None,
-        "width": CHART_WIDTH, "height": CHART_HEIGHT,
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
         # For the hover values (dashboard.js): a slot a minute from ``first``, in the site's zone.
-        "data": {"start": start, "end": now, "first": first, "counts": counts,
-                 "tz": getattr(tz, "key", None) or str(tz)},
+        "data": {
+            "start": start,
+            "end": now,
+            "first": first,
+            "counts": counts,
+            "tz": getattr(tz, "key", None) or str(tz),
+        },
     }
 
 
@@ -162,8 +187,13 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         # Superusers see everybody; anybody else the users their AUDIENCE shows them.
         policy = not reveal and audience.active()
         ids, counts, history, rooms = presence.batch(
-            reads.online(offset=offset, limit=PER_PAGE, include_invisible=reveal,
-                         viewer=viewer if policy else None), *common
+            reads.online(
+                offset=offset,
+                limit=PER_PAGE,
+                include_invisible=reveal,
+                viewer=viewer if policy else None,
+            ),
+            *common,
         )
         total = counts.total + (counts.invisible if reveal else 0)
         if policy:
@@ -171,12 +201,20 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         presences, user_rooms = presence.batch(
             reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
         )
-    allowed = _rooms_allowed(request.user, [r for r, _ in rooms]
-                             + [r for uid in ids for r in user_rooms.get(uid, [])])
+    allowed = _rooms_allowed(
+        request.user, [r for r, _ in rooms] + [r for uid in ids for r in user_rooms.get(uid, [])]
+    )
     rooms = [(room, n) for room, n in rooms if room in allowed]
     users = {str(u.pk): u for u in users_in_order(ids)}
-    rows = [Row(uid, users.get(uid), presences[uid],
-                [r for r in user_rooms.get(uid, []) if r in allowed]) for uid in ids]
+    rows = [
+        Row(
+            uid,
+            users.get(uid),
+            presences[uid],
+            [r for r in user_rooms.get(uid, []) if r in allowed],
+        )
+        for uid in ids
+    ]
     pages = max(1, -(-total // PER_PAGE))
     return {
         "rows": rows,

@@ -104,8 +104,9 @@ async def _fan_out(transitions: list[Transition], layer: Any) -> None:
                 except UNAVAILABLE as exc:
                     # Live updates are best effort; the next snapshot corrects the browsers.
                     if _log_failure.ready():
-                        logger.warning("presence: channel layer unavailable (%s); events dropped",
-                                       exc)
+                        logger.warning(
+                            "presence: channel layer unavailable (%s); events dropped", exc
+                        )
                     return
 
     await asyncio.gather(*(drain(group, events) for group, events in queues.items()))
@@ -125,8 +126,12 @@ async def _fire_signals(transitions: list[Transition]) -> None:
         )
         for receiver, result in results:
             if isinstance(result, Exception):
-                logger.error("presence: receiver %r of a %s transition failed", receiver,
-                             transition.kind, exc_info=result)
+                logger.error(
+                    "presence: receiver %r of a %s transition failed",
+                    receiver,
+                    transition.kind,
+                    exc_info=result,
+                )
 
 
 def self_event(me: Presence) -> dict[str, Any]:
@@ -148,13 +153,16 @@ def announce_self_sync(me: Presence) -> None:
 
 async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: str) -> None:
     """Tells ``room`` that ``user_id`` is typing; ``sender`` (the typist's channel) is not told."""
-    await layer.group_send(room_group(room), {
-        "type": "presence.typing",
-        "user": user_id,
-        "room": room,
-        "state": "dnd" if own_state == "dnd" else "online",
-        "sender": sender,
-    })
+    await layer.group_send(
+        room_group(room),
+        {
+            "type": "presence.typing",
+            "user": user_id,
+            "room": room,
+            "state": "dnd" if own_state == "dnd" else "online",
+            "sender": sender,
+        },
+    )
 
 
 # -- messages to one user's every connection ----------------------------------------------------

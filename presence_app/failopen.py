@@ -42,7 +42,9 @@ class Breaker:
             self._until = now + float(conf.get("TOUCH_INTERVAL"))
         logger.warning(
             "Redis for presence is unreachable (%s in %s): serving without presence for %ss.",
-            type(exc).__name__, where, conf.get("TOUCH_INTERVAL"),
+            type(exc).__name__,
+            where,
+            conf.get("TOUCH_INTERVAL"),
         )
 
     def reset(self) -> None:

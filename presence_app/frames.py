@@ -110,8 +110,9 @@ async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, An
         return protocol.error_frame("invalid", str(exc), **extra)
     except UNAVAILABLE as exc:
         log_outage(exc)
-        return protocol.error_frame("unavailable", "presence is temporarily unavailable; try again",
-                                    **extra)
+        return protocol.error_frame(
+            "unavailable", "presence is temporarily unavailable; try again", **extra
+        )
     return None
 
 

@@ -9,7 +9,7 @@ code (``database_sync_to_async``: it may use the ORM). A hook that raises is a b
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction
@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from . import conf
 
 
-@lru_cache(maxsize=None)
+@cache
 def _resolve(spec: Any) -> Callable[..., Any] | None:
     return import_string(spec) if isinstance(spec, str) else spec
 

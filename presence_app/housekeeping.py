@@ -51,8 +51,9 @@ async def aclose() -> None:
     await aclose_async_store()
 
 
-def upgrade_from_v1(save: Callable[[list[tuple[str, float, str]]], None], *,
-                    force: bool = False) -> int:
+def upgrade_from_v1(
+    save: Callable[[list[tuple[str, float, str]]], None], *, force: bool = False
+) -> int:
     """Carries users from the store's layout 1 to layout 2 (``presence upgrade``); ``save``
     gets their last seens before layout 1 is dropped. Returns how many were carried."""
     return store_upgrade_from_v1(get_store(), save, force=force)

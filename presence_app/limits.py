@@ -10,8 +10,9 @@ from collections.abc import Callable, Hashable
 class TokenBucket:
     """``rate`` tokens a second, at most ``burst`` saved: bursts are fine, floods are not."""
 
-    def __init__(self, rate: float, burst: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = float(rate)
         self.burst = float(burst if burst is not None else rate)
         self.clock = clock
@@ -37,8 +38,9 @@ class Throttle:
     activity), per process (the middleware's users) and for log lines.
     """
 
-    def __init__(self, interval: float, max_keys: int = 1024,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, interval: float, max_keys: int = 1024, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.interval = float(interval)
         self.max_keys = max_keys
         self.clock = clock

@@ -81,8 +81,9 @@ class PresenceBatch:
             try:
                 vid = None if self.viewer in (None, presence.ANONYMOUS) else str(self.viewer)
                 with audience.remembering(vid, self.decisions):
-                    self.presences.update(presence.get_many(missing, viewer=self.viewer,
-                                                            reveal_all=self.reveal_all))
+                    self.presences.update(
+                        presence.get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
+                    )
                 return
             except UNAVAILABLE as exc:
                 breaker.trip(exc, "a presence read")
@@ -102,7 +103,8 @@ class PresenceBatch:
             from .models import LastSeen
 
             wanted = {
-                pk_of(u): u for u, p in self.presences.items()
+                pk_of(u): u
+                for u, p in self.presences.items()
                 if p.last_seen is None and u not in self.durable
             }
             wanted.pop(None, None)

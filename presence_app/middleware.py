@@ -90,8 +90,10 @@ def stream_paths() -> tuple[str, ...]:
     """The SSE stream and its REST calls: their session keeps their presence (a heartbeat or
     watch POST is not a person's activity), as a socket's does."""
     try:
-        return (reverse("presence_app:sse"),
-                reverse("presence_app:api-stream", args=["x"]).rsplit("/", 2)[0] + "/")
+        return (
+            reverse("presence_app:sse"),
+            reverse("presence_app:api-stream", args=["x"]).rsplit("/", 2)[0] + "/",
+        )
     except NoReverseMatch:  # the project did not include presence_app.urls
         return ()
 

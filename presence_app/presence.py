@@ -35,9 +35,13 @@ from .store import InvalidInput, Presence, StateCounts, Transition
 User = Any  # a user object, a primary key or an id string
 
 
-
-def _status_args(state: str | None, message: str | None, emoji: str | None,
-                 expires_in: float | None, device: str | None) -> dict[str, Any]:
+def _status_args(
+    state: str | None,
+    message: str | None,
+    emoji: str | None,
+    expires_in: float | None,
+    device: str | None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"state": rules.status_state(state)}
     for name, value in (("message", message), ("emoji", emoji), ("device", device)):
         text = rules.status_text(name, value)
@@ -78,8 +82,9 @@ def activity(user: User, now: float | None = None) -> list[Transition]:
     return _change("activity", rules.user_id(user), now)
 
 
-def connect(conn_id: str, user: User, now: float | None = None,
-            device: str | None = None) -> list[Transition]:
+def connect(
+    conn_id: str, user: User, now: float | None = None, device: str | None = None
+) -> list[Transition]:
     """A connection (socket, stream) opened: it takes a lease of ``LEASE_TTL``."""
     return _change("connect", conn_id, rules.user_id(user), now, device)
 
@@ -90,7 +95,9 @@ def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
     return get_store().heartbeat(conn_id, rules.user_id(user), now)
 
 
-def heartbeat_many(pairs: Iterable[tuple[str, User]], now: float | None = None) -> list[tuple[str, str]]:
+def heartbeat_many(
+    pairs: Iterable[tuple[str, User]], now: float | None = None
+) -> list[tuple[str, str]]:
     """Renews many ``(conn_id, user)`` leases at once; returns the pairs that hold none."""
     return get_store().heartbeat_many(pairs, now)
 
@@ -111,17 +118,29 @@ def leave(room: str, conn_id: str, user: User, now: float | None = None) -> list
     return _change("leave", rules.room(room), conn_id, rules.user_id(user), now)
 
 
-def set_status(user: User, state: str | None = None, message: str | None = None,
-               emoji: str | None = None, *, expires_in: float | None = None,
-               device: str | None = None, now: float | None = None,
-               **meta: Any) -> list[Transition]:
+def set_status(
+    user: User,
+    state: str | None = None,
+    message: str | None = None,
+    emoji: str | None = None,
+    *,
+    expires_in: float | None = None,
+    device: str | None = None,
+    now: float | None = None,
+    **meta: Any,
+) -> list[Transition]:
     """Sets the user's override (``online``/``auto``, ``dnd``, ``invisible``; None keeps it),
     status message and emoji ("" clears, None keeps), optionally expiring after ``expires_in``
     seconds. Everybody who may see the user hears of it; the user's own sockets learn their
     true state (``invisible`` included)."""
     uid = rules.user_id(user)
-    transitions = _change("set_status", uid, now=now, **_status_args(state, message, emoji,
-                                                                     expires_in, device), **meta)
+    transitions = _change(
+        "set_status",
+        uid,
+        now=now,
+        **_status_args(state, message, emoji, expires_in, device),
+        **meta,
+    )
     dispatch.announce_self_sync(get_store().get(uid, viewer=uid, now=now))
     return transitions
 
@@ -173,8 +192,9 @@ async def acan_join(user: Any, room: str) -> bool:
 
 
 # -- reads ------------------------------------------------------------------------------------
-def get(user: User, *, viewer: User | None = None, reveal_all: bool = False,
-        now: float | None = None) -> Presence:
+def get(
+    user: User, *, viewer: User | None = None, reveal_all: bool = False, now: float | None = None
+) -> Presence:
     """One user's :class:`~presence_app.store.Presence` as ``viewer`` may see it (an invisible
     user reads as offline to everybody but themself; ``reveal_all`` is for superuser views).
     Outside the user's ``AUDIENCE`` the viewer reads them the same way."""
@@ -184,8 +204,13 @@ def get(user: User, *, viewer: User | None = None, reveal_all: bool = False,
     return found if not policy or uid in audience.visible(vid, [uid]) else Presence(uid)
 
 
-def get_many(users: Iterable[User], *, viewer: User | None = None, reveal_all: bool = False,
-             now: float | None = None) -> dict[str, Presence]:
+def get_many(
+    users: Iterable[User],
+    *,
+    viewer: User | None = None,
+    reveal_all: bool = False,
+    now: float | None = None,
+) -> dict[str, Presence]:
     """``{user_id: Presence}`` for any number of users, in one round trip, in the order given
     (and one ``AUDIENCE`` call)."""
     vid, policy = _viewer_policy(viewer, reveal_all)
@@ -193,22 +218,32 @@ def get_many(users: Iterable[User], *, viewer: User | None = None, reveal_all: b
     return audience.mask(found, audience.visible(vid, found)) if policy else found
 
 
-def online(window: float | None = None, offset: int = 0, limit: int | None = None,
-           now: float | None = None, *, include_invisible: bool = False,
-           viewer: User | None = None) -> list[str]:
+def online(
+    window: float | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    now: float | None = None,
+    *,
+    include_invisible: bool = False,
+    viewer: User | None = None,
+) -> list[str]:
     """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``; with a
     ``viewer`` and an ``AUDIENCE`` policy, those the viewer may see (one call per 1,000)."""
     store = get_store()
     vid, policy = _viewer_policy(viewer)
     if not policy:
         return store.online(window, offset, limit, now, include_invisible=include_invisible)
-    return audience.scan(lambda pos, n: store.online(window, pos, n, now,
-                                                     include_invisible=include_invisible),
-                         vid, offset, limit)
+    return audience.scan(
+        lambda pos, n: store.online(window, pos, n, now, include_invisible=include_invisible),
+        vid,
+        offset,
+        limit,
+    )
 
 
-def online_count(window: float | None = None, now: float | None = None, *,
-                 viewer: User | None = None) -> int:
+def online_count(
+    window: float | None = None, now: float | None = None, *, viewer: User | None = None
+) -> int:
     """How many users are online (visible ones; with a ``viewer``, visible to them)."""
     vid, policy = _viewer_policy(viewer)
     if not policy:
@@ -257,41 +292,69 @@ class Reads:
     def __init__(self) -> None:
         self._planned = get_store().planned
 
-    def get_many(self, users: Iterable[User], *, viewer: User | None = None,
-                 reveal_all: bool = False, now: float | None = None) -> Any:
+    def get_many(
+        self,
+        users: Iterable[User],
+        *,
+        viewer: User | None = None,
+        reveal_all: bool = False,
+        now: float | None = None,
+    ) -> Any:
         vid, policy = _viewer_policy(viewer, reveal_all)
-        plan = self._planned.get_many(rules.user_ids(users), viewer=vid, reveal_all=reveal_all,
-                                      now=now)
-        return _Then(plan, lambda found: audience.mask(found, audience.visible(vid, found))
-                     ) if policy else plan
+        plan = self._planned.get_many(
+            rules.user_ids(users), viewer=vid, reveal_all=reveal_all, now=now
+        )
+        return (
+            _Then(plan, lambda found: audience.mask(found, audience.visible(vid, found)))
+            if policy
+            else plan
+        )
 
-    def online(self, window: float | None = None, offset: int = 0, limit: int | None = None,
-               now: float | None = None, *, include_invisible: bool = False,
-               viewer: User | None = None) -> Any:
+    def online(
+        self,
+        window: float | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        now: float | None = None,
+        *,
+        include_invisible: bool = False,
+        viewer: User | None = None,
+    ) -> Any:
         vid, policy = _viewer_policy(viewer)
         if not policy:
-            return self._planned.online(window, offset, limit, now,
-                                        include_invisible=include_invisible)
+            return self._planned.online(
+                window, offset, limit, now, include_invisible=include_invisible
+            )
         # The first chunk rides in the batch; a page that needs more reads on afterwards.
         store = get_store()
-        fetch = lambda pos, n: store.online(window, pos, n, now,  # noqa: E731
-                                            include_invisible=include_invisible)
-        return _Then(self._planned.online(window, 0, audience.SCAN_CHUNK, now,
-                                          include_invisible=include_invisible),
-                     lambda first: audience.scan(fetch, vid, offset, limit, first))
 
-    def online_count(self, window: float | None = None, now: float | None = None, *,
-                     viewer: User | None = None) -> Any:
+        def fetch(pos: int, n: int) -> list[str]:
+            return store.online(window, pos, n, now, include_invisible=include_invisible)
+
+        return _Then(
+            self._planned.online(
+                window, 0, audience.SCAN_CHUNK, now, include_invisible=include_invisible
+            ),
+            lambda first: audience.scan(fetch, vid, offset, limit, first),
+        )
+
+    def online_count(
+        self, window: float | None = None, now: float | None = None, *, viewer: User | None = None
+    ) -> Any:
         if not _viewer_policy(viewer)[1]:
             return self._planned.online_count(window, now)
         return _Then(self.online(window, now=now, viewer=viewer), len)
 
-    def room_members(self, room: str, now: float | None = None, *,
-                     viewer: User | None = None) -> Any:
+    def room_members(
+        self, room: str, now: float | None = None, *, viewer: User | None = None
+    ) -> Any:
         vid, policy = _viewer_policy(viewer)
         plan = self._planned.room_members(rules.room(room), now)
-        return _Then(plan, lambda ids: audience.keep(ids, audience.visible(vid, ids))
-                     ) if policy else plan
+        return (
+            _Then(plan, lambda ids: audience.keep(ids, audience.visible(vid, ids)))
+            if policy
+            else plan
+        )
 
     def rooms(self, limit: int = 100) -> Any:
         return self._planned.rooms(limit)
@@ -349,8 +412,9 @@ async def atouch(user: User, activity: bool = True, now: float | None = None) ->
     return await _achange("touch", rules.user_id(user), bool(activity), now)
 
 
-async def atouch_many(items: Iterable[tuple[User, bool]],
-                      now: float | None = None) -> list[Transition]:
+async def atouch_many(
+    items: Iterable[tuple[User, bool]], now: float | None = None
+) -> list[Transition]:
     pairs = [(rules.user_id(u), bool(a)) for u, a in items]
     return await _achange("touch_many", pairs, now) if pairs else []
 
@@ -359,8 +423,9 @@ async def aactivity(user: User, now: float | None = None) -> list[Transition]:
     return await _achange("activity", rules.user_id(user), now)
 
 
-async def aconnect(conn_id: str, user: User, now: float | None = None,
-                   device: str | None = None) -> list[Transition]:
+async def aconnect(
+    conn_id: str, user: User, now: float | None = None, device: str | None = None
+) -> list[Transition]:
     return await _achange("connect", conn_id, rules.user_id(user), now, device)
 
 
@@ -368,8 +433,9 @@ async def aheartbeat(conn_id: str, user: User, now: float | None = None) -> bool
     return await get_async_store().heartbeat(conn_id, rules.user_id(user), now)
 
 
-async def aheartbeat_many(pairs: Iterable[tuple[str, User]],
-                          now: float | None = None) -> list[tuple[str, str]]:
+async def aheartbeat_many(
+    pairs: Iterable[tuple[str, User]], now: float | None = None
+) -> list[tuple[str, str]]:
     return await get_async_store().heartbeat_many(pairs, now)
 
 
@@ -385,13 +451,25 @@ async def aleave(room: str, conn_id: str, user: User, now: float | None = None) 
     return await _achange("leave", rules.room(room), conn_id, rules.user_id(user), now)
 
 
-async def aset_status(user: User, state: str | None = None, message: str | None = None,
-                      emoji: str | None = None, *, expires_in: float | None = None,
-                      device: str | None = None, now: float | None = None,
-                      **meta: Any) -> list[Transition]:
+async def aset_status(
+    user: User,
+    state: str | None = None,
+    message: str | None = None,
+    emoji: str | None = None,
+    *,
+    expires_in: float | None = None,
+    device: str | None = None,
+    now: float | None = None,
+    **meta: Any,
+) -> list[Transition]:
     uid = rules.user_id(user)
-    transitions = await _achange("set_status", uid, now=now,
-                                 **_status_args(state, message, emoji, expires_in, device), **meta)
+    transitions = await _achange(
+        "set_status",
+        uid,
+        now=now,
+        **_status_args(state, message, emoji, expires_in, device),
+        **meta,
+    )
     await dispatch.announce_self(await get_async_store().get(uid, viewer=uid, now=now))
     return transitions
 
@@ -400,43 +478,61 @@ async def asweep(now: float | None = None) -> list[Transition]:
     return await _achange("sweep", now)
 
 
-async def aget(user: User, *, viewer: User | None = None, reveal_all: bool = False,
-               now: float | None = None) -> Presence:
+async def aget(
+    user: User, *, viewer: User | None = None, reveal_all: bool = False, now: float | None = None
+) -> Presence:
     uid = rules.user_id(user)
     vid, policy = _viewer_policy(viewer, reveal_all)
     found = await get_async_store().get(uid, viewer=vid, reveal_all=reveal_all, now=now)
     return found if not policy or uid in await audience.avisible(vid, [uid]) else Presence(uid)
 
 
-async def aget_many(users: Iterable[User], *, viewer: User | None = None,
-                    reveal_all: bool = False, now: float | None = None) -> dict[str, Presence]:
+async def aget_many(
+    users: Iterable[User],
+    *,
+    viewer: User | None = None,
+    reveal_all: bool = False,
+    now: float | None = None,
+) -> dict[str, Presence]:
     vid, policy = _viewer_policy(viewer, reveal_all)
-    found = await get_async_store().get_many(rules.user_ids(users), viewer=vid,
-                                             reveal_all=reveal_all, now=now)
+    found = await get_async_store().get_many(
+        rules.user_ids(users), viewer=vid, reveal_all=reveal_all, now=now
+    )
     return audience.mask(found, await audience.avisible(vid, found)) if policy else found
 
 
-async def aonline(window: float | None = None, offset: int = 0, limit: int | None = None,
-                  now: float | None = None, *, include_invisible: bool = False,
-                  viewer: User | None = None) -> list[str]:
+async def aonline(
+    window: float | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    now: float | None = None,
+    *,
+    include_invisible: bool = False,
+    viewer: User | None = None,
+) -> list[str]:
     store = get_async_store()
     vid, policy = _viewer_policy(viewer)
     if not policy:
         return await store.online(window, offset, limit, now, include_invisible=include_invisible)
-    return await audience.ascan(lambda pos, n: store.online(window, pos, n, now,
-                                                            include_invisible=include_invisible),
-                                vid, offset, limit)
+    return await audience.ascan(
+        lambda pos, n: store.online(window, pos, n, now, include_invisible=include_invisible),
+        vid,
+        offset,
+        limit,
+    )
 
 
-async def aonline_count(window: float | None = None, now: float | None = None, *,
-                        viewer: User | None = None) -> int:
+async def aonline_count(
+    window: float | None = None, now: float | None = None, *, viewer: User | None = None
+) -> int:
     if not _viewer_policy(viewer)[1]:
         return await get_async_store().online_count(window, now)
     return len(await aonline(window, now=now, viewer=viewer))
 
 
-async def aroom_members(room: str, now: float | None = None, *,
-                        viewer: User | None = None) -> list[str]:
+async def aroom_members(
+    room: str, now: float | None = None, *, viewer: User | None = None
+) -> list[str]:
     ids = await get_async_store().room_members(rules.room(room), now)
     vid, policy = _viewer_policy(viewer)
     return audience.keep(ids, await audience.avisible(vid, ids)) if policy and ids else ids

@@ -80,8 +80,9 @@ def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def hello(user_id: str, me: Presence | None, settings: dict[str, Any],
-          activity_interval: float) -> dict[str, Any]:
+def hello(
+    user_id: str, me: Presence | None, settings: dict[str, Any], activity_interval: float
+) -> dict[str, Any]:
     """The first frame of every accepted socket: who you are, how often to beat, the limits."""
     return {
         "type": "hello",

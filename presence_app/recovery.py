@@ -71,13 +71,24 @@ class LeaseRecovery:
 
     def lease_unavailable(self) -> None:
         if not self.closed and self.outage_notice.ready():
-            spawn(self.tasks, self.send(protocol.error_frame(
-                "unavailable", "presence is temporarily unavailable; retrying", frame="heartbeat")))
+            spawn(
+                self.tasks,
+                self.send(
+                    protocol.error_frame(
+                        "unavailable",
+                        "presence is temporarily unavailable; retrying",
+                        frame="heartbeat",
+                    )
+                ),
+            )
 
     async def unavailable(self, exc: BaseException, **extra: Any) -> None:
         log_outage(exc)
-        await self.send(protocol.error_frame(
-            "unavailable", "presence is temporarily unavailable; try again", **extra))
+        await self.send(
+            protocol.error_frame(
+                "unavailable", "presence is temporarily unavailable; try again", **extra
+            )
+        )
 
     @in_tenant
     async def _recover(self) -> None:

@@ -28,8 +28,8 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 
 from . import protocol
-from .subscriptions import log_outage
 from .store import UNAVAILABLE
+from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")
 
@@ -68,8 +68,11 @@ class OutageTolerantConsumer(AsyncConsumer):
                 log_outage(exc)
                 session = getattr(self, "presence", None)
                 if session is not None and not session.closed and session.outage_notice.ready():
-                    await session.send(protocol.error_frame(
-                        "unavailable", "live updates are interrupted; retrying"))
+                    await session.send(
+                        protocol.error_frame(
+                            "unavailable", "live updates are interrupted; retrying"
+                        )
+                    )
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, RECEIVE_RETRY[1])
 

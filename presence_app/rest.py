@@ -37,14 +37,22 @@ from .store import UNAVAILABLE
 REPLY_TIMEOUT = 15.0
 
 STATUS = {
-    "bad_frame": 400, "too_large": 400, "unknown_type": 400, "invalid": 400,
-    "forbidden": 403, "limit": 409, "not_joined": 409, "rate_limited": 429, "unavailable": 503,
+    "bad_frame": 400,
+    "too_large": 400,
+    "unknown_type": 400,
+    "invalid": 400,
+    "forbidden": 403,
+    "limit": 409,
+    "not_joined": 409,
+    "rate_limited": 429,
+    "unavailable": 503,
 }
 
 
 def _error(code: str, detail: str, status: int | None = None, **extra: Any) -> JsonResponse:
-    return JsonResponse(protocol.error_frame(code, detail, **extra),
-                        status=status or STATUS.get(code, 400))
+    return JsonResponse(
+        protocol.error_frame(code, detail, **extra), status=status or STATUS.get(code, 400)
+    )
 
 
 async def _ask(layer: Any, channel: str, frame: dict[str, Any]) -> dict[str, Any] | None:

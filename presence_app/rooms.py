@@ -41,9 +41,12 @@ class Member:
     joined_at: datetime
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.presence.as_dict(), "username": self.user.get_username(),
-                "last_seen_at": self.last_seen.isoformat() if self.last_seen else None,
-                "joined_at": self.joined_at.isoformat()}
+        return {
+            **self.presence.as_dict(),
+            "username": self.user.get_username(),
+            "last_seen_at": self.last_seen.isoformat() if self.last_seen else None,
+            "joined_at": self.joined_at.isoformat(),
+        }
 
 
 def _membership() -> Any:
@@ -65,8 +68,10 @@ async def aadd_member(user: Any, room: str, *, sender: str | None = None) -> boo
     created = await database_sync_to_async(_save)(user, room)
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(dispatch.self_group(rules.user_id(user)), {
-            "type": "presence.permanent", "room": room, "sender": sender})
+        await layer.group_send(
+            dispatch.self_group(rules.user_id(user)),
+            {"type": "presence.permanent", "room": room, "sender": sender},
+        )
     return created
 
 
@@ -91,8 +96,12 @@ aremove_member = database_sync_to_async(remove_member)
 def members(room: str, *, viewer: Any = None) -> list[Member]:
     """Every member of the permanent ``room`` in the order they joined, online or not, with
     their presence (as ``viewer`` may see it) and last seen: one query, one Redis round trip."""
-    rows = list(_membership().objects.filter(room=rules.room(room))
-                .select_related("user", "user__presence_last_seen").order_by("joined_at", "pk"))
+    rows = list(
+        _membership()
+        .objects.filter(room=rules.room(room))
+        .select_related("user", "user__presence_last_seen")
+        .order_by("joined_at", "pk")
+    )
     ids = [str(row.user_id) for row in rows]
     presences = presence.get_many(ids, viewer=viewer) if ids else {}
     out = []

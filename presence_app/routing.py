@@ -1,6 +1,6 @@
 """WebSocket routes of presence_app; wrap them as in ``project/asgi.py``::
 
-    AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 """
 
 from django.urls import path

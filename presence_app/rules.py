@@ -95,7 +95,11 @@ def expires_in(value: Any) -> float | None:
     if value is None:
         return None
     # 1e999 parses as infinity: "never" is no expiry, which is leaving it out.
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not value > 0 or not math.isfinite(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not value > 0
+        or not math.isfinite(value)
+    ):
         raise InvalidInput('"expires_in" must be a positive number of seconds')
     return float(value)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ from .limits import Throttle
 from .protocol import FrameError
 from .recovery import LeaseRecovery, in_tenant
 from .store import UNAVAILABLE
-from .subscriptions import Subscriptions, log_outage
+from .subscriptions import RecentUpdates, Subscriptions, log_outage
 from .sweeper import ensure_sweeper
 
 logger = logging.getLogger("presence_app")
@@ -31,9 +30,6 @@ logger = logging.getLogger("presence_app")
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 #: How often a connection may warn its browser about an outage found in the background.
 OUTAGE_NOTICE_INTERVAL = 30.0
-#: Updates a connection remembers having relayed: the same update reaches a socket once per
-#: group it came through (the user's watchers, each room shared with them); the browser gets one.
-RECENT_UPDATES = 512
 
 
 def activity_interval(settings: dict[str, Any]) -> float:
@@ -45,8 +41,16 @@ class PresenceSession(LeaseRecovery):
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
     (default: the current one) is the key space it lives in for its whole life."""
 
-    def __init__(self, user: Any, *, layer: Any, channel_name: str, send: Send,
-                 device: str | None = None, tenant: str | None = None) -> None:
+    def __init__(
+        self,
+        user: Any,
+        *,
+        layer: Any,
+        channel_name: str,
+        send: Send,
+        device: str | None = None,
+        tenant: str | None = None,
+    ) -> None:
         s = conf.get_settings()
         self.tenant = tenants.check(tenant) if tenant is not None else tenants.current()
         self.user = user
@@ -65,11 +69,13 @@ class PresenceSession(LeaseRecovery):
         self.lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
         self.activity_throttle = Throttle(activity_interval(s))
-        self.typing_throttle = Throttle(s["TYPING_THROTTLE"], max_keys=s["MAX_ROOMS_PER_CONNECTION"])
+        self.typing_throttle = Throttle(
+            s["TYPING_THROTTLE"], max_keys=s["MAX_ROOMS_PER_CONNECTION"]
+        )
         self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
         self.groups = Subscriptions(layer, channel_name, self.user_id)
         self.decisions = audience.Decisions()  # what this viewer may see (AUDIENCE), for a while
-        self.recent: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self.recent = RecentUpdates()  # an update comes once per group it concerns
 
     # -- life --------------------------------------------------------------------------------
     @in_tenant
@@ -178,8 +184,13 @@ class PresenceSession(LeaseRecovery):
         if shown:
             with audience.remembering(self.user_id, self.decisions):
                 presences = await presence.aget_many(shown, viewer=self.user_id)
-            await self.send({"type": "presence.state", "watch": True,
-                             "members": [p.as_dict() for p in presences.values()]})
+            await self.send(
+                {
+                    "type": "presence.state",
+                    "watch": True,
+                    "members": [p.as_dict() for p in presences.values()],
+                }
+            )
 
     @in_tenant
     async def send_room_state(self, room: str) -> None:
@@ -194,10 +205,15 @@ class PresenceSession(LeaseRecovery):
         for n, page in enumerate(pages):
             with audience.remembering(self.user_id, self.decisions):
                 presences = await presence.aget_many(page, viewer=self.user_id) if page else {}
-            await self.send({"type": "presence.state", "room": room, "page": n,
-                             "more": n + 1 < len(pages),
-                             "members": [p.as_dict() for p in presences.values()
-                                         if p.is_online or not hide]})
+            await self.send(
+                {
+                    "type": "presence.state",
+                    "room": room,
+                    "page": n,
+                    "more": n + 1 < len(pages),
+                    "members": [p.as_dict() for p in presences.values() if p.is_online or not hide],
+                }
+            )
 
     # -- events from the channel layer ----------------------------------------------------------
     @in_tenant
@@ -217,15 +233,6 @@ class PresenceSession(LeaseRecovery):
             with audience.remembering(self.user_id, self.decisions):
                 if subject not in await audience.avisible(self.user_id, [subject]):
                     return
-        if event.get("type") == "presence.update" and self._relayed_before(event):
+        if event.get("type") == "presence.update" and not self.recent.first_time(event):
             return
         await self.send(event)
-
-    def _relayed_before(self, event: dict[str, Any]) -> bool:
-        key = tuple(event.get(k) for k in ("user", "at", "state", "message", "emoji"))
-        if key in self.recent:
-            return True
-        self.recent[key] = None
-        if len(self.recent) > RECENT_UPDATES:
-            self.recent.popitem(last=False)
-        return False

@@ -71,8 +71,9 @@ def stream_channel(token: str, user_id: str) -> str | None:
 
 def resume_id(session: PresenceSession) -> str:
     """The ``id:`` of an event: who, which connection, which rooms (signed)."""
-    return signing.dumps([session.user_id, session.conn_id, sorted(session.rooms)],
-                         salt=RESUME_SALT, compress=True)
+    return signing.dumps(
+        [session.user_id, session.conn_id, sorted(session.rooms)], salt=RESUME_SALT, compress=True
+    )
 
 
 def read_resume_id(token: str, user_id: str) -> tuple[str, list[str]] | None:
@@ -116,14 +117,16 @@ def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
 class EventStream:
     """One SSE stream: its session, its channel, the frames waiting for the browser."""
 
-    def __init__(self, user: Any, layer: Any, channel: str, device: str | None,
-                 csrf: str | None = None) -> None:
+    def __init__(
+        self, user: Any, layer: Any, channel: str, device: str | None, csrf: str | None = None
+    ) -> None:
         self.csrf = csrf
         self.layer = layer
         self.channel = channel
         self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self.session = PresenceSession(user, layer=layer, channel_name=channel, send=self.push,
-                                       device=device)
+        self.session = PresenceSession(
+            user, layer=layer, channel_name=channel, send=self.push, device=device
+        )
         self.frames_bucket = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
         self.rooms_sent: list[str] | None = None
 
@@ -164,8 +167,7 @@ class EventStream:
                 elif str(message.get("type", "")).startswith("presence."):
                     await self.session.event(message)
             except Exception:
-                logger.exception("presence: an SSE stream failed to handle %r",
-                                 message.get("type"))
+                logger.exception("presence: an SSE stream failed to handle %r", message.get("type"))
 
     async def apply_rest(self, message: dict[str, Any]) -> None:
         """A REST call of this stream's user: rate limited and applied like a socket frame;
@@ -177,8 +179,9 @@ class EventStream:
             error = await frames.apply(self.session, frame)
         else:
             limit = conf.get("MAX_FRAMES_PER_SECOND")
-            error = protocol.error_frame("rate_limited", f"at most {limit} frames a second",
-                                         frame=frame.get("type"))
+            error = protocol.error_frame(
+                "rate_limited", f"at most {limit} frames a second", frame=frame.get("type")
+            )
         reply = message.get("reply")
         if isinstance(reply, str):
             await self.layer.send(reply, {"type": "presence.rest.reply", "error": error})

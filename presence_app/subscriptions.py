@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
@@ -50,9 +51,11 @@ class Subscriptions:
         self.refreshed_at = 0.0
 
     def all(self, rooms: Iterable[str], watched: Iterable[str]) -> list[str]:
-        return ([dispatch.self_group(self.user_id)]
-                + [dispatch.room_group(r) for r in rooms]
-                + [dispatch.watchers_group(u) for u in watched])
+        return (
+            [dispatch.self_group(self.user_id)]
+            + [dispatch.room_group(r) for r in rooms]
+            + [dispatch.watchers_group(u) for u in watched]
+        )
 
     async def add_all(self, rooms: Iterable[str], watched: Iterable[str]) -> None:
         self.refreshed_at = asyncio.get_running_loop().time()
@@ -74,3 +77,22 @@ class Subscriptions:
                 log_outage(result)  # a stale member costs a dropped message, and expires
             elif isinstance(result, BaseException):
                 raise result
+
+
+class RecentUpdates:
+    """The updates a connection relayed lately: the same update reaches a socket once per group
+    it came through (the user's watchers, each room shared with them); the browser gets one."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self.seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+
+    def first_time(self, event: dict[str, Any]) -> bool:
+        """True the first time this update (user, moment, state and texts) comes by."""
+        key = tuple(event.get(k) for k in ("user", "at", "state", "message", "emoji"))
+        if key in self.seen:
+            return False
+        self.seen[key] = None
+        if len(self.seen) > self.size:
+            self.seen.popitem(last=False)
+        return True

@@ -68,8 +68,9 @@ async def aflush_if_due() -> None:
         await database_sync_to_async(flush)()
 
 
-async def arun_sweeper(loop: bool = True, on_sweep: OnSweep | None = None,
-                       *, first_delay: float = 0.0) -> list[Transition] | None:
+async def arun_sweeper(
+    loop: bool = True, on_sweep: OnSweep | None = None, *, first_delay: float = 0.0
+) -> list[Transition] | None:
     """Sweep once, or (``loop``) every ``SWEEP_INTERVAL`` until cancelled. Redis being away is
     logged and retried; ``on_sweep`` gets each round's transitions."""
     await asyncio.sleep(first_delay)

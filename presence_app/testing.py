@@ -92,17 +92,31 @@ class RedisServer:
 
     def start(self, timeout: float = 10) -> RedisServer:
         args = [
-            find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-            "--protected-mode", "no", *self.extra,
+            find_redis_server(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--protected-mode",
+            "no",
+            *self.extra,
         ]
         log = open(self.dir / "redis.log", "wb")
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                        preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RedisUnavailable(f"redis-server exited: {(self.dir / 'redis.log').read_text()}")
+                raise RedisUnavailable(
+                    f"redis-server exited: {(self.dir / 'redis.log').read_text()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
                     sock.sendall(b"PING\r\n")
@@ -175,8 +189,10 @@ class RedisClusterServer:
     def __init__(self, masters: int = 3, replicas: int = 0, node_timeout: int = 2000) -> None:
         options = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout)]
         self.masters = masters
-        self.nodes = [RedisServer(port=free_port(below=55535), extra=options)
-                      for _ in range(masters * (1 + replicas))]
+        self.nodes = [
+            RedisServer(port=free_port(below=55535), extra=options)
+            for _ in range(masters * (1 + replicas))
+        ]
 
     @property
     def url(self) -> str:
@@ -192,15 +208,17 @@ class RedisClusterServer:
         for node in self.nodes:
             node.start()
         clients = [redis.Redis(port=node.port, decode_responses=True) for node in self.nodes]
-        n, masters = len(clients), clients[:self.masters]
+        n, masters = len(clients), clients[: self.masters]
         for i, client in enumerate(masters):
-            client.execute_command("CLUSTER ADDSLOTS", *range(
-                i * self.SLOTS // self.masters, (i + 1) * self.SLOTS // self.masters))
+            client.execute_command(
+                "CLUSTER ADDSLOTS",
+                *range(i * self.SLOTS // self.masters, (i + 1) * self.SLOTS // self.masters),
+            )
         for node in self.nodes[1:]:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
         ids = [c.execute_command("CLUSTER MYID") for c in masters]
         deadline = time.monotonic() + timeout
-        pending = list(enumerate(clients[self.masters:]))
+        pending = list(enumerate(clients[self.masters :]))
         try:
             while time.monotonic() < deadline:
                 # A replica can only follow a master it has already heard of through the bus.
@@ -211,11 +229,17 @@ class RedisClusterServer:
                     except redis.ResponseError:
                         pass
                 infos = [c.execute_command("CLUSTER INFO") for c in clients]
-                if not pending and all(
+                if (
+                    not pending
+                    and all(
                         i["cluster_state"] == "ok" and int(i["cluster_known_nodes"]) == n
-                        for i in infos) and all(
+                        for i in infos
+                    )
+                    and all(
                         int(c.info("replication")["connected_slaves"]) == (n // self.masters - 1)
-                        for c in masters):
+                        for c in masters
+                    )
+                ):
                     return self
                 time.sleep(0.1)
         finally:
@@ -246,7 +270,8 @@ def find_redis_sentinel() -> list[str]:
     except RedisUnavailable:
         raise RedisUnavailable(
             "No redis-sentinel found. Install it (Debian: apt-get install redis-sentinel; "
-            "scripts/bootstrap.sh does so as root).") from None
+            "scripts/bootstrap.sh does so as root)."
+        ) from None
 
 
 class RedisSentinelGroup:
@@ -254,12 +279,20 @@ class RedisSentinelGroup:
     known to the sentinels as ``service``. ``down_after`` (ms): how long the primary may be
     silent before the sentinels agree it is down and promote a replica."""
 
-    def __init__(self, service: str = "presence", replicas: int = 1, sentinels: int = 3,
-                 down_after: int = 1000, failover_timeout: int = 5000) -> None:
+    def __init__(
+        self,
+        service: str = "presence",
+        replicas: int = 1,
+        sentinels: int = 3,
+        down_after: int = 1000,
+        failover_timeout: int = 5000,
+    ) -> None:
         self.service = service
         self.primary = RedisServer()
-        self.replicas = [RedisServer(extra=["--replicaof", "127.0.0.1", str(self.primary.port)])
-                         for _ in range(replicas)]
+        self.replicas = [
+            RedisServer(extra=["--replicaof", "127.0.0.1", str(self.primary.port)])
+            for _ in range(replicas)
+        ]
         self.sentinel_ports = [free_port() for _ in range(sentinels)]
         self.down_after = down_after
         self.failover_timeout = failover_timeout
@@ -288,11 +321,17 @@ class RedisSentinelGroup:
                 f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} {quorum}\n"
                 f"sentinel down-after-milliseconds {self.service} {self.down_after}\n"
                 f"sentinel failover-timeout {self.service} {self.failover_timeout}\n"
-                f"sentinel parallel-syncs {self.service} 1\n")
+                f"sentinel parallel-syncs {self.service} 1\n"
+            )
             log = open(self.dir / f"sentinel-{port}.log", "wb")
-            self.processes.append(subprocess.Popen(
-                [*find_redis_sentinel(), str(config)], stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent))
+            self.processes.append(
+                subprocess.Popen(
+                    [*find_redis_sentinel(), str(config)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_die_with_parent,
+                )
+            )
         deadline = time.monotonic() + timeout
         want_replicas, want_peers = len(self.replicas), len(self.sentinel_ports) - 1
         while time.monotonic() < deadline:

@@ -37,8 +37,9 @@ class TouchBatcher:
         with self._lock:
             self.pending[key] = self.pending.get(key, False) or activity
             if self.background and (self._thread is None or not self._thread.is_alive()):
-                self._thread = threading.Thread(target=self._run, name="presence-touches",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="presence-touches", daemon=True
+                )
                 self._thread.start()
 
     def flush(self) -> list[Transition]:

@@ -17,7 +17,6 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-
 from django.urls import path  # noqa: E402
 
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
@@ -31,10 +30,20 @@ gc.collect()  # what start-up left over, before freezing the rest
 gc.freeze()
 gc.set_threshold(50_000, 20, 100)
 
-application = ProtocolTypeRouter({
-    "http": django_asgi_app,
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
-        *websocket_urlpatterns,  # ws/presence/: presence alone
-        path("ws/chat/", ChatConsumer.as_asgi()),  # the demo's chat, presence on the same socket
-    ]))),
-})
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(
+                URLRouter(
+                    [
+                        *websocket_urlpatterns,  # ws/presence/: presence alone
+                        path(
+                            "ws/chat/", ChatConsumer.as_asgi()
+                        ),  # the demo's chat, presence on the same socket
+                    ]
+                )
+            )
+        ),
+    }
+)

@@ -28,7 +28,9 @@ def main() -> None:
     import uvicorn
 
     print(f"Redis: {url}\nThe demo: http://{host}:{port}/  (Ctrl-C stops it)", flush=True)
-    uvicorn.run("project.asgi:application", host=host, port=port, log_level="warning", lifespan="off")
+    uvicorn.run(
+        "project.asgi:application", host=host, port=port, log_level="warning", lifespan="off"
+    )
 
 
 if __name__ == "__main__":

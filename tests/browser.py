@@ -13,8 +13,12 @@ import pytest
 CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 # Headless as root on a machine whose network reaches nothing: no sandbox, no background calls.
 ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 SKIP_REASON = "PRESENCE_SKIP_BROWSER is set: the browser tests are left out"
 

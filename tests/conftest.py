@@ -113,7 +113,8 @@ class RedisCalls:
     def commands(self) -> list[str]:
         self._sync()
         return [
-            c for c in self.seen
+            c
+            for c in self.seen
             if c.split(" ", 1)[0].lower() not in self.SETUP
             and not any(arg.startswith("asgi") for arg in c.split(" ")[1:])
         ]
@@ -189,8 +190,12 @@ def redis_down():
 
 # -- long variants: `pytest --run-slow` ----------------------------------------------------------
 def pytest_addoption(parser):
-    parser.addoption("--run-slow", action="store_true", default=False,
-                     help="also run the long variants (tests marked slow)")
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="also run the long variants (tests marked slow)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -31,8 +31,9 @@ class FrameWaits:
     async def next(self, timeout: float) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def wait_for(self, type: str, /, timeout: float | None = None,
-                       **match: Any) -> dict[str, Any]:
+    async def wait_for(
+        self, type: str, /, timeout: float | None = None, **match: Any
+    ) -> dict[str, Any]:
         """The next frame of ``type`` whose fields equal ``match``; other frames are skipped."""
         return (await self.wait_all((type, match), timeout=timeout))[0]
 
@@ -48,17 +49,20 @@ class FrameWaits:
             try:
                 frame = await self.next(max(0.0, deadline - loop.time()))
             except TimeoutError:
-                raise AssertionError(f"{self.name}: no {missing} within {timeout}s; "
-                                     f"saw {len(seen)} other frames, the last {seen[-10:]}"
-                                     ) from None
+                raise AssertionError(
+                    f"{self.name}: no {missing} within {timeout}s; "
+                    f"saw {len(seen)} other frames, the last {seen[-10:]}"
+                ) from None
             for i, (type_, match) in enumerate(specs):
                 if found[i] is None and matches(frame, type_, match):
                     found[i] = frame
                     break
             else:
                 if frame["type"] == CLOSED:
-                    raise AssertionError(f"{self.name}: closed ({frame.get('code')}) waiting for "
-                                         f"{missing}; saw {seen[-10:]}")
+                    raise AssertionError(
+                        f"{self.name}: closed ({frame.get('code')}) waiting for "
+                        f"{missing}; saw {seen[-10:]}"
+                    )
                 seen.append(frame)
         return found  # type: ignore[return-value]
 

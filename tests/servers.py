@@ -43,12 +43,14 @@ class ServerError(RuntimeError):
 
 def _env(settings: str, db: Path, extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": settings,
-        "DJANGO_DB": str(db),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-    })
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": settings,
+            "DJANGO_DB": str(db),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -115,8 +117,13 @@ json.dump(out, sys.stdout)
 class Database:
     """A SQLite file for one or more servers, with its settings module and environment."""
 
-    def __init__(self, path: Path, *, settings: str = "tests.reliability.settings",
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        settings: str = "tests.reliability.settings",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.settings = settings
         self.extra_env = dict(env or {})
@@ -126,8 +133,15 @@ class Database:
         return _env(self.settings, self.path, self.extra_env)
 
     def run(self, args: list[str], *, input: str | None = None, timeout: float = 120) -> str:
-        done = subprocess.run([sys.executable, *args], cwd=ROOT, env=self.env, input=input,
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, *args],
+            cwd=ROOT,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if done.returncode:
             raise ServerError(f"{' '.join(args)[:200]} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
@@ -156,10 +170,18 @@ class Database:
 class AsgiServer:
     """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess."""
 
-    def __init__(self, db: Database, *, env: dict[str, str] | None = None,
-                 server: str = "uvicorn", app: str = "project.asgi:application",
-                 name: str = "server", ready_path: str = "/accounts/login/",
-                 access_log: bool = False, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        env: dict[str, str] | None = None,
+        server: str = "uvicorn",
+        app: str = "project.asgi:application",
+        name: str = "server",
+        ready_path: str = "/accounts/login/",
+        access_log: bool = False,
+        log_dir: Path | None = None,
+    ) -> None:
         if server not in ("uvicorn", "daphne"):
             raise ValueError("server is 'uvicorn' or 'daphne'")
         self.db = db
@@ -202,9 +224,20 @@ class AsgiServer:
                 args += ["--access-log", os.devnull]
             return [*args, self.app]
         return [
-            sys.executable, "-m", "uvicorn", self.app, "--host", "127.0.0.1",
-            "--port", str(self.port), "--lifespan", "off", "--timeout-graceful-shutdown", "5",
-            "--log-level", "info" if self.access_log else "warning",
+            sys.executable,
+            "-m",
+            "uvicorn",
+            self.app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--lifespan",
+            "off",
+            "--timeout-graceful-shutdown",
+            "5",
+            "--log-level",
+            "info" if self.access_log else "warning",
             "--access-log" if self.access_log else "--no-access-log",
         ]
 
@@ -212,19 +245,27 @@ class AsgiServer:
         if self.alive:
             return self
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            self.process = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                self.command(),
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServerError(
-                    f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
+                    f"{self.name} exited with {self.process.returncode}:\n{self.log()}"
+                )
             if self.answers():
                 return self
             time.sleep(0.05)
         self.stop()
-        raise ServerError(f"{self.name} did not answer on {self.url} within {timeout} s:\n"
-                          f"{self.log()}")
+        raise ServerError(
+            f"{self.name} did not answer on {self.url} within {timeout} s:\n{self.log()}"
+        )
 
     def answers(self, timeout: float = 1.0) -> bool:
         """True when an HTTP request gets any answer below 500."""

@@ -34,14 +34,25 @@ async def _head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
-async def request(server: AsgiServer, method: str, path: str, user: User | None, *,
-                  body: bytes = b"", headers: dict[str, str] | None = None,
-                  timeout: float = 20) -> tuple[int, dict[str, Any]]:
+async def request(
+    server: AsgiServer,
+    method: str,
+    path: str,
+    user: User | None,
+    *,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    timeout: float = 20,
+) -> tuple[int, dict[str, Any]]:
     """One HTTP/1.1 request with ``Connection: close``; (status, decoded JSON body)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
-        lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{server.port}",
-                 "Connection: close", f"Content-Length: {len(body)}"]
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: 127.0.0.1:{server.port}",
+            "Connection: close",
+            f"Content-Length: {len(body)}",
+        ]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         if user is not None:
             lines.append(f"Cookie: {user.cookie}")
@@ -65,15 +76,16 @@ def _unchunk(raw: bytes) -> bytes:
         size = int(raw[pos:end].split(b";")[0], 16)
         if size == 0:
             return out
-        out += raw[end + 2:end + 2 + size]
+        out += raw[end + 2 : end + 2 + size]
         pos = end + 2 + size + 2
 
 
 class SseClient(FrameWaits):
     """One presence stream (``GET /presence/sse/``) and the REST calls that drive it."""
 
-    def __init__(self, server: AsgiServer, user: User | None, *, name: str = "",
-                 path: str = "/presence/sse/") -> None:
+    def __init__(
+        self, server: AsgiServer, user: User | None, *, name: str = "", path: str = "/presence/sse/"
+    ) -> None:
         self.server = server
         self.user = user
         self.name = name or (user.username if user else "anonymous")
@@ -93,8 +105,13 @@ class SseClient(FrameWaits):
     async def connect(self, timeout: float = 15, *, resume: bool = False) -> SseClient:
         """Opens the stream (sending ``Last-Event-ID`` when ``resume``) and waits for hello."""
         reader, writer = await asyncio.open_connection("127.0.0.1", self.server.port)
-        lines = [f"GET {self.path} HTTP/1.1", f"Host: 127.0.0.1:{self.server.port}",
-                 "Accept: text/event-stream", "Cache-Control: no-cache", "Connection: close"]
+        lines = [
+            f"GET {self.path} HTTP/1.1",
+            f"Host: 127.0.0.1:{self.server.port}",
+            "Accept: text/event-stream",
+            "Cache-Control: no-cache",
+            "Connection: close",
+        ]
         if self.user is not None:
             lines.append(f"Cookie: {self.user.cookie}")
         if resume and self.last_id:
@@ -108,8 +125,9 @@ class SseClient(FrameWaits):
         assert headers.get("content-type", "").startswith("text/event-stream"), headers
         self.writer = writer
         self.inbox = asyncio.Queue()
-        self.task = asyncio.ensure_future(self._read(reader, headers.get("transfer-encoding")
-                                                     == "chunked"))
+        self.task = asyncio.ensure_future(
+            self._read(reader, headers.get("transfer-encoding") == "chunked")
+        )
         while (frame := await self.next(timeout))["type"] != "hello":
             pass
         self.hello = frame
@@ -154,18 +172,28 @@ class SseClient(FrameWaits):
         return await asyncio.wait_for(self.inbox.get(), timeout)
 
     # -- REST ----------------------------------------------------------------------------------
-    async def post(self, frame_type: str, *, stream: str | None = None, csrf: bool = True,
-                   **fields: Any) -> tuple[int, dict[str, Any]]:
+    async def post(
+        self, frame_type: str, *, stream: str | None = None, csrf: bool = True, **fields: Any
+    ) -> tuple[int, dict[str, Any]]:
         """``POST /presence/api/stream/<frame_type>/`` as presence.js sends it."""
-        headers = {"Content-Type": "application/json", "Origin": self.server.origin,
-                   "X-Presence-Stream": self.hello.get("stream", "") if stream is None else stream}
+        headers = {
+            "Content-Type": "application/json",
+            "Origin": self.server.origin,
+            "X-Presence-Stream": self.hello.get("stream", "") if stream is None else stream,
+        }
         if csrf:
             headers["X-CSRFToken"] = self.csrf
         user = self.user
         if user is not None:  # the session cookie and the CSRF cookie together
             user = User(user.id, user.username, f"{user.session}; csrftoken={self.csrf}")
-        return await request(self.server, "POST", f"/presence/api/stream/{frame_type}/", user,
-                             body=json.dumps(fields).encode(), headers=headers)
+        return await request(
+            self.server,
+            "POST",
+            f"/presence/api/stream/{frame_type}/",
+            user,
+            body=json.dumps(fields).encode(),
+            headers=headers,
+        )
 
     async def join(self, room: str, timeout: float = 10.0, **extra: Any) -> dict[str, Any]:
         status, body = await self.post("join", room=room, **extra)

@@ -48,8 +48,10 @@ def test_presence_of_a_list_of_ids_in_one_round_trip(client, ben, people, redis_
     assert redis_calls.by_command() == {"evalsha": 1}
     users = response.json()["users"]
     assert [(u["user"], u["state"]) for u in users] == [
-        (str(people["cy"].pk), "dnd"), (str(people["ann"].pk), "online"),
-        (str(people["eve"].pk), "offline"), ("999", "offline"),
+        (str(people["cy"].pk), "dnd"),
+        (str(people["ann"].pk), "online"),
+        (str(people["eve"].pk), "offline"),
+        ("999", "offline"),
     ]
     assert users[0]["message"] == "Focus" and users[1]["device"] == "desktop"
     assert users[2]["device"] == "" and users[2]["last_active"] is None  # invisible: nothing leaks

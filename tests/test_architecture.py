@@ -30,7 +30,8 @@ def test_no_import_circle(graph):
         (module, chain)
         for module in app_modules(graph)
         for imported in graph.find_modules_directly_imported_by(module)
-        if imported.startswith("presence_app") and imported != module
+        if imported.startswith("presence_app")
+        and imported != module
         and (chain := graph.find_shortest_chain(importer=imported, imported=module))
     ]
     assert circles == []
@@ -43,7 +44,8 @@ def test_only_the_front_door_reaches_redis(graph):
 def test_no_store_internals_outside_the_store(graph):
     reaching_in = {
         (user, inner)
-        for inner in app_modules(graph) if inner.startswith("presence_app.store.")
+        for inner in app_modules(graph)
+        if inner.startswith("presence_app.store.")
         for user in graph.find_modules_that_directly_import(inner)
         if not user.startswith("presence_app.store")
     }
@@ -54,9 +56,12 @@ def test_the_store_knows_nothing_of_django_channels_or_the_app(graph):
     graph = grimp.build_graph("presence_app", "django", "channels")
     for module in app_modules(graph):
         if module == "presence_app.store" or module.startswith("presence_app.store."):
-            outside = {m for m in graph.find_modules_directly_imported_by(module)
-                       if m.split(".")[0] in ("django", "channels")
-                       or (m.startswith("presence_app") and not m.startswith("presence_app.store"))}
+            outside = {
+                m
+                for m in graph.find_modules_directly_imported_by(module)
+                if m.split(".")[0] in ("django", "channels")
+                or (m.startswith("presence_app") and not m.startswith("presence_app.store"))
+            }
             assert outside == set(), module
 
 
@@ -64,6 +69,9 @@ def test_no_class_over_200_lines():
     long = []
     for path in APP.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+            ):
                 long.append(f"{path.relative_to(APP)}:{node.name}")
     assert long == []

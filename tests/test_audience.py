@@ -57,13 +57,20 @@ USERS = [f"u{i}" for i in range(6)]
 ROOMS = ["lobby", "kitchen"]
 KINDS = ["online", "dnd", "invisible", "gone", "never"]
 
-sites = st.fixed_dictionaries({
-    "kinds": st.lists(st.sampled_from(KINDS), min_size=len(USERS), max_size=len(USERS)),
-    "rooms": st.lists(st.sets(st.sampled_from(ROOMS)), min_size=len(USERS), max_size=len(USERS)),
-    "relation": st.dictionaries(st.sampled_from([None, *USERS]), st.sets(st.sampled_from(USERS)),
-                                max_size=len(USERS) + 1),
-    "policy": st.sampled_from([None, *POLICIES]),
-})
+sites = st.fixed_dictionaries(
+    {
+        "kinds": st.lists(st.sampled_from(KINDS), min_size=len(USERS), max_size=len(USERS)),
+        "rooms": st.lists(
+            st.sets(st.sampled_from(ROOMS)), min_size=len(USERS), max_size=len(USERS)
+        ),
+        "relation": st.dictionaries(
+            st.sampled_from([None, *USERS]),
+            st.sets(st.sampled_from(USERS)),
+            max_size=len(USERS) + 1,
+        ),
+        "policy": st.sampled_from([None, *POLICIES]),
+    }
+)
 
 
 def build(site, client) -> None:
@@ -75,8 +82,12 @@ def build(site, client) -> None:
             continue
         at = now - 1000 if kind == "gone" else now
         presence.connect(f"{uid}-c", uid, now=at)
-        presence.set_status(uid, "invisible" if kind == "invisible" else
-                            "dnd" if kind == "dnd" else None, message=f"msg {uid}", now=at)
+        presence.set_status(
+            uid,
+            "invisible" if kind == "invisible" else "dnd" if kind == "dnd" else None,
+            message=f"msg {uid}",
+            now=at,
+        )
         for room in sorted(rooms):
             presence.join(room, f"{uid}-c", uid, now=at)
     presence.sweep(now=now)  # the gone users' leases ran out long ago: offline, last seen kept
@@ -98,8 +109,11 @@ def model_state(site, viewer, subject) -> str:
 
 
 @pytest.mark.django_db
-@hsettings(max_examples=30, deadline=None,
-           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hsettings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(site=sites)
 def test_every_read_matches_the_model(redis_client, site):
     RELATION.clear()
@@ -133,9 +147,11 @@ def test_every_read_matches_the_model(redis_client, site):
             # The batched reads (dashboard, API) give the same answers.
             reads = presence.Reads()
             got_many, got_online, got_count, got_room = presence.batch(
-                reads.get_many(USERS, viewer=viewer, now=t), reads.online(now=t, viewer=viewer),
+                reads.get_many(USERS, viewer=viewer, now=t),
+                reads.online(now=t, viewer=viewer),
                 reads.online_count(now=t, viewer=viewer),
-                reads.room_members("lobby", t, viewer=viewer))
+                reads.room_members("lobby", t, viewer=viewer),
+            )
             assert got_many == many
             assert set(got_online) == online and got_count == len(online)
             assert got_room == presence.room_members("lobby", t, viewer=viewer)
@@ -203,7 +219,8 @@ def test_the_tags_show_only_the_audience_in_one_call_per_list(site, django_user_
     template = Template(
         "{% load presence %}{% presence_prefetch users %}"
         "{% for u in users %}{% presence_dot u %}{% endfor %}|{% online_count %}|"
-        "{% online_users as ou %}{{ ou|length }}|{% room_members 'lobby' as m %}{{ m|length }}")
+        "{% online_users as ou %}{{ ou|length }}|{% room_members 'lobby' as m %}{{ m|length }}"
+    )
     with with_policy(POLICIES[0]):
         CALLS.clear()
         html = template.render(Context({"request": request, "users": [bob, cat, *others]}))
@@ -252,8 +269,10 @@ def test_a_hidden_user_shows_no_durable_last_seen_either(site):
     get_store().client.flushall()  # only the durable rows are left
     request = RequestFactory().get("/")
     request.user = ann
-    template = Template("{% load presence %}{% presence_prefetch users %}"
-                        "{% for u in users %}[{% last_seen u %}]{% endfor %}")
+    template = Template(
+        "{% load presence %}{% presence_prefetch users %}"
+        "{% for u in users %}[{% last_seen u %}]{% endfor %}"
+    )
     with with_policy(POLICIES[0]):
         html = template.render(Context({"request": request, "users": [bob, cat]}))
     assert html.startswith("[last seen ") and html.endswith("[not seen yet]"), html

@@ -97,8 +97,14 @@ async def test_hello_tells_heartbeat_and_limits(alice):
     assert hello["heartbeat"] == 1
     assert hello["me"]["state"] == "online"
     assert hello["me"]["device"] == "webbad"  # sanitised
-    assert set(hello["limits"]) == {"rooms", "watch", "frames_per_second", "frame_bytes",
-                                    "message_length", "room_length"}
+    assert set(hello["limits"]) == {
+        "rooms",
+        "watch",
+        "frames_per_second",
+        "frame_bytes",
+        "message_length",
+        "room_length",
+    }
     assert await get_async_store().online() == [str(user.pk)]
     await sock.close()
 
@@ -188,8 +194,11 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
         loop = asyncio.get_running_loop()
         start = loop.time()
         await b.vanish()
-        await a.wait_all(("presence.leave", {"user": b.user, "room": "lobby"}),
-                         ("presence.update", {"user": b.user, "state": "offline"}), timeout=4)
+        await a.wait_all(
+            ("presence.leave", {"user": b.user, "room": "lobby"}),
+            ("presence.update", {"user": b.user, "state": "offline"}),
+            timeout=4,
+        )
         elapsed = loop.time() - start
         assert 1.0 < elapsed <= FAST["LEASE_TTL"] + FAST["SWEEP_INTERVAL"] + 0.5
         assert [(o["user_id"], o["state"]) for o in offline] == [(b.user, "offline")]
@@ -347,7 +356,7 @@ async def test_every_bad_frame_gets_an_error_and_changes_nothing(alice):
             assert error["detail"]
         await a.comm.send_input({"type": "websocket.receive", "bytes": b"\x00\x01"})
         assert (await a.wait_for("error"))["code"] == "bad_frame"
-        assert [f for f in await a.collect(0.3)] == []  # nothing else came back
+        assert list(await a.collect(0.3)) == []  # nothing else came back
         store = get_async_store()
         assert await store.user_rooms(a.user) == ["lobby"]
         me = await store.get(a.user)
@@ -380,8 +389,9 @@ def only_public(user, room):
 
 
 async def test_room_and_watch_limits_and_can_join(alice):
-    with presence_settings(MAX_ROOMS_PER_CONNECTION=2, MAX_WATCHED_USERS=3,
-                           CAN_JOIN="tests.test_consumer.only_public"):
+    with presence_settings(
+        MAX_ROOMS_PER_CONNECTION=2, MAX_WATCHED_USERS=3, CAN_JOIN="tests.test_consumer.only_public"
+    ):
         a = await Socket.open(alice[1], name="alice")
         await joined(a, "public-1")
         await joined(a, "public-2")

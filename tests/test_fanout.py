@@ -46,8 +46,15 @@ async def test_a_socket_sees_only_its_audience(users):
     state = await a.wait_for("presence.state", watch=True)
     seen = {m["user"]: m for m in state["members"]}
     assert seen[b.user]["state"] == "online"
-    assert seen[c.user] == {"user": c.user, "state": "offline", "last_seen": None,
-                            "last_active": None, "message": "", "emoji": "", "device": ""}
+    assert seen[c.user] == {
+        "user": c.user,
+        "state": "offline",
+        "last_seen": None,
+        "last_active": None,
+        "message": "",
+        "emoji": "",
+        "device": "",
+    }
     await a.send(type="join", room="lobby")
     state = await a.wait_for("presence.state", room="lobby")
     assert [m["user"] for m in state["members"]] == [b.user, a.user]
@@ -80,8 +87,11 @@ async def test_an_update_reaches_a_socket_once_however_many_groups_bring_it(user
     await b.send(type="status", state="dnd", message="busy")
     first = await a.wait_for("presence.update", user=b.user, state="dnd")
     # The change was sent to three groups ann's socket is in (bob's watchers, two rooms)...
-    again = [f for f in await a.collect(1.5)
-             if f["type"] == "presence.update" and f.get("user") == b.user]
+    again = [
+        f
+        for f in await a.collect(1.5)
+        if f["type"] == "presence.update" and f.get("user") == b.user
+    ]
     assert again == []  # ...and reached the browser once
     await b.send(type="status", state="online")  # the next change is a new update
     second = await a.wait_for("presence.update", user=b.user, state="online")

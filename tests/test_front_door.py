@@ -56,8 +56,9 @@ def someone_in_lobby(redis_client, django_user_model):
 # -- CAN_JOIN: one answer on every entry point ----------------------------------------------------
 @pytest.mark.django_db
 @pytest.mark.parametrize("hook", HOOKS)
-def test_a_refusing_hook_closes_the_api_the_tag_and_the_dashboard(hook, client, admin_user,
-                                                                  someone_in_lobby):
+def test_a_refusing_hook_closes_the_api_the_tag_and_the_dashboard(
+    hook, client, admin_user, someone_in_lobby
+):
     client.force_login(admin_user)
     with with_presence(CAN_JOIN=hook):
         response = client.get("/presence/api/rooms/lobby/")
@@ -65,8 +66,9 @@ def test_a_refusing_hook_closes_the_api_the_tag_and_the_dashboard(hook, client, 
 
         request = RequestFactory().get("/")
         request.user = admin_user
-        html = Template("{% load presence %}{% room_members 'lobby' as m %}[{{ m|length }}]").render(
-            Context({"request": request}))
+        html = Template(
+            "{% load presence %}{% room_members 'lobby' as m %}[{{ m|length }}]"
+        ).render(Context({"request": request}))
         assert html == "[0]"
 
         dashboard = client.get("/admin/presence_app/lastseen/dashboard/")
@@ -106,8 +108,12 @@ def test_can_join_awaits_an_async_hook_from_sync_code(settings):
 # -- bad room names: the same error everywhere ---------------------------------------------------
 @pytest.mark.parametrize("room, message", BAD_ROOMS)
 def test_python_calls_refuse_bad_rooms(redis_client, room, message):
-    for call in (lambda: presence.join(room, "c-1", "7"), lambda: presence.room_members(room),
-                 lambda: presence.room_count(room), lambda: presence.can_join(None, room)):
+    for call in (
+        lambda: presence.join(room, "c-1", "7"),
+        lambda: presence.room_members(room),
+        lambda: presence.room_count(room),
+        lambda: presence.can_join(None, room),
+    ):
         with pytest.raises(InvalidInput, match=message):
             call()
 
@@ -128,11 +134,14 @@ def test_the_template_tag_refuses_bad_rooms(admin_user, room, message):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("path, message", [
-    ("lobby%0A", BAD_ROOMS[0][1]),
-    ("x" * 300, BAD_ROOMS[2][1]),
-    ("lobby%FF", "the room name is not valid UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("lobby%0A", BAD_ROOMS[0][1]),
+        ("x" * 300, BAD_ROOMS[2][1]),
+        ("lobby%FF", "the room name is not valid UTF-8 text"),
+    ],
+)
 def test_the_api_refuses_bad_rooms(client, admin_user, redis_client, path, message):
     client.force_login(admin_user)
     response = client.get(f"/presence/api/rooms/{path}/")
@@ -147,7 +156,7 @@ async def test_the_socket_refuses_bad_rooms(redis_client):
         _, cookie = await make_user("alice")
         sock = await Socket.open(cookie, name="alice")
         for room, message in BAD_ROOMS:
-            await sock.send_text('{"type": "join", "room": %s}' % _json_string(room))
+            await sock.send_text(f'{{"type": "join", "room": {_json_string(room)}}}')
             error = await sock.wait_for("error")
             assert (error["code"], error["detail"]) == ("invalid", message)
         await sock.close()

@@ -208,8 +208,9 @@ def test_fail_open_through_the_whole_stack(redis_down, client, alice):
         ("get", {"HTTP_X_REQUESTED_WITH": "XMLHttpRequest"}, False),
     ],
 )
-def test_background_requests_keep_users_online_but_not_active(redis_client, alice, method,
-                                                              headers, activity):
+def test_background_requests_keep_users_online_but_not_active(
+    redis_client, alice, method, headers, activity
+):
     now = time.time()
     presence.touch(alice.pk, activity=True, now=now - 1000)  # active long ago: idle by now
     request = getattr(RequestFactory(), method)("/chat/", **headers)
@@ -268,4 +269,8 @@ async def test_the_async_path_reuses_the_user_the_view_loaded(alice, bob, carol_
     await sync_to_async(batcher.flush)()
     states = await presence.aget_many([alice.pk, bob.pk, carol.pk, dave.pk])
     assert [states[str(u.pk)].state for u in (alice, bob, carol, dave)] == [
-        "online", "online", "online", "offline"]
+        "online",
+        "online",
+        "online",
+        "offline",
+    ]

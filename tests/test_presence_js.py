@@ -19,9 +19,8 @@ from django.urls import path
 from presence_app.connection import get_store
 from presence_app.testing import free_port
 
-from .ws import presence_settings
-
 from .browser import SKIP_REASON, launch, skip_browser
+from .ws import presence_settings
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -73,8 +72,9 @@ class Server:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
-                                log_level="warning")
+        config = uvicorn.Config(
+            application, host="127.0.0.1", port=self.port, lifespan="off", log_level="warning"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -101,15 +101,17 @@ def login(username: str):
 def open_page(browser, server: Server, cookie: str, other: int):
     context = browser.new_context()
     context.add_cookies(
-        [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": server.url}])
+        [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": server.url}]
+    )
     page = context.new_page()
     page.goto(f"{server.url}/e2e/{other}/")
     return page
 
 
 def wait_class(page, state: str) -> None:
-    page.wait_for_function(f"document.getElementById('dot').classList.contains('presence-{state}')",
-                           timeout=5000)
+    page.wait_for_function(
+        f"document.getElementById('dot').classList.contains('presence-{state}')", timeout=5000
+    )
 
 
 def test_two_browsers_see_each_other_live(redis_client):
@@ -119,8 +121,12 @@ def test_two_browsers_see_each_other_live(redis_client):
     # ONLINE_WINDOW: page loads and key presses keep a user online that long after their
     # last socket closes; short here, so that Bob's leaving shows within the test.
     timers = presence_settings(IDLE_AFTER=3, ONLINE_WINDOW=1)
-    with timers, override_settings(ROOT_URLCONF=__name__), Server() as server, \
-            playwright.sync_playwright() as pw:
+    with (
+        timers,
+        override_settings(ROOT_URLCONF=__name__),
+        Server() as server,
+        playwright.sync_playwright() as pw,
+    ):
         browser = launch(pw)
         try:
             a = open_page(browser, server, alice_cookie, other=bob.pk)
@@ -149,8 +155,8 @@ def test_two_browsers_see_each_other_live(redis_client):
             b.evaluate("presence.setStatus({state: 'online', message: ''})")
             wait_class(a, "online")
             a.wait_for_function(
-                "document.getElementById('dot').classList.contains('presence-idle')",
-                timeout=8000)
+                "document.getElementById('dot').classList.contains('presence-idle')", timeout=8000
+            )
             b.bring_to_front()
             b.keyboard.press("a")
             wait_class(a, "online")
@@ -158,8 +164,9 @@ def test_two_browsers_see_each_other_live(redis_client):
             # Alice's socket drops: the client reconnects with backoff and re-joins the lobby.
             a.evaluate("presence.socket.close()")
             a.wait_for_function("events.filter(e => e[0] === 'open').length === 2")
-            a.wait_for_function("events.filter(e => e[0] === 'state' && e[3] === 'lobby')"
-                                ".length >= 2")
+            a.wait_for_function(
+                "events.filter(e => e[0] === 'state' && e[3] === 'lobby').length >= 2"
+            )
             deadline = time.monotonic() + 3
             while sorted(get_store().room_members("lobby")) != sorted([str(alice.pk), str(bob.pk)]):
                 assert time.monotonic() < deadline
@@ -168,14 +175,14 @@ def test_two_browsers_see_each_other_live(redis_client):
             # Alice's link goes dead without a close (her page stops hearing the server): her
             # unanswered heartbeat drops the socket within two intervals, and she reconnects.
             a.evaluate("presence.socket.onmessage = () => {}")
-            a.wait_for_function("events.filter(e => e[0] === 'open').length === 3",
-                                timeout=6000)
+            a.wait_for_function("events.filter(e => e[0] === 'open').length === 3", timeout=6000)
             assert a.evaluate("presence.socket.readyState") == 1
 
             # Bob closes his tab: after the grace, Alice sees him leave and go offline.
             b.context.close()
-            a.wait_for_function("document.getElementById('count').textContent === '1'",
-                                timeout=6000)
+            a.wait_for_function(
+                "document.getElementById('count').textContent === '1'", timeout=6000
+            )
             wait_class(a, "offline")
             left = a.evaluate("events.filter(e => e[0] === 'leave').map(e => e[1])")
             assert str(bob.pk) in left

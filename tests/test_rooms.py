@@ -54,7 +54,11 @@ async def test_a_member_s_every_connection_joins_unasked(redis_client):
         await tab.send(type="join", room="standup", permanent=True)
         await tab.wait_for("presence.state", room="standup")
         assert sorted(await sync_to_async(rooms.member_rooms)(alice)) == [
-            "design", "general", "secret-plans", "standup"]
+            "design",
+            "general",
+            "secret-plans",
+            "standup",
+        ]
         await tab.send(type="leave", room="standup", permanent=True)
         await tab.wait_for("presence.leave", room="standup", user=str(alice.pk))
         assert "standup" not in await sync_to_async(rooms.member_rooms)(alice)
@@ -62,16 +66,18 @@ async def test_a_member_s_every_connection_joins_unasked(redis_client):
 
         # A second device joins the same rooms by itself too.
         other = await Socket.open(cookie, name="alice-2")
-        await other.wait_all(("presence.state", {"room": "general"}),
-                             ("presence.state", {"room": "design"}))
+        await other.wait_all(
+            ("presence.state", {"room": "general"}), ("presence.state", {"room": "design"})
+        )
         await other.close()
         await shutdown()
     channel_layers.backends.clear()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_member_list_has_offline_members_with_last_seen(redis_client, redis_calls,
-                                                         django_assert_num_queries, client):
+def test_member_list_has_offline_members_with_last_seen(
+    redis_client, redis_calls, django_assert_num_queries, client
+):
     User = get_user_model()
     ann, ben, cat = (User.objects.create_user(n) for n in ("ann", "ben", "cat"))
     for user in (ann, ben, cat):
@@ -86,24 +92,29 @@ def test_member_list_has_offline_members_with_last_seen(redis_client, redis_call
         members = rooms.members("general", viewer=ann)
     assert redis_calls.total == 1
     assert [(m.user.username, m.presence.state, m.last_seen) for m in members] == [
-        ("ann", "online", members[0].presence.last_seen_at), ("ben", "offline", seen),
-        ("cat", "offline", None)]
+        ("ann", "online", members[0].presence.last_seen_at),
+        ("ben", "offline", seen),
+        ("cat", "offline", None),
+    ]
     assert members[0].last_seen is not None
 
     client.force_login(cat)
     body = client.get("/presence/api/rooms/general/members/").json()
     assert body["count"] == 3
     assert [(m["username"], m["state"], m["last_seen_at"]) for m in body["members"][1:]] == [
-        ("ben", "offline", seen.isoformat()), ("cat", "offline", None)]
+        ("ben", "offline", seen.isoformat()),
+        ("cat", "offline", None),
+    ]
     assert body["members"][0]["username"] == "ann" and body["members"][0]["last_seen_at"]
     # The live set of the same room holds ann alone: the roster is the permanent story.
     assert presence.room_members("general") == [str(ann.pk)]
 
     request = RequestFactory().get("/")
     request.user = cat
-    html = Template("{% load presence %}{% room_roster 'general' as ms %}"
-                    "{% for m in ms %}{{ m.user.username }}:{{ m.presence.state }};{% endfor %}"
-                    ).render(Context({"request": request}))
+    html = Template(
+        "{% load presence %}{% room_roster 'general' as ms %}"
+        "{% for m in ms %}{{ m.user.username }}:{{ m.presence.state }};{% endfor %}"
+    ).render(Context({"request": request}))
     assert html == "ann:online;ben:offline;cat:offline;"
 
 
@@ -156,11 +167,13 @@ def test_memberships_in_the_admin(admin_client, django_user_model, redis_client)
     page = admin_client.get("/admin/presence_app/roommembership/")
     assert page.status_code == 200
     assert b"general" in page.content and b"ann" in page.content
-    add = admin_client.post("/admin/presence_app/roommembership/add/",
-                            {"user": ann.pk, "room": "design"})
+    add = admin_client.post(
+        "/admin/presence_app/roommembership/add/", {"user": ann.pk, "room": "design"}
+    )
     assert add.status_code == 302, add.content[:2000]
     assert sorted(rooms.member_rooms(ann)) == ["design", "general"]
-    bad = admin_client.post("/admin/presence_app/roommembership/add/",
-                            {"user": ann.pk, "room": "bad name!"})
+    bad = admin_client.post(
+        "/admin/presence_app/roommembership/add/", {"user": ann.pk, "room": "bad name!"}
+    )
     assert bad.status_code == 200
     assert b"the room name does not match the allowed pattern" in bad.content

@@ -36,8 +36,9 @@ def on_cluster(redis_cluster):
     """PRESENCE on the empty cluster, with the default REDIS_OPTIONS and 4 shards."""
     client = redis.RedisCluster.from_url(redis_cluster.url)
     client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
-    with override_settings(PRESENCE={**settings.PRESENCE, "CLUSTER": True,
-                                      "REDIS_URL": redis_cluster.url, "SHARDS": 4}):
+    with override_settings(
+        PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": redis_cluster.url, "SHARDS": 4}
+    ):
         yield client
     reset_stores()
     client.close()
@@ -113,8 +114,9 @@ async def test_async_single_redis_waits_for_a_connection_instead_of_failing(redi
 @pytest.mark.cluster
 def test_startup_nodes_any_one_reachable_is_enough(on_cluster, redis_cluster):
     urls = [dead_url(), redis_cluster.nodes[1].url, redis_cluster.nodes[2].url]
-    with override_settings(PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": urls,
-                                      "SHARDS": 4}):
+    with override_settings(
+        PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": urls, "SHARDS": 4}
+    ):
         store = get_store()
         store.connect("c1", "u1")
         assert store.online() == ["u1"]
@@ -123,8 +125,9 @@ def test_startup_nodes_any_one_reachable_is_enough(on_cluster, redis_cluster):
 @pytest.mark.cluster
 async def test_async_startup_nodes(on_cluster, redis_cluster):
     urls = [dead_url(), redis_cluster.nodes[2].url]
-    with override_settings(PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": urls,
-                                      "SHARDS": 4}):
+    with override_settings(
+        PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": urls, "SHARDS": 4}
+    ):
         try:
             await get_async_store().connect("c1", "u1")
             assert await get_async_store().online() == ["u1"]
@@ -138,11 +141,16 @@ def test_unreachable_cluster_is_a_connection_error_sync():
     constructor: get_store() still returns a store (callers fail open around its calls), whose
     calls raise ConnectionError, until the cluster answers; then the same process is served."""
     later = RedisClusterServer(masters=1)  # its port is chosen, nothing listens there yet
-    with override_settings(PRESENCE={**settings.PRESENCE, "CLUSTER": True,
-                                      "REDIS_URL": later.url, "SHARDS": 4}):
+    with override_settings(
+        PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": later.url, "SHARDS": 4}
+    ):
         store = get_store()
-        for call in (store.online_count, store.ping, lambda: store.get_many(["1", "2"]),
-                     lambda: store.job_lock("sweep", 1).acquire()):
+        for call in (
+            store.online_count,
+            store.ping,
+            lambda: store.get_many(["1", "2"]),
+            lambda: store.job_lock("sweep", 1).acquire(),
+        ):
             with pytest.raises(redis.ConnectionError) as info:
                 call()
             assert isinstance(info.value, UNAVAILABLE)
@@ -159,8 +167,9 @@ def test_unreachable_cluster_is_a_connection_error_sync():
 
 @pytest.mark.cluster
 async def test_unreachable_cluster_is_a_connection_error_async():
-    with override_settings(PRESENCE={**settings.PRESENCE, "CLUSTER": True,
-                                      "REDIS_URL": dead_url(), "SHARDS": 4}):
+    with override_settings(
+        PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": dead_url(), "SHARDS": 4}
+    ):
         try:
             with pytest.raises(redis.ConnectionError):
                 await get_async_store().online_count()
@@ -173,8 +182,9 @@ async def test_unreachable_cluster_is_a_connection_error_async():
 def test_pages_are_served_while_the_cluster_is_away(client):
     user = get_user_model().objects.create_user("alice", password="x")
     client.force_login(user)
-    with override_settings(PRESENCE={**settings.PRESENCE, "CLUSTER": True,
-                                      "REDIS_URL": dead_url(), "SHARDS": 4}):
+    with override_settings(
+        PRESENCE={**settings.PRESENCE, "CLUSTER": True, "REDIS_URL": dead_url(), "SHARDS": 4}
+    ):
         response = client.get("/")  # the demo's room list: presence template tags
         assert response.status_code == 200
         response = client.get("/presence/api/online/")
@@ -207,10 +217,13 @@ def test_one_shard_on_a_cluster_is_a_warning(on_cluster, redis_cluster):
     assert check_ids(CLUSTER=True, REDIS_URL=redis_cluster.url, SHARDS=1) == ["presence_app.W004"]
 
 
-@pytest.mark.parametrize("backend, warned", [
-    ("channels_redis.core.RedisChannelLayer", True),
-    ("channels_redis.pubsub.RedisPubSubChannelLayer", False),  # reads with short timeouts
-])
+@pytest.mark.parametrize(
+    "backend, warned",
+    [
+        ("channels_redis.core.RedisChannelLayer", True),
+        ("channels_redis.pubsub.RedisPubSubChannelLayer", False),  # reads with short timeouts
+    ],
+)
 def test_socket_timeout_warning_is_for_the_core_layer_only(backend, warned):
     bare = {"default": {"BACKEND": backend, "CONFIG": {"hosts": [settings.REDIS_URL]}}}
     with override_settings(CHANNEL_LAYERS=bare):

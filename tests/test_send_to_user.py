@@ -32,8 +32,10 @@ async def test_every_socket_of_the_user_and_nobody_else(redis_client):
         for tab in tabs:
             first = await tab.wait_for("presence.message")
             second = await tab.wait_for("presence.message")
-            assert (first["payload"], second["payload"]) == ({"text": "from a view"},
-                                                             ["from", "async", 1])
+            assert (first["payload"], second["payload"]) == (
+                {"text": "from a view"},
+                ["from", "async", 1],
+            )
         assert [f for f in await bob.collect(1.0) if f["type"] == "presence.message"] == []
         for s in (*tabs, bob):
             await s.close()
@@ -41,11 +43,14 @@ async def test_every_socket_of_the_user_and_nobody_else(redis_client):
     channel_layers.backends.clear()
 
 
-@pytest.mark.parametrize("payload, words", [
-    ({"when": object()}, "the payload must be JSON"),
-    (float("nan"), "the payload must be JSON"),
-    ("x" * 70_000, "the payload is limited to 65536 bytes of JSON"),
-])
+@pytest.mark.parametrize(
+    "payload, words",
+    [
+        ({"when": object()}, "the payload must be JSON"),
+        (float("nan"), "the payload must be JSON"),
+        ("x" * 70_000, "the payload is limited to 65536 bytes of JSON"),
+    ],
+)
 def test_a_payload_that_cannot_travel_is_refused(payload, words):
     with pytest.raises(InvalidInput, match=words):
         presence.send_to_user("1", payload)

@@ -6,16 +6,16 @@ import time
 from datetime import datetime
 
 import pytest
-from django.http import HttpResponse
 from asgiref.sync import sync_to_async
+from django.http import HttpResponse
 from django.test import AsyncRequestFactory, RequestFactory
 
 from presence_app import dispatch, presence, signals
 from presence_app.connection import store_config
 from presence_app.middleware import PresenceMiddleware
 from presence_app.models import LastSeen
-from presence_app.touches import batcher
 from presence_app.store import Store
+from presence_app.touches import batcher
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +26,7 @@ def sent():
     log = []
     receivers = {}
     for name in ("user_online", "user_offline", "status_changed"):
+
         def receiver(sender, user_id, state, at, transition, _name=name, **kwargs):
             assert isinstance(at, datetime) and transition.user_id == user_id
             log.append((_name, user_id, state))

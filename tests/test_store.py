@@ -17,7 +17,7 @@ def record(store, uid):
     """The user's record as {field: value}, the fields set only (lib.lua's FIELDS)."""
     raw = store.client.get(store.keys.user(store.keys.tag_for_user(uid), uid))
     values = raw.decode().split(SEP) if raw else []
-    return {name: value for name, value in zip(RECORD_FIELDS, values) if value}
+    return {name: value for name, value in zip(RECORD_FIELDS, values, strict=False) if value}
 
 
 def kinds(transitions):
@@ -217,7 +217,12 @@ def test_message_emoji_device_and_free_fields(store):
     assert kinds(changes) == [("update", "1", None, "online")]
     assert (changes[0].message, changes[0].emoji) == ("In a meeting", "📅")
     p = store.get(1, now=T + 2)
-    assert (p.message, p.emoji, p.device, p.meta) == ("In a meeting", "📅", "mobile", {"team": "core"})
+    assert (p.message, p.emoji, p.device, p.meta) == (
+        "In a meeting",
+        "📅",
+        "mobile",
+        {"team": "core"},
+    )
     assert store.set_status(1, message="In a meeting", now=T + 3) == []  # no change, no event
     store.set_status(1, message="", now=T + 4)
     assert store.get(1, now=T + 5).message == ""
@@ -363,8 +368,12 @@ def test_sweep_returns_each_transition_once_and_in_batches(make_store):
         store.connect(f"c{i}", i, now=T)
         store.join("r", f"c{i}", i, now=T)
     changes = store.sweep(now=T + 100)
-    assert sorted(t.user_id for t in changes if t.kind == "leave") == sorted(str(i) for i in range(30))
-    assert sorted(t.user_id for t in changes if t.kind == "offline") == sorted(str(i) for i in range(30))
+    assert sorted(t.user_id for t in changes if t.kind == "leave") == sorted(
+        str(i) for i in range(30)
+    )
+    assert sorted(t.user_id for t in changes if t.kind == "offline") == sorted(
+        str(i) for i in range(30)
+    )
     assert store.sweep(now=T + 100) == []
     assert store.online_count(now=T + 100) == 0
     assert store.rooms() == []
@@ -421,7 +430,9 @@ def test_online_window_pages_most_recent_first_and_counts_agree(store):
     assert store.online(window=5, offset=1, limit=2, now=now) == ["8", "7"]
     assert store.online(window=5, offset=4, limit=3, now=now) == ["5"]
     for window in (0.5, 1, 4.5, 5, 9, 100):
-        assert store.online_count(window=window, now=now) == len(store.online(window=window, now=now))
+        assert store.online_count(window=window, now=now) == len(
+            store.online(window=window, now=now)
+        )
     with pytest.raises(InvalidInput):
         store.online(window=-1, now=now)
 
@@ -537,4 +548,3 @@ async def test_async_face_shares_the_api(backend, request):
         assert kinds(changes) == [("leave", "1", "r", "offline"), ("offline", "1", None, "offline")]
     finally:
         await astore.aclose()
-

@@ -37,6 +37,7 @@ def test_touch_many_equals_the_touches_one_by_one(make_store, shards):
     # the same transitions (per user in the order given; shards may interleave differently)
     def by_user(ts):
         return sorted(kinds(ts), key=lambda k: k[1])
+
     assert by_user(batched) == by_user(single)
     assert ("update", "4", None, "online") in kinds(batched)  # back from idle
     ids = [1, 2, 3, 4, 5]
@@ -80,7 +81,10 @@ async def test_touch_many_on_the_async_face(backend, request):
     astore = AsyncStore(aclient, StoreConfig(shards=shards))
     try:
         changes = await astore.touch_many([(1, True), (2, False)], now=T)
-        assert sorted(kinds(changes)) == [("online", "1", None, "online"), ("online", "2", None, "online")]
+        assert sorted(kinds(changes)) == [
+            ("online", "1", None, "online"),
+            ("online", "2", None, "online"),
+        ]
         assert await astore.online(now=T + 1) in (["1", "2"], ["2", "1"])
     finally:
         await astore.aclose()

@@ -49,7 +49,9 @@ def worker(store, seed: int, record: dict, barrier: threading.Barrier) -> None:
 def test_concurrent_changes_end_in_the_semantic_state(store):
     record: dict = {}
     barrier = threading.Barrier(6)
-    threads = [threading.Thread(target=worker, args=(store, seed, record, barrier)) for seed in range(6)]
+    threads = [
+        threading.Thread(target=worker, args=(store, seed, record, barrier)) for seed in range(6)
+    ]
     for t in threads:
         t.start()
     for t in threads:

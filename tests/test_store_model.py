@@ -72,7 +72,8 @@ class Model:
     def seen_within(self, window: float) -> set[str]:
         """online(window=N): the (visible) listed users whose last sign of life is that recent."""
         return {
-            u for u in USERS
+            u
+            for u in USERS
             if self.users[u].listed == "online" and self.users[u].seen >= self.now - window
         }
 
@@ -145,6 +146,7 @@ class Model:
 
 class StoreVersusModel(RuleBasedStateMachine):
     online_window = WINDOW
+
     def __init__(self) -> None:
         super().__init__()
         self.model = Model(self.online_window)
@@ -266,4 +268,7 @@ def test_store_agrees_with_the_model(store):
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["single"], indirect=True)
 def test_store_agrees_with_the_model_when_the_http_window_outlasts_the_lease(make_store):
-    check(StoreVersusModelLongWindow, make_store(online_window=StoreVersusModelLongWindow.online_window))
+    check(
+        StoreVersusModelLongWindow,
+        make_store(online_window=StoreVersusModelLongWindow.online_window),
+    )

@@ -6,14 +6,14 @@ T = 1_800_000_000.0
 
 
 def test_state_counts_by_public_state(store):
-    store.touch(1, now=T)                          # online
-    store.connect("c2", 2, now=T - 400)            # idle: no activity since
+    store.touch(1, now=T)  # online
+    store.connect("c2", 2, now=T - 400)  # idle: no activity since
     store.heartbeat("c2", 2, now=T - 10)
     store.touch(3, now=T)
-    store.set_status(3, "dnd", now=T)              # dnd
+    store.set_status(3, "dnd", now=T)  # dnd
     store.touch(4, now=T)
-    store.set_status(4, "invisible", now=T)        # invisible: only counted apart
-    store.touch(5, now=T - 100)                    # window over: not counted
+    store.set_status(4, "invisible", now=T)  # invisible: only counted apart
+    store.touch(5, now=T - 100)  # window over: not counted
     counts = store.state_counts(now=T + 1)
     assert counts == StateCounts(online=1, idle=1, dnd=1, invisible=1, total=3, counted=3)
     assert counts.exact

@@ -22,7 +22,7 @@ def load_v1(client) -> None:
         if item["type"] == "hash":
             client.hset(key, mapping=value)
         else:
-            client.zadd(key, {member: score for member, score in value})
+            client.zadd(key, dict(value))
         if item["ttl"] > 0:
             client.expire(key, item["ttl"])
 

@@ -52,15 +52,19 @@ def test_sweep_once_evicts_publishes_signals_and_samples(fast):
     store.connect("c1", "42", now=T0)
     store.join("lobby", "c1", "42", now=T0)
     offline = []
-    user_offline.connect(lambda sender, **kw: offline.append(kw), weak=False,
-                         dispatch_uid="t-sweep")
+    user_offline.connect(
+        lambda sender, **kw: offline.append(kw), weak=False, dispatch_uid="t-sweep"
+    )
     try:
         transitions, event = asyncio.run(
-            _sweep_while_listening(dispatch.room_group("lobby"), T0 + 10))
+            _sweep_while_listening(dispatch.room_group("lobby"), T0 + 10)
+        )
     finally:
         user_offline.disconnect(dispatch_uid="t-sweep")
     assert [(t.kind, t.user_id, t.room) for t in transitions] == [
-        ("leave", "42", "lobby"), ("offline", "42", None)]
+        ("leave", "42", "lobby"),
+        ("offline", "42", None),
+    ]
     assert (event["type"], event["user"], event["room"]) == ("presence.leave", "42", "lobby")
     assert [(o["user_id"], o["state"]) for o in offline] == [("42", "offline")]
     assert isinstance(offline[0]["at"], datetime)
@@ -82,7 +86,8 @@ def test_run_sweeper_loop_keeps_going_until_cancelled(fast):
 
     async def main():
         task = asyncio.ensure_future(
-            sweeper.arun_sweeper(loop=True, on_sweep=lambda t: rounds.append(len(t))))
+            sweeper.arun_sweeper(loop=True, on_sweep=lambda t: rounds.append(len(t)))
+        )
         await asyncio.sleep(0.5)  # SWEEP_INTERVAL is 0.2 s: the lock frees up between rounds
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -115,13 +120,20 @@ def test_targets_of_each_transition_kind(fast):
 
     assert dispatch.targets(t("join", room="r")) == [dispatch.room_group("r")]
     assert dispatch.targets(t("update", rooms=("a", "b"))) == [
-        dispatch.watchers_group("7"), dispatch.room_group("a"), dispatch.room_group("b")]
+        dispatch.watchers_group("7"),
+        dispatch.room_group("a"),
+        dispatch.room_group("b"),
+    ]
     assert dispatch.targets(t("offline")) == [dispatch.watchers_group("7")]
 
 
 def test_channel_layer_without_socket_timeout_is_warned_about(settings):
-    bare = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}}
+    bare = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
+        }
+    }
     with override_settings(CHANNEL_LAYERS=bare):
         assert "presence_app.W003" in [m.id for m in run_checks()]
     assert "presence_app.W003" not in [m.id for m in run_checks()]  # the test settings are fine

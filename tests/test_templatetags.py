@@ -52,20 +52,23 @@ def test_presence_dot_for_each_state(people):
         "{% for u in users %}{% presence_dot u %}{% endfor %}",
         users=[p["ann"], p["ben"], p["cy"], p["di"], p["eve"]],
     )
-    assert html == "".join([
-        dot(p["ann"].pk, "online", "Online"),
-        dot(p["ben"].pk, "idle", "Away"),
-        dot(p["cy"].pk, "dnd", "Do not disturb: 📅 In a meeting"),
-        dot(p["di"].pk, "offline", "Offline"),
-        dot(p["eve"].pk, "offline", "Offline"),  # invisible reads offline to others
-    ])
+    assert html == "".join(
+        [
+            dot(p["ann"].pk, "online", "Online"),
+            dot(p["ben"].pk, "idle", "Away"),
+            dot(p["cy"].pk, "dnd", "Do not disturb: 📅 In a meeting"),
+            dot(p["di"].pk, "offline", "Offline"),
+            dot(p["eve"].pk, "offline", "Offline"),  # invisible reads offline to others
+        ]
+    )
 
 
 def test_presence_of_gives_the_status_fields(people):
     html = render(
         "{% presence_of u as p %}{{ p.state }} {{ p.emoji }} {{ p.message }}|"
         "{% presence_of v as q %}{{ q.state }}",
-        u=people["cy"], v=people["eve"],
+        u=people["cy"],
+        v=people["eve"],
     )
     assert html == "dnd 📅 In a meeting|offline"
 

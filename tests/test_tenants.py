@@ -47,8 +47,9 @@ def test_workspaces_share_nothing(redis_client):
     assert presence.online(now=now) == []  # the default space holds neither
     # Every key of a workspace carries its prefix (and the registry the sweeper reads).
     keys = all_keys(redis_client)
-    assert keys and all(k.startswith(("{presence~acme:", "{presence~globex:", "presence:tenants"))
-                        for k in keys), keys
+    assert keys and all(
+        k.startswith(("{presence~acme:", "{presence~globex:", "presence:tenants")) for k in keys
+    ), keys
     with pytest.raises(InvalidInput):
         with tenants.activate("a:b"):
             pass
@@ -106,8 +107,10 @@ async def test_sockets_of_two_workspaces_never_meet(fast):
         await sock.wait_for("presence.state", room="general")
     await a.send(type="watch", users=[b.user, c.user])
     state = await a.wait_for("presence.state", watch=True)
-    assert {m["user"]: m["state"] for m in state["members"]} == {b.user: "offline",
-                                                                  c.user: "online"}
+    assert {m["user"]: m["state"] for m in state["members"]} == {
+        b.user: "offline",
+        c.user: "online",
+    }
     await b.send(type="status", state="dnd")
     await c.send(type="status", state="dnd")
     await a.wait_for("presence.update", user=c.user, state="dnd")
@@ -122,13 +125,16 @@ async def test_sockets_of_two_workspaces_never_meet(fast):
         await sock.close()
 
 
-@pytest.mark.parametrize("overrides, ids", [
-    ({"AUDIENCE": "no.such.module.policy"}, ["presence_app.E016"]),
-    ({"TENANT": 42}, ["presence_app.E016"]),
-    ({"ROOM_SNAPSHOT_PAGE": 0}, ["presence_app.E017"]),
-    ({"AUDIENCE_CACHE_SECONDS": -1}, ["presence_app.E017"]),
-    ({"AUDIENCE": "tests.test_audience.policy", "TENANT": tenant_of}, []),
-])
+@pytest.mark.parametrize(
+    "overrides, ids",
+    [
+        ({"AUDIENCE": "no.such.module.policy"}, ["presence_app.E016"]),
+        ({"TENANT": 42}, ["presence_app.E016"]),
+        ({"ROOM_SNAPSHOT_PAGE": 0}, ["presence_app.E017"]),
+        ({"AUDIENCE_CACHE_SECONDS": -1}, ["presence_app.E017"]),
+        ({"AUDIENCE": "tests.test_audience.policy", "TENANT": tenant_of}, []),
+    ],
+)
 def test_checks_of_the_new_settings(overrides, ids):
     from presence_app.checks import check_audience_and_tenants
 

@@ -60,8 +60,14 @@ class Socket(FrameWaits):
         self.closed_with: int | None = None
 
     @classmethod
-    async def open(cls, cookie: str | None, *, origin: bytes | None = ORIGIN,
-                   path: str = "/ws/presence/", name: str = "") -> Socket:
+    async def open(
+        cls,
+        cookie: str | None,
+        *,
+        origin: bytes | None = ORIGIN,
+        path: str = "/ws/presence/",
+        name: str = "",
+    ) -> Socket:
         headers = []
         if origin is not None:
             headers.append((b"origin", origin))
@@ -162,5 +168,6 @@ class Monitor:
         self.writer.close()
 
     def script_calls(self, sha: str) -> list[list[str]]:
-        return [c for c in self.commands
-                if len(c) > 1 and c[0].upper() == "EVALSHA" and c[1] == sha]
+        return [
+            c for c in self.commands if len(c) > 1 and c[0].upper() == "EVALSHA" and c[1] == sha
+        ]

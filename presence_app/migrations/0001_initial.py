@@ -14,17 +14,26 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="LastSeen",
             fields=[
-                ("id", models.BigAutoField(
-                    auto_created=True, primary_key=True, serialize=False, verbose_name="ID",
-                )),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
                 ("last_seen_at", models.DateTimeField(db_index=True, verbose_name="last seen at")),
                 ("device", models.CharField(blank=True, max_length=64, verbose_name="last device")),
-                ("user", models.OneToOneField(
-                    on_delete=django.db.models.deletion.CASCADE,
-                    related_name="presence_last_seen",
-                    to=settings.AUTH_USER_MODEL,
-                    verbose_name="user",
-                )),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="presence_last_seen",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="user",
+                    ),
+                ),
             ],
             options={
                 "verbose_name": "last seen",

@@ -25,8 +25,14 @@ from .upgrade import upgrade_from_v1
 #: slot. Entry points catch these to fail open (an error frame, a log line). Any other Redis
 #: error (a script error, a wrong type, a bad argument) is a bug, and is let through.
 UNAVAILABLE: tuple[type[BaseException], ...] = (
-    rx.ConnectionError, rx.TimeoutError, rx.OutOfMemoryError, rx.ReadOnlyError,
-    rx.ClusterDownError, rx.TryAgainError, rx.RedisClusterException, OSError,
+    rx.ConnectionError,
+    rx.TimeoutError,
+    rx.OutOfMemoryError,
+    rx.ReadOnlyError,
+    rx.ClusterDownError,
+    rx.TryAgainError,
+    rx.RedisClusterException,
+    OSError,
 )
 
 __all__ = [

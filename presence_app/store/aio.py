@@ -26,7 +26,7 @@ async def pipeline(client: Any, calls: list[Call]) -> list[Any]:
         for name in missing:
             await client.script_load(scripts.load()[name].source)
         again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        for i, reply in zip(again, await pipeline(client, [calls[i] for i in again])):
+        for i, reply in zip(again, await pipeline(client, [calls[i] for i in again]), strict=True):
             replies[i] = reply
     return replies
 
@@ -34,7 +34,9 @@ async def pipeline(client: Any, calls: list[Call]) -> list[Any]:
 class AsyncStore(BaseStore):
     """Presence on a ``redis.asyncio.Redis`` or ``RedisCluster``; every method is awaited."""
 
-    def __init__(self, client: aredis.Redis | aredis.RedisCluster, config: StoreConfig | None = None) -> None:
+    def __init__(
+        self, client: aredis.Redis | aredis.RedisCluster, config: StoreConfig | None = None
+    ) -> None:
         super().__init__(config)
         self.client = client
         self.cluster = isinstance(client, aredis.RedisCluster)

@@ -141,7 +141,9 @@ class BaseStore(_Samples):
         plan = self.plans.get_many([uid], viewer, reveal_all, now)
         return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
-    def get_many(self, user_ids, *, viewer=None, reveal_all: bool = False, now: float | None = None):
+    def get_many(
+        self, user_ids, *, viewer=None, reveal_all: bool = False, now: float | None = None
+    ):
         """{user_id: Presence} for any number of ids, in one round trip."""
         return self.run(self.plans.get_many(user_ids, viewer, reveal_all, now))
 
@@ -176,7 +178,9 @@ class BaseStore(_Samples):
         """[(room, members)] of the busiest rooms, most members first (counts kept by the
         store's transitions, so they lag expiries by at most the sweep interval)."""
         tags = self.keys.all_tags()
-        calls = [Call("", (), ("ZREVRANGE", KeySpace.rooms(t), 0, limit - 1, "WITHSCORES")) for t in tags]
+        calls = [
+            Call("", (), ("ZREVRANGE", KeySpace.rooms(t), 0, limit - 1, "WITHSCORES")) for t in tags
+        ]
 
         def finish(replies: list[Any]) -> list[tuple[str, int]]:
             totals: dict[str, int] = {}
@@ -222,7 +226,7 @@ class BaseStore(_Samples):
     def gather(self, *plans: Plan):
         """Runs independent reads in one round trip and returns their results in order::
 
-            presences, rooms = store.gather(store.planned.get_many(ids), store.planned.rooms(10))
+        presences, rooms = store.gather(store.planned.get_many(ids), store.planned.rooms(10))
         """
         calls = [call for plan in plans for call in plan.calls]
 
@@ -236,7 +240,9 @@ class BaseStore(_Samples):
         return self.run(Plan(calls, finish))
 
     def housekeeping_keys(self) -> list[tuple[str, list[str]]]:
-        return [(self.keys.match_all(), [*map(self.keys.lock, self.keys.JOBS), self.keys.history()])]
+        return [
+            (self.keys.match_all(), [*map(self.keys.lock, self.keys.JOBS), self.keys.history()])
+        ]
 
 
 class _Planned(BaseStore):

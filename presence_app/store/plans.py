@@ -17,7 +17,13 @@ from typing import Any
 
 from .keys import CONN_SEP, KeySpace, shard_of
 from .types import (
-    InvalidInput, Presence, StateCounts, StoreConfig, Transition, _str, rooms_of_record,
+    InvalidInput,
+    Presence,
+    StateCounts,
+    StoreConfig,
+    Transition,
+    _str,
+    rooms_of_record,
 )
 
 CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
@@ -80,9 +86,11 @@ def lease_members(pairs: Iterable[tuple[Any, Any]]) -> list[str]:
     if ok:
         joined = "\n".join(cids)
         ok = (
-            0 < min(map(len, uids)) and max(map(len, uids)) <= MAX_ID_LENGTH
+            0 < min(map(len, uids))
+            and max(map(len, uids)) <= MAX_ID_LENGTH
             and "".join(uids).isprintable()
-            and 0 < min(map(len, cids)) and max(map(len, cids)) <= 128
+            and 0 < min(map(len, cids))
+            and max(map(len, cids)) <= 128
             and joined.count("\n") == len(cids) - 1
             and _CONN_IDS_JOINED.fullmatch(joined) is not None
         )
@@ -124,7 +132,9 @@ def _window(window: float | None) -> str:
     """The online script's window argument: '' for "present now"."""
     if window is None:
         return ""
-    if not (isinstance(window, (int, float)) and not isinstance(window, bool) and 0 <= window < math.inf):
+    if not (
+        isinstance(window, (int, float)) and not isinstance(window, bool) and 0 <= window < math.inf
+    ):
         raise InvalidInput("window must be a finite number of seconds, not negative")
     return repr(float(window))
 
@@ -147,16 +157,13 @@ class _ReadPlans:
         viewer_id = "" if viewer is None else user_id_of(viewer)
         groups = self.by_shard(uids)
         tags = list(groups)
-        calls = [
-            self.call("get_many", tag, now, *groups[tag])
-            for tag in tags
-        ]
+        calls = [self.call("get_many", tag, now, *groups[tag]) for tag in tags]
 
         derive = Presence.deriver(viewer_id, reveal_all, self.config)
 
         def finish(replies: list[Any]) -> dict[str, Presence]:
             found: dict[str, Presence] = {}
-            for tag, reply in zip(tags, replies):
+            for tag, reply in zip(tags, replies, strict=True):
                 found.update(derive(groups[tag], reply))
             return {uid: found[uid] for uid in uids}
 
@@ -250,8 +257,15 @@ class Planner(_ReadPlans):
             KeySpace.active(tag),
             KeySpace.rooms(tag),
         )
-        head = (tag, "" if now is None else repr(float(now)), c.lease_ttl, c.disconnect_grace,
-                c.online_window, c.idle_after, int(c.metadata_ttl))
+        head = (
+            tag,
+            "" if now is None else repr(float(now)),
+            c.lease_ttl,
+            c.disconnect_grace,
+            c.online_window,
+            c.idle_after,
+            int(c.metadata_ttl),
+        )
         return Call(script, keys, head + args)
 
     def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
@@ -276,7 +290,9 @@ class Planner(_ReadPlans):
         groups: dict[str, list[str]] = {}
         for user_id, activity in items:
             uid = user_id_of(user_id)
-            groups.setdefault(self.keys.tag_for_user(uid), []).extend((uid, "1" if activity else "0"))
+            groups.setdefault(self.keys.tag_for_user(uid), []).extend(
+                (uid, "1" if activity else "0")
+            )
         calls = [self.call("touch", tag, now, *args) for tag, args in groups.items()]
         return Plan(calls, _flat_transitions)
 
@@ -354,14 +370,18 @@ class Planner(_ReadPlans):
             except (TypeError, ValueError) as exc:
                 raise InvalidInput(f"metadata must be JSON-serialisable: {exc}") from None
             if len(encoded.encode()) > self.config.max_metadata_bytes:
-                raise InvalidInput(f"metadata is larger than {self.config.max_metadata_bytes} bytes")
+                raise InvalidInput(
+                    f"metadata is larger than {self.config.max_metadata_bytes} bytes"
+                )
             updates["meta"] = encoded
         return self.transitions(
             "set_status", user_id, now, state or "", json.dumps(updates, separators=(",", ":"))
         )
 
     def sweep(self, now: float | None) -> Plan:
-        calls = [self.call("sweep", tag, now, self.config.sweep_batch) for tag in self.keys.all_tags()]
+        calls = [
+            self.call("sweep", tag, now, self.config.sweep_batch) for tag in self.keys.all_tags()
+        ]
 
         def finish(replies: list[Any]) -> tuple[bool, list[Transition]]:
             more = any(int(reply[0]) for reply in replies)

@@ -7,8 +7,20 @@ from functools import cache
 from importlib import resources
 
 NAMES = (
-    "activity", "connect", "counts", "disconnect", "get_many", "heartbeat", "join", "leave",
-    "online", "room", "set_status", "sweep", "touch", "upgrade_v1",
+    "activity",
+    "connect",
+    "counts",
+    "disconnect",
+    "get_many",
+    "heartbeat",
+    "join",
+    "leave",
+    "online",
+    "room",
+    "set_status",
+    "sweep",
+    "touch",
+    "upgrade_v1",
 )
 
 

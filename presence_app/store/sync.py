@@ -21,7 +21,7 @@ def queue(pipe: Any, call: Call) -> None:
 
 
 def missing_scripts(calls: list[Call], replies: list[Any]) -> set[str]:
-    return {c.script for c, r in zip(calls, replies) if isinstance(r, NoScriptError)}
+    return {c.script for c, r in zip(calls, replies, strict=True) if isinstance(r, NoScriptError)}
 
 
 def raise_errors(replies: list[Any]) -> list[Any]:
@@ -43,7 +43,7 @@ def pipeline(client: Any, calls: list[Call]) -> list[Any]:
         for name in missing:
             client.script_load(scripts.load()[name].source)
         again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        for i, reply in zip(again, pipeline(client, [calls[i] for i in again])):
+        for i, reply in zip(again, pipeline(client, [calls[i] for i in again]), strict=True):
             replies[i] = reply
     return replies
 
@@ -51,7 +51,9 @@ def pipeline(client: Any, calls: list[Call]) -> list[Any]:
 class Store(BaseStore):
     """Presence on a ``redis.Redis`` or ``redis.RedisCluster`` client."""
 
-    def __init__(self, client: redis.Redis | redis.RedisCluster, config: StoreConfig | None = None) -> None:
+    def __init__(
+        self, client: redis.Redis | redis.RedisCluster, config: StoreConfig | None = None
+    ) -> None:
         super().__init__(config)
         self.client = client
         self.cluster = isinstance(client, redis.RedisCluster)
@@ -67,8 +69,10 @@ class Store(BaseStore):
             node = self.client.get_node_from_key(call.routing_key)
             by_node.setdefault(node.name, (node, []))[1].append(i)
         for node, indexes in by_node.values():
-            node_replies = pipeline(self.client.get_redis_connection(node), [calls[i] for i in indexes])
-            for i, reply in zip(indexes, node_replies):
+            node_replies = pipeline(
+                self.client.get_redis_connection(node), [calls[i] for i in indexes]
+            )
+            for i, reply in zip(indexes, node_replies, strict=True):
                 replies[i] = self._one(calls[i]) if isinstance(reply, AskError) else reply
         return raise_errors(replies)
 
@@ -100,7 +104,8 @@ class Store(BaseStore):
         deleted = 0
         nodes = (
             [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
-            if self.cluster else [self.client]
+            if self.cluster
+            else [self.client]
         )
         for pattern, extra in self.housekeeping_keys():
             for node in nodes:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from collections.abc import Callable
 from typing import Any, Literal
 
 State = Literal["online", "idle", "dnd", "invisible", "offline"]
@@ -102,15 +102,25 @@ class Presence:
         def build(uid, state, last_seen, active, message, emoji, device, meta):  # type: ignore[no-untyped-def]
             # Without __init__'s eight frozen setattr calls: this runs for every dot of a page.
             p = new(cls)
-            p.__dict__.update(user_id=uid, state=state, last_seen=last_seen, last_active=active,
-                              message=message, emoji=emoji, device=device, meta=meta)
+            p.__dict__.update(
+                user_id=uid,
+                state=state,
+                last_seen=last_seen,
+                last_active=active,
+                message=message,
+                emoji=emoji,
+                device=device,
+                meta=meta,
+            )
             return p
 
         def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
             now = float(reply[0])
             out = {}
             # per user: seen score, hidden score, K_UNTIL entry, record (bytes or None)
-            for uid, (seen, hidden, ends, raw) in zip(user_ids, zip(*[iter(reply[1:])] * 4)):
+            for uid, (seen, hidden, ends, raw) in zip(
+                user_ids, zip(*[iter(reply[1:])] * 4, strict=False), strict=True
+            ):
                 if raw is None:
                     st = la = ls = lv = mx = meta = b""
                     message = emoji = device = ""
@@ -121,15 +131,18 @@ class Presence:
                     message, emoji, device = msg.decode(), emo.decode(), dev.decode()
                 invisible = st == b"invisible"
                 score = hidden if invisible else seen
-                live = score is not None and (
-                    float(ends) if ends is not None else float(score) + span
-                ) >= now
+                live = (
+                    score is not None
+                    and (float(ends) if ends is not None else float(score) + span) >= now
+                )
                 if mx and float(mx) < now:
                     message = emoji = ""
                 data = json.loads(meta) if meta else {}
                 if invisible and not (reveal_all or uid == viewer):
                     # Nothing that changes while they hide: no activity, device or status text.
-                    out[uid] = build(uid, "offline", float(lv) if lv else None, None, "", "", "", data)
+                    out[uid] = build(
+                        uid, "offline", float(lv) if lv else None, None, "", "", "", data
+                    )
                     continue
                 active = float(la) if la else None
                 if live:
@@ -145,7 +158,9 @@ class Presence:
                 else:
                     state = "offline"
                     # their last sign of life, when they have not been swept yet
-                    last_seen = max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
+                    last_seen = (
+                        max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
+                    )
                 out[uid] = build(uid, state, last_seen, active, message, emoji, device, data)
             return out
 
@@ -212,7 +227,7 @@ class Transition:
         extras: dict[str, tuple[tuple[str, ...], str, str]] = {}  # a sweep's mostly repeat
         out = []
         new = object.__new__
-        for kind, user, room, state, at, extra in zip(*[iter(texts)] * 6):
+        for kind, user, room, state, at, extra in zip(*[iter(texts)] * 6, strict=False):
             parsed = extras.get(extra)
             if parsed is None:
                 data = json.loads(extra) if extra else {}
@@ -225,8 +240,16 @@ class Transition:
             rooms_, message, emoji = parsed
             # Without __init__'s eight frozen setattr calls: a sweep parses thousands.
             t = new(cls)
-            t.__dict__.update(kind=kind, user_id=user, state=state, at=float(at), room=room or None,
-                              rooms=rooms_, message=message, emoji=emoji)
+            t.__dict__.update(
+                kind=kind,
+                user_id=user,
+                state=state,
+                at=float(at),
+                room=room or None,
+                rooms=rooms_,
+                message=message,
+                emoji=emoji,
+            )
             out.append(t)
         return out
 

@@ -86,7 +86,7 @@ def upgrade_from_v1(
         keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
         for i in range(0, len(keys), batch):
             chunk = keys[i : i + batch]
-            rows = _carry(store, tag, [unesc(k[len(users):]) for k in chunk])
+            rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk])
             if save is not None and rows:
                 save(rows)
             node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag

@@ -49,7 +49,10 @@ def dot_html(presence: Presence) -> SafeString:
     return format_html(
         '<span class="presence-dot presence-{}" data-presence-user="{}" role="img" '
         'title="{}" aria-label="{}"></span>',
-        presence.state, presence.user_id, label, label,
+        presence.state,
+        presence.user_id,
+        label,
+        label,
     )
 
 
@@ -90,19 +93,19 @@ def presence_of(context: template.Context, user: Any) -> Presence | None:
 
 @register.filter
 def presence_label(presence: Presence) -> str:
-    """"Online", "Away: 📅 In a meeting", ... of a Presence."""
+    """ "Online", "Away: 📅 In a meeting", ... of a Presence."""
     return state_label(presence) if isinstance(presence, Presence) else ""
 
 
 @register.filter
 def presence_state(presence: Presence) -> str:
-    """"Online", "Away", ... of a Presence: the state alone."""
+    """ "Online", "Away", ... of a Presence: the state alone."""
     return str(LABELS.get(presence.state, presence.state)) if isinstance(presence, Presence) else ""
 
 
 @register.simple_tag(takes_context=True)
 def last_seen(context: template.Context, user: Any) -> str:
-    """"online now", "last seen 3 minutes ago" (Redis, else the LastSeen row) or "not seen yet"."""
+    """ "online now", "last seen 3 minutes ago" (Redis, else the LastSeen row) or "not seen yet"."""
     uid = user_key(user)
     if uid is None:
         return ""
@@ -148,8 +151,7 @@ def room_members(context: template.Context, room: str) -> list[Any]:
     user = getattr(context.get("request"), "user", None)
     if user is None or not presence.can_join(user, room):
         return []
-    return users_in_order(_read([], lambda: presence.room_members(room,
-                                                                  viewer=_viewer(context))))
+    return users_in_order(_read([], lambda: presence.room_members(room, viewer=_viewer(context))))
 
 
 @register.simple_tag(takes_context=True)

@@ -31,8 +31,9 @@ class ChatConsumer(PresenceConsumerMixin, AsyncJsonWebsocketConsumer):
         if isinstance(content, dict) and content.get("type") == "chat.message":
             await self.post(content)
         else:
-            await self.send_json({"type": "error", "code": "unknown_type",
-                                  "detail": "unknown frame type"})
+            await self.send_json(
+                {"type": "error", "code": "unknown_type", "detail": "unknown frame type"}
+            )
 
     async def post(self, frame: dict[str, Any]) -> None:
         room, text = frame.get("room"), frame.get("text")
@@ -42,17 +43,27 @@ class ChatConsumer(PresenceConsumerMixin, AsyncJsonWebsocketConsumer):
         if not isinstance(text, str) or not text.strip() or len(text) > MAX_MESSAGE_LENGTH:
             await self.refuse("invalid", f"a message is 1-{MAX_MESSAGE_LENGTH} characters", room)
             return
-        await self.presence_group_send(room, {
-            "type": "chat.message",
-            "room": room,
-            "user": self.presence.user_id,
-            "name": self.scope["user"].get_username(),
-            "text": text.strip(),
-        })
+        await self.presence_group_send(
+            room,
+            {
+                "type": "chat.message",
+                "room": room,
+                "user": self.presence.user_id,
+                "name": self.scope["user"].get_username(),
+                "text": text.strip(),
+            },
+        )
 
     async def refuse(self, code: str, detail: str, room: Any) -> None:
-        await self.send_json({"type": "error", "code": code, "detail": detail,
-                              "frame": "chat.message", "room": room if isinstance(room, str) else None})
+        await self.send_json(
+            {
+                "type": "error",
+                "code": code,
+                "detail": detail,
+                "frame": "chat.message",
+                "room": room if isinstance(room, str) else None,
+            }
+        )
 
     async def chat_message(self, event: dict[str, Any]) -> None:
         await self.send_json(event)

@@ -36,6 +36,13 @@ def room_detail(request: HttpRequest, slug: str) -> HttpResponse:
     User = get_user_model()
     people = User._default_manager.filter(is_active=True).order_by(User.USERNAME_FIELD)
     people = list(people[:MAX_PEOPLE])
-    return render(request, "demo/room.html", {
-        "room": room, "rooms": ROOMS, "people": people, "emojis": EMOJIS,
-    })
+    return render(
+        request,
+        "demo/room.html",
+        {
+            "room": room,
+            "rooms": ROOMS,
+            "people": people,
+            "emojis": EMOJIS,
+        },
+    )

@@ -23,7 +23,6 @@ import pytest
 from presence_app.testing import free_port
 
 from ..browser import SKIP_REASON, chromium_path, launch, skip_browser
-
 from .settings import TIMERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,20 +71,42 @@ class DemoServer:
         self.process: subprocess.Popen | None = None
 
     def manage(self, *args: str) -> None:
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if done.returncode:
-            pytest.fail(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}",
-                        pytrace=False)
+            pytest.fail(
+                f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}", pytrace=False
+            )
 
     def start(self, timeout: float = 30) -> DemoServer:
         self.manage("migrate", "--noinput", "--verbosity", "0")
         self.manage("demo_users")
         log = open(self.log_path, "wb")  # the child keeps its own copy of the descriptor
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1",
-             "--port", str(self.port), "--lifespan", "off", "--log-level", "warning"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "project.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--lifespan",
+                "off",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -99,8 +120,9 @@ class DemoServer:
             except (urllib.error.URLError, OSError):
                 time.sleep(0.1)
         self.stop()
-        pytest.fail(f"uvicorn did not answer on {self.url} within {timeout} s:\n{self.log()}",
-                    pytrace=False)
+        pytest.fail(
+            f"uvicorn did not answer on {self.url} within {timeout} s:\n{self.log()}", pytrace=False
+        )
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -155,12 +177,17 @@ class Demo:
         self.sessions = sessions
         self.pages: list[Any] = []
 
-    def context(self, user: str | None = None, *, width: int | None = None,
-                color_scheme: str = "light") -> Any:
+    def context(
+        self, user: str | None = None, *, width: int | None = None, color_scheme: str = "light"
+    ) -> Any:
         state = self.login(user) if user else None
         viewport = {**VIEWPORT, "width": width} if width else VIEWPORT
-        return self.browser.new_context(viewport=viewport, storage_state=state,
-                                        reduced_motion="reduce", color_scheme=color_scheme)
+        return self.browser.new_context(
+            viewport=viewport,
+            storage_state=state,
+            reduced_motion="reduce",
+            color_scheme=color_scheme,
+        )
 
     def login(self, user: str) -> Any:
         if user not in self.sessions:
@@ -220,9 +247,11 @@ class Demo:
                     if (me.state === "dnd" || me.state === "invisible" || me.message || me.emoji)
                         presence.setStatus({state: "online", message: "", emoji: ""});
                 }""")
-                page.wait_for_function("""() => !window.presence || !presence.socket
+                page.wait_for_function(
+                    """() => !window.presence || !presence.socket
                     || (presence.queue.length === 0 && presence.socket.bufferedAmount === 0)""",
-                    timeout=2000)
+                    timeout=2000,
+                )
             except Exception:
                 pass
             page.context.close()
@@ -235,8 +264,9 @@ def sessions() -> dict[str, Any]:
 
 
 @pytest.fixture
-def demo(request: pytest.FixtureRequest, browser: Any, demo_server: DemoServer,
-         sessions: dict[str, Any]) -> Iterator[Demo]:
+def demo(
+    request: pytest.FixtureRequest, browser: Any, demo_server: DemoServer, sessions: dict[str, Any]
+) -> Iterator[Demo]:
     helper = Demo(browser, demo_server, sessions)
     yield helper
     report = getattr(request.node, "report_call", None)

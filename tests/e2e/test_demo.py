@@ -86,11 +86,13 @@ def test_b_sets_do_not_disturb_red(demo):
     # The written state stays beside the message: the red dot alone is not enough for everybody.
     expect(bob.locator("[data-status]")).to_have_text("Do not disturb · 📅 In a meeting")
     expect(bob.locator(".presence-dot")).to_have_attribute(
-        "title", "Do not disturb: 📅 In a meeting")
+        "title", "Do not disturb: 📅 In a meeting"
+    )
     # bob sees his own status in the picker and in his own row.
     expect(b.locator('#status-form input[value="dnd"]')).to_be_checked()
     expect(row(b, "here", "bob").locator("[data-status]")).to_have_text(
-        "Do not disturb · 📅 In a meeting")
+        "Do not disturb · 📅 In a meeting"
+    )
 
     # bob types: alice sees the typing indicator (nothing else leaves bob's page).
     b.fill("#composer-input", "hello?")

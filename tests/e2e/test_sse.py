@@ -27,8 +27,10 @@ def test_websocket_user_and_sse_user_see_each_other(demo, timers):
     demo.pages.append(b)
     block_websockets(b)
     b.goto(f"{demo.server.url}/rooms/design/")
-    b.wait_for_function("() => window.presence && presence.transport === 'sse'"
-                        " && presence.members('design').some(m => m.user === presence.userId)")
+    b.wait_for_function(
+        "() => window.presence && presence.transport === 'sse'"
+        " && presence.members('design').some(m => m.user === presence.userId)"
+    )
     expect(b.locator("#connection")).to_have_attribute("data-transport", "sse")
     # Both see each other: the SSE page's snapshot, the socket's join event.
     expect(dot(a, "here", "bob")).to_have_class(has_class("presence-online"))
@@ -56,8 +58,10 @@ def test_websocket_user_and_sse_user_see_each_other(demo, timers):
     demo.pages.append(c)
     c.set_default_timeout(8000)
     c.goto(f"{demo.server.url}/rooms/design/?transport=sse")
-    c.wait_for_function("() => window.presence && presence.transport === 'sse'"
-                        " && presence.members('design').some(m => m.user === presence.userId)")
+    c.wait_for_function(
+        "() => window.presence && presence.transport === 'sse'"
+        " && presence.members('design').some(m => m.user === presence.userId)"
+    )
     expect(dot(c, "here", "alice")).to_have_class(re.compile(r"presence-(online|idle)"))
     demo.screenshot(c, "room-over-sse")
     a.context.close()

@@ -3,6 +3,8 @@ a migrated database copied per test, ASGI servers stopped at the end, ``eventual
 topologies a production Redis has: a primary with a replica under three sentinels, and a Redis
 Cluster whose masters have replicas."""
 
+# ruff: noqa: F811 - fixtures imported from the reliability suite, asked for by name
+
 from __future__ import annotations
 
 import json
@@ -46,15 +48,21 @@ def _db(template_db: Database, tmp_path: Path, prefix: str, env: dict[str, str])
 
 
 @pytest.fixture
-def sentinel_db(template_db: Database, tmp_path: Path, prefix: str,
-                sentinel_group: RedisSentinelGroup) -> Database:
-    return _db(template_db, tmp_path, prefix, {
-        "HA_SENTINELS": json.dumps(sentinel_group.sentinels), "HA_SERVICE": SERVICE})
+def sentinel_db(
+    template_db: Database, tmp_path: Path, prefix: str, sentinel_group: RedisSentinelGroup
+) -> Database:
+    return _db(
+        template_db,
+        tmp_path,
+        prefix,
+        {"HA_SENTINELS": json.dumps(sentinel_group.sentinels), "HA_SERVICE": SERVICE},
+    )
 
 
 @pytest.fixture
-def cluster_db(template_db: Database, tmp_path: Path, prefix: str,
-               replicated_cluster: RedisClusterServer) -> Database:
+def cluster_db(
+    template_db: Database, tmp_path: Path, prefix: str, replicated_cluster: RedisClusterServer
+) -> Database:
     return _db(template_db, tmp_path, prefix, {"HA_CLUSTER": json.dumps(replicated_cluster.urls)})
 
 

@@ -29,24 +29,29 @@ OVERRIDES = {"HEARTBEAT_INTERVAL": 1, "LEASE_TTL": 10, "DISCONNECT_GRACE": 1}
 
 @dataclass
 class Outcome:
-    promoted_after: float = 0.0   # kill -> the replica is the primary (as the sentinels say)
-    healed_after: float = 0.0     # kill -> every user's lease renewed on the new primary
+    promoted_after: float = 0.0  # kill -> the replica is the primary (as the sentinels say)
+    healed_after: float = 0.0  # kill -> every user's lease renewed on the new primary
     pages: dict[int, int] = field(default_factory=dict)
     api: dict[int, int] = field(default_factory=dict)
     flickers: int = 0
     slowest_request: float = 0.0
 
 
-async def run_failover(servers: Any, db: Database, users: int, reader: Callable[[], Store],
-                       kill: Callable[[], None], promoted: Callable[[], bool],
-                       replicated: Callable[[], None]) -> Outcome:
+async def run_failover(
+    servers: Any,
+    db: Database,
+    users: int,
+    reader: Callable[[], Store],
+    kill: Callable[[], None],
+    promoted: Callable[[], bool],
+    replicated: Callable[[], None],
+) -> Outcome:
     """``reader()``: a store that follows the failover; ``kill()`` kills the primary;
     ``promoted()`` is true once a replica took over; ``replicated()`` waits until the replica
     holds what the primary acknowledged (WAIT)."""
     env = {"PRESENCE_OVERRIDES": json.dumps(OVERRIDES)}
     people = db.users([f"ha{i}" for i in range(users)] + ["watcher0", "watcher1"])
-    first, second = await asyncio.gather(servers.astart("a", env=env),
-                                         servers.astart("b", env=env))
+    first, second = await asyncio.gather(servers.astart("a", env=env), servers.astart("b", env=env))
     watchers = [people.pop("watcher0"), people.pop("watcher1")]
     observers = [*await connect_all(first, watchers[:1]), *await connect_all(second, watchers[1:])]
     halves = list(people.values())
@@ -67,7 +72,8 @@ async def run_failover(servers: Any, db: Database, users: int, reader: Callable[
 
     def all_present() -> bool:
         return set(store.online()) == everybody and all(
-            set(store.room_members(room)) == want for room, want in members.items())
+            set(store.room_members(room)) == want for room, want in members.items()
+        )
 
     await eventually(all_present, 15, "everybody online in their rooms")
     await asyncio.to_thread(replicated)
@@ -82,15 +88,15 @@ async def run_failover(servers: Any, db: Database, users: int, reader: Callable[
     def renewed() -> bool:
         # A heartbeat written after the kill sets an expiry past kill + LEASE_TTL.
         expiries = lease_expiries(store)
-        return all(expiries.get(uid, 0) > killed_at_redis + OVERRIDES["LEASE_TTL"]
-                   for uid in everybody)
+        return all(
+            expiries.get(uid, 0) > killed_at_redis + OVERRIDES["LEASE_TTL"] for uid in everybody
+        )
 
     with HttpProbe(first, clients[0].user) as probe:
         await asyncio.sleep(1)  # the probe's first answers, before the kill
         start = loop.time()
         await asyncio.to_thread(kill)
-        outcome.promoted_after = await eventually(promoted, 30, "a replica promoted",
-                                                  interval=0.05)
+        outcome.promoted_after = await eventually(promoted, 30, "a replica promoted", interval=0.05)
         await eventually(renewed, 30, "every lease renewed on the new primary")
         outcome.healed_after = loop.time() - start
         await asyncio.sleep(1)  # answers after the heal too
@@ -105,13 +111,22 @@ async def run_failover(servers: Any, db: Database, users: int, reader: Callable[
     outcome.flickers = len(events.flickers)
     # Events still flow through the channel layer on the new primary.
     await clients[0].send(type="status", state="dnd")
-    await asyncio.gather(*(o.wait_for("presence.update", user=clients[0].id, state="dnd",
-                                      timeout=10) for o in observers))
+    await asyncio.gather(
+        *(
+            o.wait_for("presence.update", user=clients[0].id, state="dnd", timeout=10)
+            for o in observers
+        )
+    )
     # Everyone leaves cleanly: nothing stays behind (no ghost) once the grace has passed.
     await close_all(clients)
-    await eventually(lambda: set(store.online()) == {o.id for o in observers} and all(
-        set(store.room_members(room)) == {o.id for o in observers} for room in ROOMS),
-        15, "only the observers left")
+    await eventually(
+        lambda: (
+            set(store.online()) == {o.id for o in observers}
+            and all(set(store.room_members(room)) == {o.id for o in observers} for room in ROOMS)
+        ),
+        15,
+        "only the observers left",
+    )
     await close_all(observers)
     for server in (first, second):
         assert server.tracebacks() == 0, server.log()

@@ -52,15 +52,17 @@ async def main(listen: int, target: int, delay: float) -> None:
     # Ended by the test: at once, without cancelling every open pump (nothing to keep).
     loop.add_signal_handler(signal.SIGTERM, lambda: os._exit(0))
 
-    async def serve(client_reader: asyncio.StreamReader,
-                    client_writer: asyncio.StreamWriter) -> None:
+    async def serve(
+        client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
+    ) -> None:
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target)
         except OSError:
             client_writer.close()
             return
-        await asyncio.gather(pump(client_reader, server_writer, True),
-                             pump(server_reader, client_writer, False))
+        await asyncio.gather(
+            pump(client_reader, server_writer, True), pump(server_reader, client_writer, False)
+        )
 
     server = await asyncio.start_server(serve, "127.0.0.1", listen)
     print("ready", flush=True)

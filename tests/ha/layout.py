@@ -51,8 +51,10 @@ def layout_problems(store: Store) -> list[str]:
         elif (kind := _text(client.type(key))) != want:
             problems.append(f"{key}: a {kind}, not a {want}")
     for tag in keys.all_tags():
-        counts = {_text(room): int(n) for room, n in
-                  client.zrange(keys.rooms(tag), 0, -1, withscores=True)}
+        counts = {
+            _text(room): int(n)
+            for room, n in client.zrange(keys.rooms(tag), 0, -1, withscores=True)
+        }
         prefix = keys.room(tag, "")
         rooms = {k for k in found if k.startswith(prefix)}
         members = {k: client.zcard(k) for k in rooms}

@@ -20,8 +20,13 @@ class HttpProbe:
     """Requests pages and the JSON API in a thread, as browsers would, until ``stop()``:
     ``statuses[path]`` counts the answers (0: no answer within the timeout)."""
 
-    def __init__(self, server: AsgiServer, user: User, paths: tuple[str, ...] = PAGES + API,
-                 every: float = 0.1) -> None:
+    def __init__(
+        self,
+        server: AsgiServer,
+        user: User,
+        paths: tuple[str, ...] = PAGES + API,
+        every: float = 0.1,
+    ) -> None:
         self.server, self.user, self.paths, self.every = server, user, paths, every
         self.statuses: dict[str, Counter[int]] = {p: Counter() for p in paths}
         self.slowest = 0.0
@@ -80,7 +85,8 @@ class EventLog:
         if frame.get("user") not in self.users:
             return
         if frame["type"] == "presence.leave" or (
-                frame["type"] == "presence.update" and frame.get("state") == "offline"):
+            frame["type"] == "presence.update" and frame.get("state") == "offline"
+        ):
             self.flickers.append(frame)
 
 
@@ -95,8 +101,10 @@ class CommandRate:
 
     def by_command(self) -> dict[str, int]:
         """calls per command (INFO commandstats), for the difference of two readings."""
-        return {k.removeprefix("cmdstat_"): int(v["calls"])
-                for k, v in self.client.info("commandstats").items()}
+        return {
+            k.removeprefix("cmdstat_"): int(v["calls"])
+            for k, v in self.client.info("commandstats").items()
+        }
 
     def _total(self) -> int:
         return int(self.client.info("stats")["total_commands_processed"])
@@ -121,5 +129,6 @@ class CommandRate:
         self._stop.set()
         self._thread.join(5)
         last = self.by_command()
-        self.calls = {k: n - self.first.get(k, 0) for k, n in last.items()
-                      if n - self.first.get(k, 0)}
+        self.calls = {
+            k: n - self.first.get(k, 0) for k, n in last.items() if n - self.first.get(k, 0)
+        }

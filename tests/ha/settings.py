@@ -22,17 +22,25 @@ if _sentinels:
     _sentinels = [tuple(s) for s in _sentinels]
     _url = f"redis://{os.environ.get('HA_SERVICE', 'presence')}/0"
     PRESENCE = {**PRESENCE, "REDIS_URL": _url, "SENTINELS": _sentinels}  # noqa: F405
-    CACHES = {"default": {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": _url,
-        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient",
-                    "SENTINELS": _sentinels},
-    }}
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": _url,
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.SentinelClient",
+                "SENTINELS": _sentinels,
+            },
+        }
+    }
     DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
-    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{  # noqa: F405
-        "master_name": os.environ.get("HA_SERVICE", "presence"), "sentinels": _sentinels,
-        "socket_timeout": None, "socket_keepalive": True,
-    }]
+    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [  # noqa: F405
+        {
+            "master_name": os.environ.get("HA_SERVICE", "presence"),
+            "sentinels": _sentinels,
+            "socket_timeout": None,
+            "socket_keepalive": True,
+        }
+    ]
 elif _cluster:
     PRESENCE = {**PRESENCE, "CLUSTER": True, "REDIS_URL": _cluster, "SHARDS": 6}  # noqa: F405
 

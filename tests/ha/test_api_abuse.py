@@ -65,13 +65,16 @@ def test_an_address_past_its_burst_gets_429_whoever_asks(client, people, limits)
     assert client.get("/presence/api/online/", REMOTE_ADDR="10.0.0.9").status_code == 401
 
 
-@pytest.mark.parametrize("query", [
-    "ids=" + ",".join(str(i) for i in range(10_000)),       # 10,000 ids (~49 kB)
-    "ids=" + "9" * (1024 * 1024),                            # a 1 MB id
-    "ids=" + ",".join(str(i) for i in range(600)),           # past MAX_WATCHED_USERS (500)
-    "&".join(f"id={i}" for i in range(600)),
-    "ids=" + "%2C".join(str(i) for i in range(600)),
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "ids=" + ",".join(str(i) for i in range(10_000)),  # 10,000 ids (~49 kB)
+        "ids=" + "9" * (1024 * 1024),  # a 1 MB id
+        "ids=" + ",".join(str(i) for i in range(600)),  # past MAX_WATCHED_USERS (500)
+        "&".join(f"id={i}" for i in range(600)),
+        "ids=" + "%2C".join(str(i) for i in range(600)),
+    ],
+)
 def test_oversized_id_lists_are_refused_before_any_work(client, people, redis_calls, query):
     client.force_login(people[0])
     client.get("/presence/api/users/?ids=1")  # the middleware's touch of people[0] ...

@@ -22,18 +22,22 @@ SHARDS = 6  # tests/ha/settings.py's, on a cluster
 
 
 async def test_master_killed_under_load_heals_on_its_replica(
-        replicated_cluster, cluster_db, servers_on, prefix):
+    replicated_cluster, cluster_db, servers_on, prefix
+):
     from tests.reliability.conftest import store_config
 
-    masters = replicated_cluster.nodes[:replicated_cluster.masters]
+    masters = replicated_cluster.nodes[: replicated_cluster.masters]
     victim = masters[0]
     heir = replicated_cluster.nodes[replicated_cluster.masters]  # victim's replica
-    client = redis.RedisCluster.from_url(replicated_cluster.url, socket_timeout=2,
-                                         socket_connect_timeout=1)
+    client = redis.RedisCluster.from_url(
+        replicated_cluster.url, socket_timeout=2, socket_connect_timeout=1
+    )
     config = dataclasses.replace(store_config(prefix, **OVERRIDES), shards=SHARDS)
     # The victim holds some of presence's shards (else the test would kill nothing of use).
-    assert any(client.keyslot(tag) < 16384 // replicated_cluster.masters
-               for tag in Store(client, config).keys.all_tags())
+    assert any(
+        client.keyslot(tag) < 16384 // replicated_cluster.masters
+        for tag in Store(client, config).keys.all_tags()
+    )
 
     def promoted() -> bool:
         with heir.client(socket_timeout=1) as node:
@@ -45,15 +49,23 @@ async def test_master_killed_under_load_heals_on_its_replica(
                 assert master.execute_command("WAIT", 1, 5000) == 1
 
     outcome = await run_failover(
-        servers_on(cluster_db), cluster_db, USERS, reader=lambda: Store(client, config),
-        kill=victim.kill, promoted=promoted, replicated=replicated)
+        servers_on(cluster_db),
+        cluster_db,
+        USERS,
+        reader=lambda: Store(client, config),
+        kill=victim.kill,
+        promoted=promoted,
+        replicated=replicated,
+    )
     client.close()
     heal = outcome.healed_after - outcome.promoted_after
-    print(f"cluster failover: promoted {outcome.promoted_after:.2f} s after the kill, every "
-          f"lease renewed {outcome.healed_after:.2f} s after it ({heal:.2f} s after the "
-          f"promotion); pages {outcome.pages}, JSON API {outcome.api}, "
-          f"leaves/offlines seen {outcome.flickers}, slowest request "
-          f"{outcome.slowest_request:.2f} s")
+    print(
+        f"cluster failover: promoted {outcome.promoted_after:.2f} s after the kill, every "
+        f"lease renewed {outcome.healed_after:.2f} s after it ({heal:.2f} s after the "
+        f"promotion); pages {outcome.pages}, JSON API {outcome.api}, "
+        f"leaves/offlines seen {outcome.flickers}, slowest request "
+        f"{outcome.slowest_request:.2f} s"
+    )
     assert not any(status >= 500 or status == 0 for status in outcome.pages), outcome.pages
     assert set(outcome.api) <= {200, 503}, outcome.api
     assert heal <= OVERRIDES["HEARTBEAT_INTERVAL"] + 2.5

@@ -67,7 +67,8 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
 
     def all_present() -> bool:
         return set(store.online()) == everybody and all(
-            set(store.room_members(r)) == m for r, m in members.items())
+            set(store.room_members(r)) == m for r, m in members.items()
+        )
 
     await eventually(all_present, 10, "everybody in their rooms")
     for client in clients:
@@ -87,8 +88,9 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
     print(f"{policy}: {written} filler keys written, {evicted} keys evicted")
     if policy == "noeviction":
         # Writes are refused: every socket's heartbeats fail, and each is told.
-        await asyncio.gather(*(c.wait_for("error", timeout=10, code="unavailable")
-                               for c in clients))
+        await asyncio.gather(
+            *(c.wait_for("error", timeout=10, code="unavailable") for c in clients)
+        )
         reply = await clients[0].reply(type="join", room="garden")
         assert [f["code"] for f in reply if f["type"] == "error"] == ["unavailable"], reply
         await asyncio.sleep(LEASE_TTL + 1)  # outlast every lease: the sweep is refused too
@@ -111,14 +113,18 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
     store_client.config_set("maxmemory", 0)
     store_client.config_set("maxmemory-policy", "noeviction")
     await asyncio.to_thread(unfill, store_client)
+
     def missing() -> dict:
-        return {"online": sorted(everybody - set(store.online())),
-                **{r: sorted(m - set(store.room_members(r))) for r, m in members.items()}}
+        return {
+            "online": sorted(everybody - set(store.online())),
+            **{r: sorted(m - set(store.room_members(r))) for r, m in members.items()},
+        }
 
     if policy == "noeviction":
         # Nothing was lost, only refused: everybody back in their rooms, the key space whole.
-        healed = await eventually(lambda: all_present() or None, HEAL + 5, "everybody back",
-                                  detail=missing)
+        healed = await eventually(
+            lambda: all_present() or None, HEAL + 5, "everybody back", detail=missing
+        )
         await asyncio.sleep(1.5)  # a sweep or two after the heal
         assert layout_problems(store) == []
     else:
@@ -126,14 +132,17 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
         # room set or a user's room list evicted under a live lease is not noticed (the lease
         # is there): those memberships stay lost until the socket joins again. That is why
         # check W005 warns of eviction policies. Every key left still fits the layout.
-        healed = await eventually(lambda: everybody <= set(store.online()) or None, HEAL + 5,
-                                  "everybody online again", detail=missing)
+        healed = await eventually(
+            lambda: everybody <= set(store.online()) or None,
+            HEAL + 5,
+            "everybody online again",
+            detail=missing,
+        )
         await asyncio.sleep(1.5)
         problems = layout_problems(store)
         assert [p for p in problems if "no layout rule" in p or ", not a " in p] == [], problems
         lost = {room: names for room, names in missing().items() if room != "online"}
-        print(f"{policy}: room memberships lost to eviction {lost}, count disagreements "
-              f"{problems}")
+        print(f"{policy}: room memberships lost to eviction {lost}, count disagreements {problems}")
     print(f"{policy}: healed {healed:.2f} s after memory was freed")
     assert all(c.open for c in clients)
     await close_all([*clients, *late])
@@ -142,26 +151,35 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
     # joins (UnknownConnection in the consumer's recovery; the next heartbeat retries). The
     # consumer logs that as an error today: counted here, anything else fails.
     raced = log.count("UnknownConnection: the connection holds no lease")
-    print(f"{policy}: {server.tracebacks()} tracebacks, {raced} of them a lease evicted "
-          "between the consumer's connect and join")
+    print(
+        f"{policy}: {server.tracebacks()} tracebacks, {raced} of them a lease evicted "
+        "between the consumer's connect and join"
+    )
     assert server.tracebacks() == (raced if policy != "noeviction" else 0), log[-6000:]
     store_client.close()
 
 
 def _ids(url: str) -> list[str]:
     with override_settings(PRESENCE={**settings.PRESENCE, "REDIS_URL": url}):
-        return sorted({m.id for m in run_checks(include_deployment_checks=False)
-                       if m.id.startswith("presence_app.")})
+        return sorted(
+            {
+                m.id
+                for m in run_checks(include_deployment_checks=False)
+                if m.id.startswith("presence_app.")
+            }
+        )
 
 
-@pytest.mark.parametrize("maxmemory, policy, warned", [
-    ("0", "noeviction", False),
-    ("64mb", "noeviction", False),
-    ("0", "allkeys-lru", False),  # no limit: nothing is ever evicted
-    ("64mb", "allkeys-lru", True),
-    ("64mb", "volatile-ttl", True),  # presence's user keys carry a TTL
-])
+@pytest.mark.parametrize(
+    "maxmemory, policy, warned",
+    [
+        ("0", "noeviction", False),
+        ("64mb", "noeviction", False),
+        ("0", "allkeys-lru", False),  # no limit: nothing is ever evicted
+        ("64mb", "allkeys-lru", True),
+        ("64mb", "volatile-ttl", True),  # presence's user keys carry a TTL
+    ],
+)
 def test_check_warns_when_the_eviction_policy_can_evict_presence_keys(maxmemory, policy, warned):
     with RedisServer(extra=["--maxmemory", maxmemory, "--maxmemory-policy", policy]) as server:
         assert ("presence_app.W005" in _ids(server.url)) is warned
-

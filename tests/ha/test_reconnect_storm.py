@@ -41,7 +41,7 @@ async def reconnecting(client: Client, room: str, done: list[float], stop: async
     await client.closed.wait()
     attempt = 0
     while not stop.is_set():
-        cap = min(MAX_DELAY, MIN_DELAY * 2 ** attempt)
+        cap = min(MAX_DELAY, MIN_DELAY * 2**attempt)
         await asyncio.sleep(cap / 2 + random.random() * cap / 2)
         attempt += 1
         try:
@@ -66,8 +66,9 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
     env = {"PRESENCE_OVERRIDES": json.dumps(timers)}
     people = db.users([f"s{i}" for i in range(sockets)] + ["watcher"])
     watcher = people.pop("watcher")
-    victim, steady = await asyncio.gather(servers.astart("victim", env=env),
-                                          servers.astart("steady", env=env))
+    victim, steady = await asyncio.gather(
+        servers.astart("victim", env=env), servers.astart("steady", env=env)
+    )
     observer = (await connect_all(steady, [watcher]))[0]
     observer.beat(timers["HEARTBEAT_INTERVAL"])
     for room in rooms:  # paced under MAX_FRAMES_PER_SECOND (20)
@@ -92,13 +93,15 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
     def everybody_in() -> bool:
         return ids <= set(store.online()) and all(
             {u for u, r in room_of.items() if r == room} <= set(store.room_members(room))
-            for room in rooms)
+            for room in rooms
+        )
 
     await eventually(everybody_in, 60, "everybody in their rooms")
     events = EventLog([observer], ids)
     joins: list[dict] = []
     observer.listeners.append(
-        lambda f: joins.append(f) if f["type"] == "presence.join" and f["user"] in ids else None)
+        lambda f: joins.append(f) if f["type"] == "presence.join" and f["user"] in ids else None
+    )
     loop = asyncio.get_running_loop()
     done: list[float] = []
     stop = asyncio.Event()
@@ -108,14 +111,16 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
 
     def renewed() -> bool:
         expiries = lease_expiries(store)
-        return all(expiries.get(uid, 0) > stopped_at_redis + timers["LEASE_TTL"]
-                   for uid in ids) and everybody_in()
+        return (
+            all(expiries.get(uid, 0) > stopped_at_redis + timers["LEASE_TTL"] for uid in ids)
+            and everybody_in()
+        )
 
     with CommandRate(client_redis) as commands:
         start = loop.time()
-        await asyncio.to_thread(victim.stop)          # every socket closed at once
+        await asyncio.to_thread(victim.stop)  # every socket closed at once
         down = loop.time() - start
-        await asyncio.to_thread(victim.start, 60)     # the same port, as a deploy would
+        await asyncio.to_thread(victim.start, 60)  # the same port, as a deploy would
         up = loop.time() - start
         # Each client notes when it is back in its room (Redis is not polled meanwhile: the
         # command rate is the storm's own).
@@ -129,14 +134,18 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
     rates = Counter(int((t - start) / BUCKET) for t in done)
     peak = max(rates.values(), default=0) / BUCKET
     total_commands = sum(r * commands.every for r in commands.rates)
-    print(f"reconnect storm of {sockets}: {len(done)} back; server down {down:.1f} s, up again "
-          f"{up:.1f} s after the stop, everybody back {healed:.1f} s after it (grace "
-          f"{timers['DISCONNECT_GRACE']} s); peak {peak:.0f} handshakes/s "
-          f"({sockets / max(peak, 1e-9):.2f} s of the herd at that rate), Redis peak "
-          f"{commands.peak:.0f} commands/s, {total_commands / sockets:.1f} commands per "
-          f"reconnected socket: {sorted(commands.calls.items(), key=lambda kv: -kv[1])[:8]}")
-    print(f"failed attempts: {FAILURES.most_common(5)}; attempts to reach the server: "
-          f"{sum(FAILURES.values()) + len(done)}")
+    print(
+        f"reconnect storm of {sockets}: {len(done)} back; server down {down:.1f} s, up again "
+        f"{up:.1f} s after the stop, everybody back {healed:.1f} s after it (grace "
+        f"{timers['DISCONNECT_GRACE']} s); peak {peak:.0f} handshakes/s "
+        f"({sockets / max(peak, 1e-9):.2f} s of the herd at that rate), Redis peak "
+        f"{commands.peak:.0f} commands/s, {total_commands / sockets:.1f} commands per "
+        f"reconnected socket: {sorted(commands.calls.items(), key=lambda kv: -kv[1])[:8]}"
+    )
+    print(
+        f"failed attempts: {FAILURES.most_common(5)}; attempts to reach the server: "
+        f"{sum(FAILURES.values()) + len(done)}"
+    )
     assert len(done) == sockets and back, f"{len(done)} of {sockets} back"
     assert healed < timers["DISCONNECT_GRACE"]
     # The jitter spreads the herd: never all of it in one bucket; and the storm costs Redis a

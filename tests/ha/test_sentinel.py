@@ -25,7 +25,8 @@ USERS = 40
 
 
 async def test_primary_killed_under_load_heals_on_the_promoted_replica(
-        sentinel_group, sentinel_db, servers_on, prefix):
+    sentinel_group, sentinel_db, servers_on, prefix
+):
     from tests.reliability.conftest import store_config
 
     first_primary = sentinel_group.primary
@@ -41,16 +42,23 @@ async def test_primary_killed_under_load_heals_on_the_promoted_replica(
             assert primary.execute_command("WAIT", 1, 5000) == 1
 
     outcome = await run_failover(
-        servers_on(sentinel_db), sentinel_db, USERS,
+        servers_on(sentinel_db),
+        sentinel_db,
+        USERS,
         reader=lambda: Store(client, store_config(prefix, **OVERRIDES)),
-        kill=first_primary.kill, promoted=promoted, replicated=replicated)
+        kill=first_primary.kill,
+        promoted=promoted,
+        replicated=replicated,
+    )
     client.close()
     heal = outcome.healed_after - outcome.promoted_after
-    print(f"sentinel failover: promoted {outcome.promoted_after:.2f} s after the kill, every "
-          f"lease renewed {outcome.healed_after:.2f} s after it ({heal:.2f} s after the "
-          f"promotion); pages {outcome.pages}, JSON API {outcome.api}, "
-          f"leaves/offlines seen {outcome.flickers}, slowest request "
-          f"{outcome.slowest_request:.2f} s")
+    print(
+        f"sentinel failover: promoted {outcome.promoted_after:.2f} s after the kill, every "
+        f"lease renewed {outcome.healed_after:.2f} s after it ({heal:.2f} s after the "
+        f"promotion); pages {outcome.pages}, JSON API {outcome.api}, "
+        f"leaves/offlines seen {outcome.flickers}, slowest request "
+        f"{outcome.slowest_request:.2f} s"
+    )
     assert not any(status >= 500 or status == 0 for status in outcome.pages), outcome.pages
     # The JSON API answers 503 while no primary takes writes (its documented outage answer),
     # never a 500, and 200 again afterwards.
@@ -67,14 +75,24 @@ async def test_stores_follow_the_primary_through_django_redis_sentinel_settings(
     from presence_app.connection import aclose_async_store, get_async_store, get_store
 
     url = f"redis://{SERVICE}/0"
-    caches = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url,
-                          "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient",
-                                      "SENTINELS": sentinel_group.sentinels}}}
+    caches = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.SentinelClient",
+                "SENTINELS": sentinel_group.sentinels,
+            },
+        }
+    }
     from django.conf import settings
 
     presence = {k: v for k, v in settings.PRESENCE.items() if k != "REDIS_URL"}
-    with override_settings(CACHES=caches, PRESENCE=presence, DJANGO_REDIS_CONNECTION_FACTORY=
-                           "django_redis.pool.SentinelConnectionFactory"):
+    with override_settings(
+        CACHES=caches,
+        PRESENCE=presence,
+        DJANGO_REDIS_CONNECTION_FACTORY="django_redis.pool.SentinelConnectionFactory",
+    ):
         from django_redis import get_redis_connection
 
         assert get_store().client is get_redis_connection("default")  # shared, not a copy

@@ -48,8 +48,18 @@ class LatencyProxy:
     def __init__(self, target: int, delay: float) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.ha.latency_proxy", str(self.port), str(target),
-             str(delay)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "tests.ha.latency_proxy",
+                str(self.port),
+                str(target),
+                str(delay),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout.readline().strip() == "ready"
 
     def slow(self, on: bool) -> None:
@@ -100,12 +110,14 @@ async def slow_redis(db, servers, redis_server, prefix, sockets: int, seconds: f
         recovered_join = await timed_join(clients[2], "recovered")
         scripts = commands.calls.get("evalsha", 0) / (seconds + slow_join)
         beats = sockets / OVERRIDES["HEARTBEAT_INTERVAL"]
-        print(f"slow Redis ({LATENCY * 1000:.0f} ms, {seconds:.0f} s, {sockets} sockets): a join "
-              f"took {fast_join * 1000:.0f} ms before, {slow_join * 1000:.0f} ms during, "
-              f"{recovered_join * 1000:.0f} ms after; {scripts:.1f} script calls/s for "
-              f"{beats:.0f} heartbeats/s; server RSS {before['VmRSS'] / 1024:.0f} MB before, "
-              f"peak {peak['VmRSS'] / 1024:.0f} MB, {during['VmRSS'] / 1024:.0f} MB at the "
-              f"end; threads {before['Threads']} before, peak {peak['Threads']}")
+        print(
+            f"slow Redis ({LATENCY * 1000:.0f} ms, {seconds:.0f} s, {sockets} sockets): a join "
+            f"took {fast_join * 1000:.0f} ms before, {slow_join * 1000:.0f} ms during, "
+            f"{recovered_join * 1000:.0f} ms after; {scripts:.1f} script calls/s for "
+            f"{beats:.0f} heartbeats/s; server RSS {before['VmRSS'] / 1024:.0f} MB before, "
+            f"peak {peak['VmRSS'] / 1024:.0f} MB, {during['VmRSS'] / 1024:.0f} MB at the "
+            f"end; threads {before['Threads']} before, peak {peak['Threads']}"
+        )
         assert slow_join >= LATENCY  # the latency was there
         assert all(c.open for c in clients)
         assert set(store.online()) == ids

@@ -112,9 +112,13 @@ class Actor:
             shown = "invisible" if state == "invisible" else state
             while True:
                 frame = await self.client.wait_any(15)
-                if (frame["type"] == "presence.update" and frame.get("self")
-                        and frame["user"] == self.user.user.id and frame["state"] == shown
-                        and frame["message"] == message):
+                if (
+                    frame["type"] == "presence.update"
+                    and frame.get("self")
+                    and frame["user"] == self.user.user.id
+                    and frame["state"] == shown
+                    and frame["message"] == message
+                ):
                     break
                 if frame["type"] == "error":
                     self.sim.errors.append(frame)
@@ -138,9 +142,18 @@ class Actor:
 
 
 class Simulation:
-    def __init__(self, servers: list[AsgiServer], users: list[User], *, tabs: int,
-                 rooms: int, timers: Timers, mean_gap: float, max_rooms: int = 4,
-                 seed: int = 7) -> None:
+    def __init__(
+        self,
+        servers: list[AsgiServer],
+        users: list[User],
+        *,
+        tabs: int,
+        rooms: int,
+        timers: Timers,
+        mean_gap: float,
+        max_rooms: int = 4,
+        seed: int = 7,
+    ) -> None:
         self.servers = servers
         self.timers = timers
         self.mean_gap = mean_gap
@@ -182,8 +195,9 @@ class Simulation:
         await asyncio.gather(*(a.client.barrier(15) for a in self.actors if a.connected))
 
     async def close_all(self) -> None:
-        await asyncio.gather(*(a.client.close() for a in self.actors if a.client is not None),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(a.client.close() for a in self.actors if a.client is not None), return_exceptions=True
+        )
         for actor in self.actors:
             actor.client = None
 
@@ -201,14 +215,15 @@ class Simulation:
         live = self.connected()
         selves = store.get_many(list(live), reveal_all=True)
         # A status the store may have expired is read from it; the listings must agree with it.
-        state = {u: self.users[u].state if self.users[u].known else selves[u].state
-                 for u in live}
+        state = {u: self.users[u].state if self.users[u].known else selves[u].state for u in live}
         visible = {u for u in live if state[u] != "invisible"}
         problems = []
         listed = set(store.online(include_invisible=True))
         if listed != set(live):
-            problems.append(f"online: ghosts {sorted(listed - set(live))[:8]}, "
-                            f"missing {sorted(set(live) - listed)[:8]}")
+            problems.append(
+                f"online: ghosts {sorted(listed - set(live))[:8]}, "
+                f"missing {sorted(set(live) - listed)[:8]}"
+            )
         public = set(store.online())
         if public != visible:
             problems.append(f"public online differs: {sorted(public ^ visible)[:8]}")
@@ -216,8 +231,10 @@ class Simulation:
             members = set(store.room_members(room))
             want = {u for u in visible if room in live[u]}
             if members != want:
-                problems.append(f"{room}: ghosts {sorted(members - want)[:8]}, "
-                                f"missing {sorted(want - members)[:8]}")
+                problems.append(
+                    f"{room}: ghosts {sorted(members - want)[:8]}, "
+                    f"missing {sorted(want - members)[:8]}"
+                )
         rooms_of = store.user_rooms_many(list(self.users))
         for uid, rooms in rooms_of.items():
             if set(rooms) != live.get(uid, set()):
@@ -227,6 +244,8 @@ class Simulation:
             if not truth.known:
                 continue
             if (presence.state, presence.message) != (truth.state, truth.message):
-                problems.append(f"user {uid} status {(presence.state, presence.message)} != "
-                                f"{(truth.state, truth.message)}")
+                problems.append(
+                    f"user {uid} status {(presence.state, presence.message)} != "
+                    f"{(truth.state, truth.message)}"
+                )
         return problems

@@ -31,8 +31,15 @@ class Refused(Exception):
 
 
 class Client(FrameWaits):
-    def __init__(self, server: AsgiServer, user: User | None, *, name: str = "",
-                 origin: str | None = "", path: str = "") -> None:
+    def __init__(
+        self,
+        server: AsgiServer,
+        user: User | None,
+        *,
+        name: str = "",
+        origin: str | None = "",
+        path: str = "",
+    ) -> None:
         self.server = server
         self.user = user
         self.name = name or (user.username if user else "anonymous")
@@ -53,8 +60,13 @@ class Client(FrameWaits):
         headers = {"Cookie": self.user.cookie} if self.user else {}
         try:
             self.ws = await connect(
-                self.url, additional_headers=headers, origin=self.origin,  # type: ignore[arg-type]
-                open_timeout=timeout, ping_interval=None, close_timeout=2, max_queue=None,
+                self.url,
+                additional_headers=headers,
+                origin=self.origin,  # type: ignore[arg-type]
+                open_timeout=timeout,
+                ping_interval=None,
+                close_timeout=2,
+                max_queue=None,
                 max_size=2**22,
             )
         except InvalidStatus as exc:
@@ -188,8 +200,9 @@ class Client(FrameWaits):
         self.tasks.clear()
 
 
-async def connect_all(server: AsgiServer, users: Iterable[User], *, concurrency: int = 50,
-                      **kwargs: Any) -> list[Client]:
+async def connect_all(
+    server: AsgiServer, users: Iterable[User], *, concurrency: int = 50, **kwargs: Any
+) -> list[Client]:
     """One connected client per user, ``concurrency`` handshakes at a time."""
     gate = asyncio.Semaphore(concurrency)
 
@@ -201,5 +214,4 @@ async def connect_all(server: AsgiServer, users: Iterable[User], *, concurrency:
 
 
 async def close_all(clients: Iterable[Client]) -> None:
-    await asyncio.gather(*(c.close() for c in clients if c.ws is not None),
-                         return_exceptions=True)
+    await asyncio.gather(*(c.close() for c in clients if c.ws is not None), return_exceptions=True)

@@ -33,8 +33,10 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Database:
     after the system checks passed on the reliability settings (the short timers included)."""
     from django.conf import settings
 
-    db = Database(tmp_path_factory.mktemp("reliability") / "template.sqlite3",
-                  env={"REDIS_URL": settings.REDIS_URL}).migrate()
+    db = Database(
+        tmp_path_factory.mktemp("reliability") / "template.sqlite3",
+        env={"REDIS_URL": settings.REDIS_URL},
+    ).migrate()
     db.manage("check", "--fail-level", "WARNING")
     return db
 
@@ -112,8 +114,13 @@ def store(redis_server: RedisServer, prefix: str) -> Iterator[Store]:
     client.close()
 
 
-async def eventually(check: Callable[[], Any], timeout: float, what: str,
-                     interval: float = 0.05, detail: Callable[[], Any] | None = None) -> float:
+async def eventually(
+    check: Callable[[], Any],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    detail: Callable[[], Any] | None = None,
+) -> float:
     """Waits until ``check()`` (run in a thread: it may call Redis) is truthy; returns the
     seconds it took. Fails with the last value (or ``detail()``) when ``timeout`` passes."""
     loop = asyncio.get_running_loop()
@@ -130,4 +137,3 @@ async def eventually(check: Callable[[], Any], timeout: float, what: str,
                 value = await asyncio.to_thread(detail)
             raise AssertionError(f"{what}: not within {timeout}s (last: {value!r})")
         await asyncio.sleep(interval)
-

@@ -36,11 +36,57 @@ TYPES = ["heartbeat", "activity", "join", "leave", "status", "typing", "watch"]
 
 # -- strategies ---------------------------------------------------------------------------------
 NASTY_TEXT = [
-    "", " ", "\n", "\r\n", "\x00", "\t", "\x7f", "\u2028", "\u202e", "\ufeff", "\ufffd",
-    "{", "}", "{presence:0}", "}:*", "*", "?", "[a-z]", "%", "%41", "%25", "a%00b", "lobby\n",
-    "lobby\r", "\nlobby", "a b", "a|b", "r:x", "u:1", ":", "::", "{x}:r:y", "\\", "\"", "'",
-    "<script>alert(1)</script>", "$(id)", "../../etc", "😀", "e\u0301", "\U0010ffff", "\ud800",
-    "\udfff", "a\ud83d", "ß", "İ", "x" * 100, "x" * 101, "x" * 256, "lobby", "design",
+    "",
+    " ",
+    "\n",
+    "\r\n",
+    "\x00",
+    "\t",
+    "\x7f",
+    "\u2028",
+    "\u202e",
+    "\ufeff",
+    "\ufffd",
+    "{",
+    "}",
+    "{presence:0}",
+    "}:*",
+    "*",
+    "?",
+    "[a-z]",
+    "%",
+    "%41",
+    "%25",
+    "a%00b",
+    "lobby\n",
+    "lobby\r",
+    "\nlobby",
+    "a b",
+    "a|b",
+    "r:x",
+    "u:1",
+    ":",
+    "::",
+    "{x}:r:y",
+    "\\",
+    '"',
+    "'",
+    "<script>alert(1)</script>",
+    "$(id)",
+    "../../etc",
+    "😀",
+    "e\u0301",
+    "\U0010ffff",
+    "\ud800",
+    "\udfff",
+    "a\ud83d",
+    "ß",
+    "İ",
+    "x" * 100,
+    "x" * 101,
+    "x" * 256,
+    "lobby",
+    "design",
 ]
 texts = st.one_of(
     st.sampled_from(NASTY_TEXT),
@@ -50,20 +96,48 @@ texts = st.one_of(
     st.integers(3000, 9000).map(lambda n: "y" * n),
 )
 numbers = st.one_of(
-    st.sampled_from([0, -1, -0.0, 1, 2**63, -(2**63), 10**30, 1e308, 0.5, 3600, 86400.5,
-                     math.nan, math.inf, -math.inf, 1e-300]),
-    st.integers(), st.floats(),
+    st.sampled_from(
+        [
+            0,
+            -1,
+            -0.0,
+            1,
+            2**63,
+            -(2**63),
+            10**30,
+            1e308,
+            0.5,
+            3600,
+            86400.5,
+            math.nan,
+            math.inf,
+            -math.inf,
+            1e-300,
+        ]
+    ),
+    st.integers(),
+    st.floats(),
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, texts)
 json_values = st.recursive(
-    scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                     st.dictionaries(texts, inner, max_size=4)),
-    max_leaves=12)
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(texts, inner, max_size=4)),
+    max_leaves=12,
+)
 rooms = st.one_of(texts, json_values, st.sampled_from(["lobby", "design", "kitchen", "a"]))
-user_ids = st.one_of(st.integers(-5, 10**6), texts, st.booleans(), st.none(), st.floats(),
-                     st.lists(st.integers(), max_size=2))
-id_lists = st.one_of(st.lists(user_ids, max_size=12), st.integers(0, 900).map(
-    lambda n: [str(i) for i in range(n)]), json_values)
+user_ids = st.one_of(
+    st.integers(-5, 10**6),
+    texts,
+    st.booleans(),
+    st.none(),
+    st.floats(),
+    st.lists(st.integers(), max_size=2),
+)
+id_lists = st.one_of(
+    st.lists(user_ids, max_size=12),
+    st.integers(0, 900).map(lambda n: [str(i) for i in range(n)]),
+    json_values,
+)
 
 
 def _frame_of(kind: str) -> st.SearchStrategy[dict[str, Any]]:
@@ -71,44 +145,92 @@ def _frame_of(kind: str) -> st.SearchStrategy[dict[str, Any]]:
     if kind in ("join", "leave", "typing"):
         return st.fixed_dictionaries(base, optional={"room": rooms, "extra": json_values})
     if kind == "status":
-        return st.fixed_dictionaries(base, optional={
-            "state": st.one_of(st.sampled_from([*SET_STATES, "idle", "offline", "DND", ""]),
-                               json_values),
-            "message": st.one_of(texts, json_values),
-            "emoji": st.one_of(st.sampled_from(["😀", "📅", "", "x" * 33]), texts, json_values),
-            "expires_in": st.one_of(st.sampled_from([3600, 7200.5, 1e308]), numbers,
-                                    json_values),
-        })
+        return st.fixed_dictionaries(
+            base,
+            optional={
+                "state": st.one_of(
+                    st.sampled_from([*SET_STATES, "idle", "offline", "DND", ""]), json_values
+                ),
+                "message": st.one_of(texts, json_values),
+                "emoji": st.one_of(st.sampled_from(["😀", "📅", "", "x" * 33]), texts, json_values),
+                "expires_in": st.one_of(
+                    st.sampled_from([3600, 7200.5, 1e308]), numbers, json_values
+                ),
+            },
+        )
     if kind == "watch":
-        return st.fixed_dictionaries(base, optional={"users": id_lists, "add": id_lists,
-                                                     "remove": id_lists})
+        return st.fixed_dictionaries(
+            base, optional={"users": id_lists, "add": id_lists, "remove": id_lists}
+        )
     return st.fixed_dictionaries(base, optional={"room": rooms, "users": id_lists})
 
 
 structured = st.one_of(
     *(_frame_of(kind) for kind in TYPES),
-    st.fixed_dictionaries({"type": st.one_of(texts, json_values)},
-                          optional={"room": rooms, "state": json_values}),
+    st.fixed_dictionaries(
+        {"type": st.one_of(texts, json_values)}, optional={"room": rooms, "state": json_values}
+    ),
     st.dictionaries(texts, json_values, max_size=4),
 )
 
 
 # Frames a real client could send, now and then with one hostile detail: they change state.
-ROOM_POOL = ["lobby", "design", "r1", "a.b", "x:y", "u@h", "Z-9", "lobby:{x}", "a*", "{0}",
-             "new\nline", "tab\there", "%41", "😀", "u:1", "r:lobby", " lead", "x" * 100]
+ROOM_POOL = [
+    "lobby",
+    "design",
+    "r1",
+    "a.b",
+    "x:y",
+    "u@h",
+    "Z-9",
+    "lobby:{x}",
+    "a*",
+    "{0}",
+    "new\nline",
+    "tab\there",
+    "%41",
+    "😀",
+    "u:1",
+    "r:lobby",
+    " lead",
+    "x" * 100,
+]
 plausible = st.one_of(
-    st.fixed_dictionaries({"type": st.sampled_from(["join", "join", "leave", "typing"]),
-                           "room": st.sampled_from(ROOM_POOL)}),
-    st.fixed_dictionaries({"type": st.just("status")}, optional={
-        "state": st.sampled_from(["online", "dnd", "invisible", "auto"]),
-        "message": st.sampled_from(["", "lunch", "<script>alert(1)</script>", "Ünï ✓",
-                                    "a\tb", "m" * 140, "m" * 141, "bell\x07"]),
-        "emoji": st.sampled_from(["", "📅", "🎧", "e" * 33]),
-        "expires_in": st.sampled_from([3600, 86400.0, 0, -5]),
-    }),
-    st.fixed_dictionaries({"type": st.just("watch"), "users": st.lists(
-        st.one_of(st.integers(1, 50), st.sampled_from(["1", "7", "x y", "\u00a0"])),
-        max_size=6)}),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["join", "join", "leave", "typing"]),
+            "room": st.sampled_from(ROOM_POOL),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("status")},
+        optional={
+            "state": st.sampled_from(["online", "dnd", "invisible", "auto"]),
+            "message": st.sampled_from(
+                [
+                    "",
+                    "lunch",
+                    "<script>alert(1)</script>",
+                    "Ünï ✓",
+                    "a\tb",
+                    "m" * 140,
+                    "m" * 141,
+                    "bell\x07",
+                ]
+            ),
+            "emoji": st.sampled_from(["", "📅", "🎧", "e" * 33]),
+            "expires_in": st.sampled_from([3600, 86400.0, 0, -5]),
+        },
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("watch"),
+            "users": st.lists(
+                st.one_of(st.integers(1, 50), st.sampled_from(["1", "7", "x y", "\u00a0"])),
+                max_size=6,
+            ),
+        }
+    ),
     st.fixed_dictionaries({"type": st.sampled_from(["heartbeat", "activity"])}),
 )
 
@@ -130,17 +252,37 @@ def encoded(draw: st.DrawFn, strategy: st.SearchStrategy[Any] = structured) -> s
 
 
 RAW = [
-    "", " ", "null", "true", "1", "\"join\"", "[]", "{}", "[{}]", '{"type": null}',
-    '{"type": 1}', '{"type": ["join"]}', '{"type": "join"', '{"type": "join",}', "{'type': 'join'}",
-    '{"type": "heartbeat"}{"type": "heartbeat"}', "\ufeff{\"type\": \"heartbeat\"}",
-    '{"type": "heartbeat", "x": NaN}', '{"type": "status", "expires_in": Infinity, "message": "m"}',
+    "",
+    " ",
+    "null",
+    "true",
+    "1",
+    '"join"',
+    "[]",
+    "{}",
+    "[{}]",
+    '{"type": null}',
+    '{"type": 1}',
+    '{"type": ["join"]}',
+    '{"type": "join"',
+    '{"type": "join",}',
+    "{'type': 'join'}",
+    '{"type": "heartbeat"}{"type": "heartbeat"}',
+    '\ufeff{"type": "heartbeat"}',
+    '{"type": "heartbeat", "x": NaN}',
+    '{"type": "status", "expires_in": Infinity, "message": "m"}',
     '{"type": "status", "expires_in": -Infinity, "message": "m"}',
-    '{"type": "join", "room": "a", "type": "heartbeat"}', "[" * 3000 + "]" * 3000,
-    '{"a":' * 1500 + "1" + "}" * 1500, '{"type": "join", "room": "\\ud800"}',
-    '{"type": "status", "message": "\\udfff"}', '{"type": "status", "emoji": "\\ud83d"}',
-    '{"type": "join", "room": "lobby\\u0000"}', '{"type": "watch", "users": [1e999]}',
+    '{"type": "join", "room": "a", "type": "heartbeat"}',
+    "[" * 3000 + "]" * 3000,
+    '{"a":' * 1500 + "1" + "}" * 1500,
+    '{"type": "join", "room": "\\ud800"}',
+    '{"type": "status", "message": "\\udfff"}',
+    '{"type": "status", "emoji": "\\ud83d"}',
+    '{"type": "join", "room": "lobby\\u0000"}',
+    '{"type": "watch", "users": [1e999]}',
     '{"type": "watch", "users": [' + ",".join(['"' + "9" * 250 + '"'] * 3) + "]}",
-    "x" * (MAX_FRAME_BYTES + 1), '{"type": "heartbeat", "pad": "' + "é" * 2100 + '"}',
+    "x" * (MAX_FRAME_BYTES + 1),
+    '{"type": "heartbeat", "pad": "' + "é" * 2100 + '"}',
 ]
 raw_text = st.one_of(st.sampled_from(RAW), st.text(max_size=64))
 
@@ -279,9 +421,12 @@ class Model:
             if frame.get(key) is not None and not isinstance(frame[key], str):
                 raise _Refused("invalid")
         expires = frame.get("expires_in")
-        if expires is not None and (isinstance(expires, bool)
-                                    or not isinstance(expires, (int, float))
-                                    or not expires > 0 or not math.isfinite(expires)):
+        if expires is not None and (
+            isinstance(expires, bool)
+            or not isinstance(expires, (int, float))
+            or not expires > 0
+            or not math.isfinite(expires)
+        ):
             raise _Refused("invalid")
         if state is None and frame.get("message") is None and frame.get("emoji") is None:
             raise _Refused("invalid")
@@ -379,31 +524,42 @@ class Conversation:
         if expect.error:
             self.codes[expect.error] = self.codes.get(expect.error, 0) + 1
             assert [(f["type"], f.get("code")) for f in answers] == [("error", expect.error)], (
-                shown, answers)
+                shown,
+                answers,
+            )
             assert isinstance(answers[0]["detail"], str) and answers[0]["detail"]
         else:
-            kind = ("joined" if expect.state_of is not None else "watched"
-                    if expect.watch_state is not None else "status" if expect.status
-                    else "quiet")
+            kind = (
+                "joined"
+                if expect.state_of is not None
+                else "watched"
+                if expect.watch_state is not None
+                else "status"
+                if expect.status
+                else "quiet"
+            )
             self.codes[kind] = self.codes.get(kind, 0) + 1
         if expect.error:
             pass
         elif expect.state_of is not None:
             assert [(f["type"], f.get("room")) for f in answers] == [
-                ("presence.state", expect.state_of)], (shown, answers)
+                ("presence.state", expect.state_of)
+            ], (shown, answers)
         elif expect.watch_state is not None:
-            assert [(f["type"], f.get("watch")) for f in answers] == [
-                ("presence.state", True)], (shown, answers)
+            assert [(f["type"], f.get("watch")) for f in answers] == [("presence.state", True)], (
+                shown,
+                answers,
+            )
             assert len(answers[0]["members"]) == expect.watch_state
         else:
             assert answers == [], (shown, answers)
         if expect.status is not None:
             cleared = (expect.status[0], "", "")
-            await self.confirmed({expect.status, cleared} if expect.may_clear else {expect.status},
-                                 got)
+            await self.confirmed(
+                {expect.status, cleared} if expect.may_clear else {expect.status}, got
+            )
 
-    async def confirmed(self, status: set[tuple[str, str, str]],
-                        got: list[dict[str, Any]]) -> None:
+    async def confirmed(self, status: set[tuple[str, str, str]], got: list[dict[str, Any]]) -> None:
         """The user's own sockets hear of a status change (through the channel layer: it may
         come after the barrier)."""
         for frame in got:
@@ -411,8 +567,7 @@ class Conversation:
                 return
         while True:
             frame = await self.sock.next(5)
-            if frame["type"] == "presence.update" and frame.get("self") and self._is(frame,
-                                                                                  status):
+            if frame["type"] == "presence.update" and frame.get("self") and self._is(frame, status):
                 return
             assert frame["type"] in EVENTS, frame
 
@@ -425,8 +580,9 @@ class Conversation:
         for room in sorted(self.model.rooms):
             await self.send(json.dumps({"type": "leave", "room": room}))
         if (self.model.state, self.model.message, self.model.emoji) != ("online", "", ""):
-            await self.send(json.dumps({"type": "status", "state": "online", "message": "",
-                                        "emoji": ""}))
+            await self.send(
+                json.dumps({"type": "status", "state": "online", "message": "", "emoji": ""})
+            )
         if self.model.watched:
             await self.send(json.dumps({"type": "watch", "users": []}))
 

@@ -38,21 +38,28 @@ PRESENCE = {  # noqa: F405
 LAYER = os.environ.get("RELIABILITY_LAYER", "pubsub")
 _sized = {}
 if LAYER == "core":
-    _sized = {"hosts": [{**h, "max_connections": 10_000} for h in LAYER_HOSTS],  # noqa: F405
-              "capacity": 10_000}
+    _sized = {
+        "hosts": [{**h, "max_connections": 10_000} for h in LAYER_HOSTS],  # noqa: F405
+        "capacity": 10_000,
+    }
 CHANNEL_LAYERS = channel_layers(  # noqa: F405
     {"pubsub": "pubsub", "core": "core", "core-defaults": "core"}[LAYER],
-    prefix="asgi-" + PRESENCE["KEY_PREFIX"], **_sized)
+    prefix="asgi-" + PRESENCE["KEY_PREFIX"],
+    **_sized,
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # One line per record, with the level spelled out: the tests count WARNING and ERROR lines.
-    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: "
-                                       "%(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     # channels-redis' pub/sub layer logs a traceback a second while Redis is away.
     "filters": {"redis_outage": {"()": "presence_app.failopen.ChannelLayerOutageFilter"}},
     "root": {"handlers": ["console"], "level": "WARNING"},
-    "loggers": {"presence_app": {"level": "INFO"},
-                "channels_redis.pubsub": {"filters": ["redis_outage"]}},
+    "loggers": {
+        "presence_app": {"level": "INFO"},
+        "channels_redis.pubsub": {"filters": ["redis_outage"]},
+    },
 }

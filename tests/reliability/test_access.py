@@ -33,8 +33,13 @@ async def test_anonymous_and_cross_origin_sockets_are_refused(db, servers, store
         assert frame == {"type": CLOSED, "code": 4401}, frame
     # Cross-origin, or no Origin at all, with a valid session: the handshake is refused.
     # (What a browser sends from another site, a sandboxed frame ("null"), or a script.)
-    for origin in ("http://evil.example", f"http://127.0.0.1.evil.example:{server.port}",
-                   f"http://localhost.evil.example:{server.port}", "null", None):
+    for origin in (
+        "http://evil.example",
+        f"http://127.0.0.1.evil.example:{server.port}",
+        f"http://localhost.evil.example:{server.port}",
+        "null",
+        None,
+    ):
         with pytest.raises(Refused) as refused:
             await Client(server, alice, origin=origin).connect()
         assert refused.value.status == 403, origin
@@ -69,8 +74,10 @@ async def test_thousands_of_joins_meet_the_rate_and_room_limits(db, servers, sto
     codes = [f["code"] for f in replies if f["type"] == "error"]
     assert len(joined) + len(codes) == frames  # one answer each
     assert set(codes) == {"rate_limited"}
-    print(f"{frames} joins in {elapsed:.2f} s: {len(joined)} joined, "
-          f"{codes.count('rate_limited')} rate limited")
+    print(
+        f"{frames} joins in {elapsed:.2f} s: {len(joined)} joined, "
+        f"{codes.count('rate_limited')} rate limited"
+    )
     # A token bucket of `rate` a second, `rate` at most saved.
     assert rate <= len(joined) <= rate + rate * elapsed + 1
     assert set(store.user_rooms(flooder.id)) == set(joined)
@@ -96,15 +103,20 @@ async def test_the_can_join_hook_is_honoured(db, servers, store):
     users = db.users(["member"]) | db.users(["boss"], is_staff=True)
     server = await servers.astart()
     member, boss = [await Client(server, users[n]).connect() for n in ("member", "boss")]
-    for client, room, allowed in [(member, "staff-room", False), (boss, "staff-room", True),
-                                  (member, "closed-x", False), (boss, "closed-x", False),
-                                  (member, "lobby", True)]:
+    for client, room, allowed in [
+        (member, "staff-room", False),
+        (boss, "staff-room", True),
+        (member, "closed-x", False),
+        (boss, "closed-x", False),
+        (member, "lobby", True),
+    ]:
         answer = await client.reply(type="join", room=room)
         if allowed:
             assert [f["type"] for f in answer] == ["presence.state"], (client.name, room, answer)
         else:
             assert [(f["type"], f.get("code"), f.get("room")) for f in answer] == [
-                ("error", "forbidden", room)], (client.name, room, answer)
+                ("error", "forbidden", room)
+            ], (client.name, room, answer)
     assert store.room_members("staff-room") == [boss.id]
     assert store.room_members("closed-x") == []
     assert store.user_rooms(member.id) == ["lobby"]
@@ -126,10 +138,12 @@ def dot_state(html: str, uid: str) -> list[str]:
 
 
 async def test_an_invisible_user_shows_nowhere_but_to_superusers(db, servers, store):
-    users = (db.users(["ghost", "viewer"])
-             | db.users(["clerk"], is_staff=True, permissions=["presence_app.view_lastseen"])
-             | db.users(["intern"], is_staff=True)
-             | db.users(["root"], is_staff=True, is_superuser=True))
+    users = (
+        db.users(["ghost", "viewer"])
+        | db.users(["clerk"], is_staff=True, permissions=["presence_app.view_lastseen"])
+        | db.users(["intern"], is_staff=True)
+        | db.users(["root"], is_staff=True, is_superuser=True)
+    )
     server = await servers.astart()
     viewer = await Client(server, users["viewer"]).connect()
     viewer.beat(TIMERS["HEARTBEAT_INTERVAL"])
@@ -145,8 +159,10 @@ async def test_an_invisible_user_shows_nowhere_but_to_superusers(db, servers, st
     await viewer.wait_for("presence.join", user=ghost_id, room="lobby")
     await ghost.send(type="status", state="invisible")
     await ghost.wait_for("presence.update", self=True, state="invisible")
-    await viewer.wait_all(("presence.leave", {"user": ghost_id, "state": "offline"}),
-                          ("presence.update", {"user": ghost_id, "state": "offline"}))
+    await viewer.wait_all(
+        ("presence.leave", {"user": ghost_id, "state": "offline"}),
+        ("presence.update", {"user": ghost_id, "state": "offline"}),
+    )
     # From now on nothing about the ghost reaches anybody else: a new tab, rooms, typing.
     viewer.drain()
     tab = await Client(server, users["ghost"]).connect()
@@ -207,5 +223,8 @@ async def test_an_invisible_user_shows_nowhere_but_to_superusers(db, servers, st
     assert server.get(dashboard, users["intern"])[0] == 403
     assert server.get(dashboard)[0] == 302
     await close_all([viewer, ghost, tab])
-    await eventually(lambda: store.online(include_invisible=True) == [],
-                     TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 3, "all gone")
+    await eventually(
+        lambda: store.online(include_invisible=True) == [],
+        TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 3,
+        "all gone",
+    )

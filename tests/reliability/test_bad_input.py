@@ -29,9 +29,15 @@ from .frames import ANY_ROOM, DEFAULT_ROOM_PATTERN, Conversation, Model, frames,
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 HYPOTHESIS = hypothesis_settings(
-    deadline=None, derandomize=False, print_blob=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large, HealthCheck.large_base_example],
+    deadline=None,
+    derandomize=False,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 )
 #: The least the in-process runs must send between them (checked at each fixture's end).
 AT_LEAST = 600
@@ -51,8 +57,9 @@ class InProcess:
         return await self.sock.next(timeout)
 
 
-def assert_keys_escaped(client: redis.Redis, prefix: str = "presence",
-                        layer_prefix: str = "asgi") -> int:
+def assert_keys_escaped(
+    client: redis.Redis, prefix: str = "presence", layer_prefix: str = "asgi"
+) -> int:
     layout = key_layout(prefix, layer_prefix)
     keys = [k.decode() for k in client.scan_iter(count=1000)]
     raw = [k for k in keys if not layout.fullmatch(k)]

@@ -41,11 +41,15 @@ async def test_a_watch_list_at_the_limit_goes_through(db, servers, layer):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "channels-redis' pool is a redis.asyncio ConnectionPool, which redis-py 8 caps at 100 "
-    "connections and which raises MaxConnectionsError past them: more than 100 channel-layer "
-    "calls at once in one process (200 sockets joining after a deploy) get 'unavailable'. Fix: "
-    'hosts=[{"address": URL, ..., "max_connections": 10_000}] in CHANNEL_LAYERS.'))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "channels-redis' pool is a redis.asyncio ConnectionPool, which redis-py 8 caps at 100 "
+        "connections and which raises MaxConnectionsError past them: more than 100 channel-layer "
+        "calls at once in one process (200 sockets joining after a deploy) get 'unavailable'. Fix: "
+        'hosts=[{"address": URL, ..., "max_connections": 10_000}] in CHANNEL_LAYERS.'
+    ),
+)
 async def test_redis_channel_layer_defaults_fail_200_joins_at_once(db, servers):
     users = db.users([f"joiner{i}" for i in range(200)])
     server = await servers.astart(env=DEFAULTS)
@@ -58,15 +62,20 @@ async def test_redis_channel_layer_defaults_fail_200_joins_at_once(db, servers):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "channels-redis' capacity (100 messages waiting per channel, and group_send writes one "
-    "message per event to each process' channel) drops a burst silently: the sweep of a "
-    "crashed process' 200 users announces 200 leaves at once and the other processes lose "
-    'those past the first 100. Fix: "capacity": 10_000 (or more) in CHANNEL_LAYERS CONFIG.'))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "channels-redis' capacity (100 messages waiting per channel, and group_send writes one "
+        "message per event to each process' channel) drops a burst silently: the sweep of a "
+        "crashed process' 200 users announces 200 leaves at once and the other processes lose "
+        'those past the first 100. Fix: "capacity": 10_000 (or more) in CHANNEL_LAYERS CONFIG.'
+    ),
+)
 async def test_redis_channel_layer_defaults_drop_the_leaves_of_a_crash(db, servers, store):
     users = db.users([f"victim{i}" for i in range(200)] + ["watcher"])
-    doomed, survivor = await asyncio.gather(servers.astart("doomed", env=DEFAULTS),
-                                            servers.astart("survivor", env=DEFAULTS))
+    doomed, survivor = await asyncio.gather(
+        servers.astart("doomed", env=DEFAULTS), servers.astart("survivor", env=DEFAULTS)
+    )
     [watcher] = await connect_all(survivor, [users.pop("watcher")])
     watcher.beat(TIMERS["HEARTBEAT_INTERVAL"])
     for room in ROOMS:
@@ -84,7 +93,7 @@ async def test_redis_channel_layer_defaults_drop_the_leaves_of_a_crash(db, serve
     ids = {v.id for v in victims}
     ordered = sorted(ids)
     for i in range(0, len(ordered), 50):  # in slices: 200 group_adds at once hit the pool cap
-        await watcher.send(type="watch", add=ordered[i:i + 50])
+        await watcher.send(type="watch", add=ordered[i : i + 50])
         await watcher.wait_for("presence.state", watch=True)
     await eventually(lambda: len(store.online()) == 201, 10, "all online")
     left: set[str] = set()
@@ -98,11 +107,20 @@ async def test_redis_channel_layer_defaults_drop_the_leaves_of_a_crash(db, serve
 
     watcher.listeners.append(note)
     doomed.kill()
-    await eventually(lambda: store.online() == [watcher.id],
-                     TIMERS["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"] + 3, "the sweep")
+    await eventually(
+        lambda: store.online() == [watcher.id],
+        TIMERS["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"] + 3,
+        "the sweep",
+    )
     try:
-        await eventually(lambda: left >= ids and offline >= ids, 3, "every event delivered",
-                         detail=lambda: f"lost {len(ids - left)} of 200 leaves and "
-                                        f"{len(ids - offline)} of 200 offline updates")
+        await eventually(
+            lambda: left >= ids and offline >= ids,
+            3,
+            "every event delivered",
+            detail=lambda: (
+                f"lost {len(ids - left)} of 200 leaves and "
+                f"{len(ids - offline)} of 200 offline updates"
+            ),
+        )
     finally:
         await close_all([watcher])

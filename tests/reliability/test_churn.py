@@ -25,8 +25,12 @@ from .conftest import eventually, store_config
 from .settings import TIMERS
 
 METADATA_TTL = 3  # a user's status and last seen outlive them this long (short, to see it go)
-TIMER = Timers(grace=TIMERS["DISCONNECT_GRACE"], sweep=TIMERS["SWEEP_INTERVAL"],
-               metadata_ttl=METADATA_TTL, heartbeat=TIMERS["HEARTBEAT_INTERVAL"])
+TIMER = Timers(
+    grace=TIMERS["DISCONNECT_GRACE"],
+    sweep=TIMERS["SWEEP_INTERVAL"],
+    metadata_ttl=METADATA_TTL,
+    heartbeat=TIMERS["HEARTBEAT_INTERVAL"],
+)
 #: Keys that come and go on their own: the job locks (they expire after their interval).
 TRANSIENT = re.compile(r":lock:")
 
@@ -39,8 +43,9 @@ def snapshot(client: redis.Redis) -> tuple[set[str], int]:
 
 async def start(servers, processes: int) -> list:
     env = {"PRESENCE_OVERRIDES": json.dumps({"METADATA_TTL": METADATA_TTL})}
-    return list(await asyncio.gather(*(servers.astart(f"server{i}", env=env)
-                                       for i in range(processes))))
+    return list(
+        await asyncio.gather(*(servers.astart(f"server{i}", env=env) for i in range(processes)))
+    )
 
 
 async def stop(started: list) -> None:
@@ -49,8 +54,19 @@ async def stop(started: list) -> None:
         assert server.tracebacks() == 0, server.log()
 
 
-async def churn(db, servers, redis_server, prefix, *, clients: int, tabs: int, rooms: int,
-                seconds: float, mean_gap: float, processes: int = 2) -> None:
+async def churn(
+    db,
+    servers,
+    redis_server,
+    prefix,
+    *,
+    clients: int,
+    tabs: int,
+    rooms: int,
+    seconds: float,
+    mean_gap: float,
+    processes: int = 2,
+) -> None:
     users = list(db.users([f"churn{i}" for i in range(clients - tabs)]).values())
     client = redis.Redis.from_url(redis_server.url)
     store = Store(client, store_config(prefix, metadata_ttl=METADATA_TTL))
@@ -75,8 +91,10 @@ async def churn(db, servers, redis_server, prefix, *, clients: int, tabs: int, r
     sim = Simulation(started, users, tabs=tabs, rooms=rooms, timers=TIMER, mean_gap=mean_gap)
     await sim.run(seconds)
     unknown = sum(not u.known for u in sim.users.values())
-    print(f"churn: {dict(sim.counts)}; {len(sim.connected())} users connected at the end, "
-          f"{unknown} of whom the store may have forgotten the status")
+    print(
+        f"churn: {dict(sim.counts)}; {len(sim.connected())} users connected at the end, "
+        f"{unknown} of whom the store may have forgotten the status"
+    )
     assert sim.errors == []
     assert sum(sim.counts.values()) > clients  # it did churn
 
@@ -84,8 +102,13 @@ async def churn(db, servers, redis_server, prefix, *, clients: int, tabs: int, r
     def matches() -> bool:
         return not sim.mismatches(store)
 
-    await eventually(matches, settle, "the store equals the ground truth", interval=0.25,
-                     detail=lambda: sim.mismatches(store)[:10])
+    await eventually(
+        matches,
+        settle,
+        "the store equals the ground truth",
+        interval=0.25,
+        detail=lambda: sim.mismatches(store)[:10],
+    )
     await asyncio.sleep(TIMER.sweep * 2)
     assert sim.mismatches(store) == []
 
@@ -105,12 +128,23 @@ async def churn(db, servers, redis_server, prefix, *, clients: int, tabs: int, r
 
 
 async def test_churn_500_clients(db, servers, redis_server, prefix):
-    await churn(db, servers, redis_server, prefix, clients=500, tabs=100, rooms=30,
-                seconds=10, mean_gap=3.0)
+    await churn(
+        db, servers, redis_server, prefix, clients=500, tabs=100, rooms=30, seconds=10, mean_gap=3.0
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_churn_long(db, servers, redis_server, prefix):
-    await churn(db, servers, redis_server, prefix, clients=500, tabs=150, rooms=40,
-                seconds=180, mean_gap=1.5, processes=3)
+    await churn(
+        db,
+        servers,
+        redis_server,
+        prefix,
+        clients=500,
+        tabs=150,
+        rooms=40,
+        seconds=180,
+        mean_gap=1.5,
+        processes=3,
+    )

@@ -46,8 +46,10 @@ async def test_dropped_mid_conversation_is_cleaned_up_like_a_close(db, servers, 
     bound = TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 0.5
     await eventually(lambda: not set(store.online()) & ids, TIMERS["LEASE_TTL"] + 2, "offline")
     took = loop.time() - gone_at
-    print(f"offline {took:.2f} s after the drop (grace bound {bound:.2f} s, "
-          f"lease {TIMERS['LEASE_TTL']} s)")
+    print(
+        f"offline {took:.2f} s after the drop (grace bound {bound:.2f} s, "
+        f"lease {TIMERS['LEASE_TTL']} s)"
+    )
     assert took <= bound
     # ... and left every group: no dead channel is kept in the channel layer.
     assert store.client.keys(layer_keys) == []

@@ -50,10 +50,10 @@ async def assert_inert(page, dialogs: list[str]) -> None:
     assert dialogs == []
 
 
-async def test_html_in_a_status_is_text_in_the_room_page_and_the_admin(db, servers, store,
-                                                                      browser):
-    users = db.users(["mallory", NAME, "viewer"]) | db.users(["root"], is_superuser=True,
-                                                            is_staff=True)
+async def test_html_in_a_status_is_text_in_the_room_page_and_the_admin(db, servers, store, browser):
+    users = db.users(["mallory", NAME, "viewer"]) | db.users(
+        ["root"], is_superuser=True, is_staff=True
+    )
     server = await servers.astart()
     mallory, named = [await Client(server, users[n]).connect() for n in ("mallory", NAME)]
     for client in (mallory, named):
@@ -69,7 +69,8 @@ async def test_html_in_a_status_is_text_in_the_room_page_and_the_admin(db, serve
     status = f'.member[data-user="{mallory.id}"] [data-status]'
     await page.wait_for_function(
         "([sel, text]) => document.querySelector(sel)?.textContent === text",
-        arg=[status, f"Do not disturb · {EMOJI} {MESSAGE}"])
+        arg=[status, f"Do not disturb · {EMOJI} {MESSAGE}"],
+    )
     dot = f'#here .member[data-user="{mallory.id}"] [data-presence-user]'
     assert await page.get_attribute(dot, "title") == f"Do not disturb: {EMOJI} {MESSAGE}"
     name = f'.member[data-user="{named.id}"] .name'

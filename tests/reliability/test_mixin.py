@@ -66,14 +66,21 @@ async def test_a_chat_socket_carries_presence(db, servers, store):
     await ben.join("lobby")
     ben.beat(0.5)
     await asyncio.sleep(TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 0.5)
-    seen = [f for f in cy.drain() if f.get("user") == users["ben"].id
-            and f["type"] in ("presence.leave", "presence.join")]
+    seen = [
+        f
+        for f in cy.drain()
+        if f.get("user") == users["ben"].id and f["type"] in ("presence.leave", "presence.join")
+    ]
     assert seen == []
 
     # A dropped chat socket is cleaned up like any other: a leave to the room after the grace.
     await ann.abort()
-    await cy.wait_for("presence.leave", room="lobby", user=users["ann"].id,
-                      timeout=TIMERS["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"] + 5)
+    await cy.wait_for(
+        "presence.leave",
+        room="lobby",
+        user=users["ann"].id,
+        timeout=TIMERS["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"] + 5,
+    )
     await eventually(lambda: users["ann"].id not in store.online(), 5, "ann swept")
     assert store.room_members("lobby") and users["ann"].id not in store.room_members("lobby")
 

@@ -32,7 +32,8 @@ async def test_kill_9_evicts_every_user_of_the_dead_process(db, servers, store, 
     users = db.users([f"victim{i}" for i in range(VICTIMS)] + ["watcher0", "watcher1"])
     env = {"RELIABILITY_LAYER": layer}
     doomed, survivor = await asyncio.gather(
-        servers.astart("doomed", env=env), servers.astart("survivor", server="daphne", env=env))
+        servers.astart("doomed", env=env), servers.astart("survivor", server="daphne", env=env)
+    )
     observers = await connect_all(survivor, [users["watcher0"], users["watcher1"]])
     for observer in observers:
         observer.beat(TIMERS["HEARTBEAT_INTERVAL"])
@@ -55,7 +56,8 @@ async def test_kill_9_evicts_every_user_of_the_dead_process(db, servers, store, 
     def all_in() -> bool:
         return set(store.online()) == everybody and all(
             set(store.room_members(room)) == watchers | {u for u, r in room_of.items() if r == room}
-            for room in ROOMS)
+            for room in ROOMS
+        )
 
     await eventually(all_in, 10, "every victim online in their room")
 
@@ -83,16 +85,20 @@ async def test_kill_9_evicts_every_user_of_the_dead_process(db, servers, store, 
     await asyncio.gather(*(v.closed.wait() for v in victims))
     assert {v.close_code for v in victims} == {1006}  # no close frame: the process is gone
 
-    expected = {(uid, room) for uid, room in room_of.items()}
+    expected = set(room_of.items())
 
     def all_left() -> bool:
         return all(set(seen) == expected for seen in leaves) and all(
-            set(seen) >= set(watched) for seen in offline)
+            set(seen) >= set(watched) for seen in offline
+        )
 
     def missing() -> dict:
-        return {"leaves": [len(expected - set(seen)) for seen in leaves],
-                "offline": [len(set(watched) - set(seen)) for seen in offline],
-                "online": len(store.online()), "sample": sorted(expected - set(leaves[0]))[:5]}
+        return {
+            "leaves": [len(expected - set(seen)) for seen in leaves],
+            "offline": [len(set(watched) - set(seen)) for seen in offline],
+            "online": len(store.online()),
+            "sample": sorted(expected - set(leaves[0]))[:5],
+        }
 
     await eventually(all_left, BOUND + 2, "every leave at both observers", detail=missing)
     last = max(max(seen.values()) for seen in leaves + offline) - killed_at

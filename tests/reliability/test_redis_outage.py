@@ -31,7 +31,8 @@ HEAL_BOUND = HEARTBEAT + TIMERS["HEARTBEAT_FLUSH_INTERVAL"] + 0.5
 
 @pytest.mark.parametrize("layer", ["pubsub", "core"])
 async def test_redis_outage_fails_open_and_a_restart_heals_within_a_heartbeat(
-        redis_server, db, servers, store, layer):
+    redis_server, db, servers, store, layer
+):
     users = db.users([f"user{i}" for i in range(USERS)] + ["late"])
     late_user = users.pop("late")
     server = await servers.astart(env={"RELIABILITY_LAYER": layer})
@@ -52,10 +53,11 @@ async def test_redis_outage_fails_open_and_a_restart_heals_within_a_heartbeat(
     visible = {room: members - {ghost.id} for room, members in rooms.items()}
 
     def all_present() -> bool:
-        return (everybody <= set(store.online(include_invisible=True))
-                and ghost.id not in store.online()
-                and all(set(store.room_members(room)) == members
-                        for room, members in visible.items()))
+        return (
+            everybody <= set(store.online(include_invisible=True))
+            and ghost.id not in store.online()
+            and all(set(store.room_members(room)) == members for room, members in visible.items())
+        )
 
     await eventually(all_present, 5, "everybody online and in their rooms")
     for client in clients:
@@ -64,8 +66,9 @@ async def test_redis_outage_fails_open_and_a_restart_heals_within_a_heartbeat(
     # -- Redis goes away ------------------------------------------------------------------------
     redis_server.stop()
     # Every socket is told, none is dropped (1006).
-    errors = await asyncio.gather(*(c.wait_for("error", timeout=5, code="unavailable")
-                                    for c in clients))
+    errors = await asyncio.gather(
+        *(c.wait_for("error", timeout=5, code="unavailable") for c in clients)
+    )
     assert len(errors) == USERS
     assert all(c.open for c in clients)
     # Pages are served: the middleware, the template tags and the room page fail open.
@@ -111,8 +114,9 @@ async def test_redis_outage_fails_open_and_a_restart_heals_within_a_heartbeat(
     assert store.get(ghost.id).state == "offline"
     assert store.get(busy.id).state == "dnd"
     await asyncio.sleep(TIMERS["SWEEP_INTERVAL"])
-    assert [f for c in clients if c is not ghost for f in c.drain()
-            if f.get("user") == ghost.id] == []
+    assert [
+        f for c in clients if c is not ghost for f in c.drain() if f.get("user") == ghost.id
+    ] == []
     # The late socket: reconnected (as presence.js does after a close), or its lease taken by
     # its first heartbeat; then presence.js' retry of the join goes through, and the room hears
     # of it over the channel layer's restored groups.
@@ -124,11 +128,13 @@ async def test_redis_outage_fails_open_and_a_restart_heals_within_a_heartbeat(
         client.drain()
     state = await late.join("lobby")
     assert {m["user"] for m in state["members"]} == everybody - {ghost.id} | {late.id}
-    await asyncio.gather(*(c.wait_for("presence.join", user=late.id, room="lobby")
-                           for c in clients))
+    await asyncio.gather(
+        *(c.wait_for("presence.join", user=late.id, room="lobby") for c in clients)
+    )
     await clients[0].send(type="status", state="dnd", message="back")
-    await asyncio.gather(*(c.wait_for("presence.update", user=clients[0].id, state="dnd")
-                           for c in clients[1:]))
+    await asyncio.gather(
+        *(c.wait_for("presence.update", user=clients[0].id, state="dnd") for c in clients[1:])
+    )
 
     await close_all([*clients, late])
     # The outage cost a handful of throttled warnings, and not one traceback.

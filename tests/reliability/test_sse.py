@@ -28,8 +28,9 @@ GONE = TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 6
 
 async def test_socket_and_sse_users_see_each_other(db, servers, store, kind):
     users = db.users(["alice", "bob"])
-    server = await servers.astart(server=kind, env={
-        "PRESENCE_OVERRIDES": json.dumps({"IDLE_AFTER": 2})})
+    server = await servers.astart(
+        server=kind, env={"PRESENCE_OVERRIDES": json.dumps({"IDLE_AFTER": 2})}
+    )
     ws = await Client(server, users["alice"]).connect()
     ws.beat(0.5)
     sse = await SseClient(server, users["bob"]).connect()
@@ -105,8 +106,9 @@ async def test_keepalive_holds_the_lease_and_resume_does_not_flicker(db, servers
     assert server.tracebacks() == 0, server.log()
 
 
-async def test_the_replaced_stream_closing_late_does_not_end_the_resumed_one(db, servers, store,
-                                                                            kind):
+async def test_the_replaced_stream_closing_late_does_not_end_the_resumed_one(
+    db, servers, store, kind
+):
     """A proxy may keep the old stream open after the browser reconnected: the old one's close
     comes after the new one took over the lease, and must not end it. Heartbeats every 2 s and
     a grace of 1 s: beating only at the heartbeat interval would let the cut lease expire."""
@@ -163,21 +165,26 @@ async def test_rest_calls_meet_the_sockets_checks(db, servers, store, redis_serv
     assert (await alice.post("nonsense"))[1]["code"] == "unknown_type"
     # Over MAX_FRAMES_PER_SECOND: 429 for the extra ones, and nothing joined by them.
     rate = alice.hello["limits"]["frames_per_second"]
-    answers = await asyncio.gather(*(alice.post("typing", room="lobby")
-                                     for _ in range(rate * 3)))
+    answers = await asyncio.gather(*(alice.post("typing", room="lobby") for _ in range(rate * 3)))
     assert {s for s, _ in answers} <= {409, 429} and any(s == 429 for s, _ in answers)
     assert store.room_members("lobby") == []
     # Every call's reply channel was let go of: the two streams' channels are all that is left.
     streams = redis.Redis.from_url(redis_server.url)
-    await eventually(lambda: len(streams.pubsub_channels("*specific.*")) == 2, 10,
-                     "reply channels unsubscribed",
-                     detail=lambda: streams.pubsub_channels("*specific.*"))
+    await eventually(
+        lambda: len(streams.pubsub_channels("*specific.*")) == 2,
+        10,
+        "reply channels unsubscribed",
+        detail=lambda: streams.pubsub_channels("*specific.*"),
+    )
     # A closed stream: its name leads nowhere (404 once nobody answers).
     await alice.close()
     status, body = await alice.post("join", room="lobby")
     assert (status, body["code"]) == (404, "gone")
     await bob.close()
-    await eventually(lambda: streams.pubsub_channels("*specific.*") == [], 10,
-                     "the streams' channels unsubscribed")
+    await eventually(
+        lambda: streams.pubsub_channels("*specific.*") == [],
+        10,
+        "the streams' channels unsubscribed",
+    )
     streams.close()
     assert server.tracebacks() == 0, server.log()

@@ -26,8 +26,12 @@ class Tab(FrameWaits):
 
     @classmethod
     async def open(cls, url: str, session_key: str, name: str, origin: str) -> Tab:
-        conn = await connect(url, origin=origin, open_timeout=10,
-                             additional_headers={"Cookie": f"sessionid={session_key}"})
+        conn = await connect(
+            url,
+            origin=origin,
+            open_timeout=10,
+            additional_headers={"Cookie": f"sessionid={session_key}"},
+        )
         tab = cls(name, conn)
         tab.hello = await tab.wait_for("hello", timeout=10)
         return tab
@@ -74,4 +78,3 @@ class Tab(FrameWaits):
             await asyncio.wait_for(self.conn.close(), 5)
         self.reader.cancel()
         await asyncio.gather(self.reader, return_exceptions=True)
-

@@ -39,8 +39,9 @@ VARIANTS = [
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
     """The SQLite file both servers share, migrated, with the users logged in."""
-    db = Database(tmp_path_factory.mktemp("scaleout") / "db.sqlite3",
-                  settings="tests.scaleout.settings").migrate()
+    db = Database(
+        tmp_path_factory.mktemp("scaleout") / "db.sqlite3", settings="tests.scaleout.settings"
+    ).migrate()
     return db, db.users(list(USERS))
 
 
@@ -66,8 +67,9 @@ def servers(request, database):
 
 
 async def open_tab(server: AsgiServer, users, name: str, suffix: str) -> Tab:
-    tab = await Tab.open(server.ws_url, users[name].session, f"{name}@{suffix}",
-                         origin=server.origin)
+    tab = await Tab.open(
+        server.ws_url, users[name].session, f"{name}@{suffix}", origin=server.origin
+    )
     assert tab.user == users[name].id
     tab.beat()
     return tab
@@ -115,8 +117,9 @@ async def test_events_cross_both_ways(servers):
 
         # a clean close on process 2: process 1's tabs hear the leave once the grace is over
         await d2.close()
-        await a1.wait_for("presence.leave", timeout=TIMERS["DISCONNECT_GRACE"] + 3,
-                          user=d2.user, room="lobby")
+        await a1.wait_for(
+            "presence.leave", timeout=TIMERS["DISCONNECT_GRACE"] + 3, user=d2.user, room="lobby"
+        )
         assert [f for f in b2.seen if f["type"] == "presence.typing" and f["user"] == b2.user] == []
     finally:
         for tab in tabs:
@@ -139,8 +142,9 @@ async def test_killed_process_is_swept_by_the_other(servers):
         await a1.wait_for("presence.state", watch=True)
         for tab in (c1, b2, c2, d2):
             await tab.joined("lobby")
-        await a1.wait_all(*(("presence.join", {"user": t.user, "room": "lobby"})
-                            for t in (c1, b2, d2)))
+        await a1.wait_all(
+            *(("presence.join", {"user": t.user, "room": "lobby"}) for t in (c1, b2, d2))
+        )
         # Both processes hold leases that their heartbeats renew: wait for a renewal of the
         # victims' leases to have been written (two heartbeat intervals), then kill.
         await asyncio.sleep(2 * TIMERS["HEARTBEAT_INTERVAL"])
@@ -159,8 +163,12 @@ async def test_killed_process_is_swept_by_the_other(servers):
         elapsed = loop.time() - start
         print(f"process 2's users evicted {elapsed:.2f} s after the kill (bound {bound} s)")
         # Not before the leases could run out (renewed at most a heartbeat + flush ago).
-        earliest = TIMERS["LEASE_TTL"] - TIMERS["HEARTBEAT_INTERVAL"] \
-            - TIMERS["HEARTBEAT_FLUSH_INTERVAL"] - 0.1
+        earliest = (
+            TIMERS["LEASE_TTL"]
+            - TIMERS["HEARTBEAT_INTERVAL"]
+            - TIMERS["HEARTBEAT_FLUSH_INTERVAL"]
+            - 0.1
+        )
         assert earliest <= elapsed <= bound, elapsed
 
         # Carol's tab on process 1 keeps her online and in the room: no leave, no offline.
