@@ -1,4 +1,5 @@
-"""Rate limits: a token bucket for frames, and the throttle for writes, broadcasts and logs."""
+"""Rate limits: token buckets (one, and one per key) and the one throttle for writes, broadcasts
+and logs."""
 
 from __future__ import annotations
 
@@ -69,3 +70,37 @@ class Throttle:
 
     def __len__(self) -> int:
         return len(self._due)
+
+
+#: Clients remembered per table (users, IPs): a bounded memory whatever the traffic.
+MAX_KEYS = 10_000
+
+
+class KeyedBuckets:
+    """A token bucket per key (a user, an IP): ``rate`` a second, bursts of ``burst``; at most
+    MAX_KEYS keys remembered (full buckets, else the oldest tenth, are forgotten first)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.state: dict[Hashable, tuple[float, float]] = {}  # key -> (tokens, stamp)
+
+    def take(self, key: Hashable, rate: float, burst: float) -> float:
+        """Takes a token for ``key``: 0 when it had one, else the seconds until it will."""
+        now = self.clock()
+        tokens, stamp = self.state.get(key, (burst, now))
+        tokens = min(burst, tokens + (now - stamp) * rate)
+        if tokens < 1:
+            self.state[key] = (tokens, now)
+            return (1 - tokens) / rate
+        if key not in self.state and len(self.state) >= MAX_KEYS:
+            self._prune(now, rate, burst)
+        self.state[key] = (tokens - 1, now)
+        return 0.0
+
+    def _prune(self, now: float, rate: float, burst: float) -> None:
+        full = [k for k, (t, s) in self.state.items() if t + (now - s) * rate >= burst]
+        for key in full or list(self.state)[: MAX_KEYS // 10]:  # else the oldest tenth
+            del self.state[key]
+
+    def clear(self) -> None:
+        self.state.clear()

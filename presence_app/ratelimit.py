@@ -16,8 +16,7 @@ security features).
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
@@ -28,41 +27,9 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext as _
 
 from . import conf
+from .limits import KeyedBuckets
 
-#: Clients remembered per table (users, IPs): a bounded memory whatever the traffic.
-MAX_KEYS = 10_000
-
-
-class Buckets:
-    """One token bucket per key: ``rate`` requests a second, bursts of ``burst``."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.state: dict[Hashable, tuple[float, float]] = {}  # key -> (tokens, stamp)
-
-    def take(self, key: Hashable, rate: float, burst: float) -> float:
-        """Takes a token for ``key``: 0 when it had one, else the seconds until it will."""
-        now = self.clock()
-        tokens, stamp = self.state.get(key, (burst, now))
-        tokens = min(burst, tokens + (now - stamp) * rate)
-        if tokens < 1:
-            self.state[key] = (tokens, now)
-            return (1 - tokens) / rate
-        if key not in self.state and len(self.state) >= MAX_KEYS:
-            self._prune(now, rate, burst)
-        self.state[key] = (tokens - 1, now)
-        return 0.0
-
-    def _prune(self, now: float, rate: float, burst: float) -> None:
-        full = [k for k, (t, s) in self.state.items() if t + (now - s) * rate >= burst]
-        for key in full or list(self.state)[: MAX_KEYS // 10]:  # else the oldest tenth
-            del self.state[key]
-
-    def clear(self) -> None:
-        self.state.clear()
-
-
-users, ips = Buckets(), Buckets()
+users, ips = KeyedBuckets(), KeyedBuckets()
 
 
 @receiver(setting_changed)
