@@ -295,7 +295,7 @@ def get_store() -> Store:
     store = _tenant_sync.get(tenant)
     if store is None:
         store = _tenant_sync[tenant] = Store(_sync.client, store_config(tenant))
-    tenants.mark(store.client, tenant)
+    tenants.mark(_sync, tenant)  # the registry is the base prefix's
     return store
 
 
@@ -311,7 +311,7 @@ def get_async_store() -> AsyncStore:
     if store is None:
         store = stores[tenant] = AsyncStore(stores[None].client, store_config(tenant))
     if tenant is not None:
-        tenants.amark(store.client, tenant)
+        tenants.amark(stores[None], tenant)
     return store
 
 

@@ -38,7 +38,7 @@ async def aactive_tenants() -> list[str]:
     """The tenant keys some process served within the last day (the sweeper visits each)."""
     from . import tenants
 
-    return await tenants.aactive(get_async_store().client)
+    return await tenants.aactive(get_async_store())
 
 
 def ping() -> bool:

@@ -109,29 +109,25 @@ def forget_marks() -> None:
     _marked = Throttle(MARK_INTERVAL, max_keys=100_000)
 
 
-def registry() -> str:
-    """The sorted set of tenants in use (score: when a process last recorded it)."""
-    return f"{conf.get('KEY_PREFIX')}:tenants"
-
-
-def mark(client: Any, key: str | None) -> None:
-    """Record (sync client) that this process serves ``key``, at most once per MARK_INTERVAL."""
+def mark(store: Any, key: str | None) -> None:
+    """Record (sync store of the base prefix) that this process serves ``key``, at most once
+    per MARK_INTERVAL."""
     if key is None or not _marked.ready(key):
         return
     try:
-        client.zadd(registry(), {key: time.time()})
+        store.record_tenant(key, time.time())
     except UNAVAILABLE:
         _marked.forget(key)  # the call that follows fails open on its own; record it next time
 
 
-def amark(client: Any, key: str | None) -> None:
-    """:func:`mark` with an async client: written in the background (callers are sync)."""
+def amark(store: Any, key: str | None) -> None:
+    """:func:`mark` with an async store: written in the background (callers are sync)."""
     if key is None or not _marked.ready(key):
         return
 
     async def write() -> None:
         try:
-            await client.zadd(registry(), {key: time.time()})
+            await store.record_tenant(key, time.time())
         except UNAVAILABLE:
             _marked.forget(key)
 
@@ -140,9 +136,7 @@ def amark(client: Any, key: str | None) -> None:
     task.add_done_callback(_pending.discard)
 
 
-async def aactive(client: Any, now: float | None = None) -> list[str]:
-    """The tenants recorded within ``ACTIVE_FOR`` (older entries are dropped)."""
+async def aactive(store: Any, now: float | None = None) -> list[str]:
+    """The tenants recorded within ``ACTIVE_FOR`` (async store of the base prefix)."""
     now = time.time() if now is None else now
-    await client.zremrangebyscore(registry(), "-inf", f"({now - ACTIVE_FOR}")
-    keys = await client.zrange(registry(), 0, -1)
-    return [k.decode() if isinstance(k, bytes) else str(k) for k in keys]
+    return await store.active_tenants(now - ACTIVE_FOR)

@@ -26,8 +26,8 @@ def translate_error(exc: Exception) -> Exception:
 
 
 class _Samples:
-    """The 24-hour chart of :class:`BaseStore`: one sample a minute, in a sorted set trimmed to
-    a day."""
+    """Bookkeeping of :class:`BaseStore` beside presence: the 24-hour chart (one sample a
+    minute, in a sorted set trimmed to a day) and the tenants in use."""
 
     keys: KeySpace
 
@@ -58,6 +58,28 @@ class _Samples:
             return out
 
         return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
+
+    # -- tenants in use (presence_app.tenants), on the store of the base prefix ----------------
+    def record_tenant(self, tenant: str, now: float):
+        """Notes that a process served ``tenant`` at ``now`` (the sweeper visits recent ones)."""
+        call = Call("", (), ("ZADD", self.keys.tenants(), now, tenant))
+        return self.run(Plan([call], lambda replies: None))
+
+    def active_tenants(self, since: float):
+        """The tenants served since ``since``; older entries are dropped."""
+        key = self.keys.tenants()
+        calls = [
+            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({since}")),
+            Call("", (), ("ZRANGE", key, 0, -1)),
+        ]
+        return self.run(
+            Plan(
+                calls,
+                lambda replies: [
+                    k.decode() if isinstance(k, bytes) else str(k) for k in replies[1]
+                ],
+            )
+        )
 
 
 class BaseStore(_Samples):

@@ -103,6 +103,11 @@ class KeySpace:
     def history(self) -> str:
         return f"{self.prefix}:history"
 
+    def tenants(self) -> str:
+        """The tenants in use (a sorted set: when a process last served each), kept by the
+        store of the base prefix."""
+        return f"{self.prefix}:tenants"
+
     def match_all(self) -> str:
         """A SCAN pattern for every key of this prefix (used by ``clear``)."""
         return f"{{{self.prefix}:*"
