@@ -157,7 +157,7 @@ class _ReadPlans:
         viewer_id = "" if viewer is None else user_id_of(viewer)
         groups = self.by_shard(uids)
         tags = list(groups)
-        calls = [self.call("get_many", tag, now, *groups[tag]) for tag in tags]
+        calls = [self.call("get_many", tag, now, "\n".join(groups[tag])) for tag in tags]
 
         derive = Presence.deriver(viewer_id, reveal_all, self.config)
 

@@ -91,8 +91,8 @@ class Presence:
     def deriver(
         cls, viewer: str, reveal_all: bool, config: StoreConfig
     ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
-        """A function from a get_many reply (the clock, then each user's seen score, hidden
-        score, K_UNTIL entry and record: lua/get_many.lua) to ``{user_id: Presence}``, as
+        """A function from a get_many reply (one string: the clock, then each user's seen
+        score, hidden score, K_UNTIL entry and record: lua/get_many.lua) to ``{user_id: Presence}``, as
         ``viewer`` may see them. The rules are lib.lua's ``until_of``, ``public_state`` and
         ``live_message``; they run here so that Redis does no per-user work for a read."""
         span = max(config.lease_ttl, config.online_window)
@@ -114,29 +114,31 @@ class Presence:
             )
             return p
 
-        def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-            now = float(reply[0])
+        def derive(user_ids: list[str], reply: Any) -> dict[str, Presence]:
+            if isinstance(reply, str):
+                reply = reply.encode()
+            users = reply.split(RS_BYTES)
+            now = float(users[0])
             out = {}
-            # per user: seen score, hidden score, K_UNTIL entry, record (bytes or None)
-            for uid, (seen, hidden, ends, raw) in zip(
-                user_ids, zip(*[iter(reply[1:])] * 4, strict=False), strict=True
-            ):
-                if raw is None:
-                    st = la = ls = lv = mx = meta = b""
-                    message = emoji = device = ""
+            # per user: seen score, hidden score, K_UNTIL entry, then the record's fields (none
+            # when there is no record); one split per user
+            for uid, line in zip(user_ids, users[1:], strict=True):
+                f = line.split(SEP_BYTES)
+                seen, hidden, ends = f[0], f[1], f[2]
+                if len(f) > 4:
+                    st, la, ls, lv, msg, emo, dev, mx, meta = f[3:12]
+                    if msg or emo or dev:
+                        message, emoji, device = msg.decode(), emo.decode(), dev.decode()
+                        if mx and float(mx) < now:
+                            message = emoji = ""
+                    else:
+                        message = emoji = device = ""
                 else:
-                    if isinstance(raw, str):
-                        raw = raw.encode()
-                    st, la, ls, lv, msg, emo, dev, mx, meta = raw.split(SEP_BYTES, 9)[:9]
-                    message, emoji, device = msg.decode(), emo.decode(), dev.decode()
+                    st = la = ls = lv = meta = b""
+                    message = emoji = device = ""
                 invisible = st == b"invisible"
                 score = hidden if invisible else seen
-                live = (
-                    score is not None
-                    and (float(ends) if ends is not None else float(score) + span) >= now
-                )
-                if mx and float(mx) < now:
-                    message = emoji = ""
+                live = bool(score) and (float(ends) if ends else float(score) + span) >= now
                 data = json.loads(meta) if meta else {}
                 if invisible and not (reveal_all or uid == viewer):
                     # Nothing that changes while they hide: no activity, device or status text.
@@ -158,9 +160,7 @@ class Presence:
                 else:
                     state = "offline"
                     # their last sign of life, when they have not been swept yet
-                    last_seen = (
-                        max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
-                    )
+                    last_seen = max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
                 out[uid] = build(uid, state, last_seen, active, message, emoji, device, data)
             return out
 
@@ -171,6 +171,8 @@ class Presence:
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
 SEP_BYTES = SEP.encode()
+#: Separates the users of a get_many reply (lua/get_many.lua).
+RS_BYTES = b"\x1e"
 
 
 def rooms_of_record(raw: Any) -> list[str]:

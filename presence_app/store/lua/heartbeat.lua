@@ -56,7 +56,9 @@ for first = A, #ARGV, CHUNK do
   -- The users of the renewed leases were seen now (GT: never moved back). Ends are settled
   -- before the seen scores move (renew_ends reads them).
   if j > 0 then
-    if any_until then renew_ends(uids) end
+    -- With SPAN > LEASE_TTL the new seen score implies an end later than the lease gives,
+    -- so every renewed user needs their end recorded, K_UNTIL empty or not.
+    if any_until or SPAN > LEASE_TTL then renew_ends(uids) end
     redis.call('ZADD', K_SEEN, 'XX', 'GT', unpack(users))
     if any_hidden then redis.call('ZADD', K_HIDDEN, 'XX', 'GT', unpack(users)) end
   end
