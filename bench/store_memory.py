@@ -6,6 +6,11 @@ before any other benchmark touched it). Bare: used_memory before and after one Z
 the same user ids into a fresh key. The breakdown per structure comes from MEMORY USAGE (every
 member of the sorted sets, a sample of the user hashes); what is left is the keyspace's own
 hash table and the allocator's rounding, which MEMORY USAGE does not count per key.
+
+For information, the layout's floor, measured the same way in the same run: used_memory growth
+for a bare copy of the lease set ("user|conn" members by expiry) and one of the seen index (user
+ids by time) of the same population. Every online user of layout 2 is in both, whatever else
+the store keeps: a missed target is shown against what those two sets alone cost.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from .common import Check, Context, Row, benchmark
 from .dataset import T0, population, settle, used_memory
 
 BARE_KEY = "bench:raw:ids"
+FLOOR_LEASES, FLOOR_SEEN = "{bench:floor}:mem:leases", "{bench:floor}:mem:seen"
 
 
 def memory_usage(client, key: str, samples: int = 0) -> int:
@@ -42,6 +48,23 @@ def run(ctx: Context) -> list[Row]:
     bare = bare_total / n
     bare_usage = memory_usage(client, BARE_KEY)
     client.unlink(BARE_KEY)
+
+    # The floor: the two sorted sets every online user is in, built like the bare one (one ZADD
+    # per 10 k, fresh keys) with the store's members and scores, nothing else.
+    members = pop.lease_members()
+    client.delete(FLOOR_LEASES, FLOOR_SEEN)
+    settle(client)  # the bare set's UNLINK must not free memory during this measurement
+    before = used_memory(client)
+    for i in range(0, n, 10_000):
+        client.zadd(FLOOR_LEASES, dict(zip(members[i : i + 10_000], repeat(T0 + 90))))
+        client.zadd(FLOOR_SEEN, dict(zip(pop.uids[i : i + 10_000], repeat(T0))))
+    floor_total = used_memory(client) - before
+    floor = floor_total / n
+    floor_usage = {
+        name: memory_usage(client, key) / n
+        for name, key in (("leases", FLOOR_LEASES), ("seen", FLOOR_SEEN))
+    }
+    client.unlink(FLOOR_LEASES, FLOOR_SEEN)
 
     # Where our bytes go. The population's structures only (the listings benchmark may have added
     # a room since the fill; its few keys are not counted here).
@@ -76,7 +99,10 @@ def run(ctx: Context) -> list[Row]:
     for uid in users:
         pop.store.set_status(uid, message="", now=pop.t0)
     status_cost = (with_status - before_status) / len(users)
-    ctx.log(f"memory: ours {ours:.0f} B/user, bare sorted set {bare:.0f} B/id")
+    ctx.log(
+        f"memory: ours {ours:.0f} B/user, bare sorted set {bare:.0f} B/id,"
+        f" floor (leases + seen) {floor:.0f} B/user"
+    )
     return [
         Row(
             bench="5 memory",
@@ -94,6 +120,23 @@ def run(ctx: Context) -> list[Row]:
                 "breakdown_bytes_per_user": {k: round(v, 1) for k, v in parts.items()},
                 "encodings": encodings,
                 "user_record_sample": sample_record,
+                "floor_bytes_per_user": floor,
+            },
+        ),
+        Row(
+            bench="5 memory",
+            metric="the layout's floor: the lease set + the seen index alone, no record,"
+            " no active index",
+            ours=floor,
+            unit="B",
+            baseline=bare,
+            baseline_label="bare ZSET",
+            details={
+                "population": n,
+                "floor_total_bytes": floor_total,
+                "bare_total_bytes": bare_total,
+                "floor_memory_usage_per_user": floor_usage,
+                "ours_over_floor": ours / floor,
             },
         ),
         Row(

@@ -224,12 +224,17 @@ class Transition:
     emoji: str = ""
 
     @classmethod
-    def parse_many(cls, flat: list[Any]) -> list[Transition]:
-        texts = [_str(f) for f in flat]
+    def parse_many(cls, reply: Any) -> list[Transition]:
+        """The transitions a script returned: one string, split by \\x1e, fields by \\x1f
+        (lib.lua: emit)."""
+        if not reply:
+            return []
+        text = _str(reply)
         extras: dict[str, tuple[tuple[str, ...], str, str]] = {}  # a sweep's mostly repeat
         out = []
         new = object.__new__
-        for kind, user, room, state, at, extra in zip(*[iter(texts)] * 6, strict=False):
+        for line in text.split("\x1e"):
+            kind, user, room, state, at, extra = line.split("\x1f")
             parsed = extras.get(extra)
             if parsed is None:
                 data = json.loads(extra) if extra else {}

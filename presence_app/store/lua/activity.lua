@@ -5,10 +5,10 @@ local uid = ARGV[A]
 local u, uk = load_user(uid)
 local idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', idx, uid))
-if seen == nil then return OUT end
+if seen == nil then return transitions() end
 local until_ = until_of(uid, seen)
 local was_idle = mark_active(uid, u)
 if until_ >= NOW then set_until(uid, seen_now(idx, uid, seen), until_) end
 save_user(uk, u, true)
 if idx == K_SEEN then announce_life(uid, u, true, was_idle, until_) end
-return OUT
+return transitions()

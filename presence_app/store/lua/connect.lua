@@ -13,4 +13,4 @@ set_until(uid, seen_now(idx, uid, seen), until_)
 local was_idle = mark_active(uid, u)
 save_user(uk, u, true)
 if idx == K_SEEN then announce_life(uid, u, seen ~= nil, was_idle, until_) end
-return OUT
+return transitions()

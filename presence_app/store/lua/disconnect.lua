@@ -3,11 +3,11 @@
 local uid, cid = ARGV[A], ARGV[A + 1]
 local member = uid .. '|' .. cid
 local exp = num(redis.call('ZSCORE', K_LEASES, member))
-if exp == nil then return OUT end
+if exp == nil then return transitions() end
 redis.call('ZADD', K_LEASES, 'XX', sc(math.min(exp, NOW + GRACE)), member)
 local u, uk = load_user(uid)
 u.ls = sc(NOW)
 local seen = num(redis.call('ZSCORE', index_of(u.st), uid))
 if seen then set_until(uid, seen, recompute_until(uid, u)) end
 save_user(uk, u, seen ~= nil)
-return OUT
+return transitions()

@@ -6,7 +6,7 @@ local rooms = conns_of(u)[cid]
 if rooms == nil or redis.call('ZSCORE', K_LEASES, uid .. '|' .. cid) == false then
   return redis.error_reply('PRESENCE unknown connection')
 end
-for _, r in ipairs(rooms) do if r == room then return OUT end end
+for _, r in ipairs(rooms) do if r == room then return transitions() end end
 local first = not in_room(u, room)
 rooms[#rooms + 1] = room
 save_user(uk, u, true)
@@ -14,4 +14,4 @@ if first and u.st ~= 'invisible' and room_add(uid, room) then
   local until_ = until_of(uid, num(redis.call('ZSCORE', K_SEEN, uid)))
   emit('join', uid, room, public_state(u, until_), NOW, u)
 end
-return OUT
+return transitions()

@@ -38,7 +38,7 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
       -- Expired while hidden and not swept yet: finish them off silently here, so that no
       -- lease outlives the user's listing (a late heartbeat then reports it missing).
       evict(uid, u, uk, K_HIDDEN, seen)
-      return OUT
+      return transitions()
     end
     redis.call('ZREM', K_HIDDEN, uid)
     redis.call('ZADD', K_SEEN, sc(seen), uid)
@@ -52,4 +52,4 @@ elseif new_idx == K_SEEN and live then
   if shown() ~= before then emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u)) end
 end
 save_user(uk, u, listed)
-return OUT
+return transitions()

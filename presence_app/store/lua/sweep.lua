@@ -44,21 +44,24 @@ for i = 1, #expired, 2 do
   local uid, cid = split_member(expired[i])
   local user = users[uid]
   if user == nil then
-    local u, uk = load_user(uid)
-    user = {u = u, uk = uk, left = {}, renewed = 0}
+    user = {cids = {}, left = {}, renewed = 0}
     users[uid] = user
     order[#order + 1] = uid
   end
+  user.cids[#user.cids + 1] = cid
   -- the lease's last renewal is a sign of life of the user
   user.renewed = math.max(user.renewed, num(expired[i + 1]) - LEASE_TTL)
-  for _, room in ipairs(forget_connection(user.u, cid)) do user.left[#user.left + 1] = room end
 end
 zrem(K_LEASES, members)
 if #order > 0 then
+  local records, keys = load_users(order)
   local seen = redis.call('ZMSCORE', K_SEEN, unpack(order))
   for n, uid in ipairs(order) do
     local user = users[uid]
-    local u, uk = user.u, user.uk
+    local u, uk = records[n], keys[n]
+    for _, cid in ipairs(user.cids) do
+      for _, room in ipairs(forget_connection(u, cid)) do user.left[#user.left + 1] = room end
+    end
     local idx = index_of(u.st)
     local s = num(seen[n])
     if idx == K_HIDDEN then s = num(redis.call('ZSCORE', K_HIDDEN, uid)) end
@@ -76,7 +79,7 @@ end
 flush_gone()
 -- More expired leases to come: the next call goes on with them first, so that pass 2 does not
 -- reach users whose leases pass 1 would evict in bulk.
-if more == 1 then return {more, OUT} end
+if more == 1 then return {more, transitions()} end
 
 -- Pass 2. Users whose presence ended without a lease expiring here: an end in K_UNTIL that is
 -- past, or a seen score more than SPAN ago (both indexes).
@@ -127,4 +130,4 @@ for _, uid in ipairs(idle) do
     end
   end
 end
-return {more, OUT}
+return {more, transitions()}

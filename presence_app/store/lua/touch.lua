@@ -20,4 +20,4 @@ local function touch_one(uid, activity)
   if idx == K_SEEN then announce_life(uid, u, seen ~= nil, was_idle, until_) end
 end
 for i = A, #ARGV, 2 do touch_one(ARGV[i], ARGV[i + 1] == '1') end
-return OUT
+return transitions()
