@@ -65,6 +65,20 @@ def user_id_of(user_id: Any) -> str:
     return text
 
 
+def user_ids_of(user_ids: Iterable[Any]) -> list[str]:
+    """user_id_of for many ids (a page of dots): C-level checks over the whole list, and the
+    per-id checks (which name the culprit) only when something is off."""
+    ids = [u if type(u) is str else user_id_of(u) for u in user_ids]
+    if ids and not (
+        0 < min(map(len, ids))
+        and max(map(len, ids)) <= MAX_ID_LENGTH
+        and "".join(ids).isprintable()
+    ):
+        for uid in ids:
+            user_id_of(uid)
+    return ids
+
+
 def conn_id_of(conn_id: Any) -> str:
     if not isinstance(conn_id, str) or not CONN_ID_RE.fullmatch(conn_id):
         raise InvalidInput("connection id must be 1-128 characters of A-Z a-z 0-9 . _ ! ~ -")
@@ -158,7 +172,7 @@ class _ReadPlans:
     def get_many(
         self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
     ) -> Plan:
-        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
+        uids = list(dict.fromkeys(user_ids_of(user_ids)))
         viewer_id = "" if viewer is None else user_id_of(viewer)
         groups = self.by_shard(uids)
         tags = list(groups)
@@ -223,7 +237,7 @@ class _ReadPlans:
         return Plan(calls, finish)
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
-        uids = list(dict.fromkeys(user_id_of(u) for u in user_ids))
+        uids = list(dict.fromkeys(user_ids_of(user_ids)))
         calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
 
         def finish(replies: list[Any]) -> dict[str, list[str]]:
@@ -281,6 +295,9 @@ class Planner(_ReadPlans):
         return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
 
     def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
+        if self.keys.shards == 1:
+            ids = list(user_ids)
+            return {self.keys.tag(0): ids} if ids else {}
         groups: dict[str, list[str]] = {}
         for uid in user_ids:
             groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain, repeat
 from typing import Any, Literal
 
 State = Literal["online", "idle", "dnd", "invisible", "offline"]
@@ -91,63 +92,71 @@ class Presence:
     def deriver(
         cls, viewer: str, reveal_all: bool, config: StoreConfig
     ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
-        """A function from a get_many reply (one string: the clock, then each user's seen
-        score, hidden score, K_UNTIL entry and record: lua/get_many.lua) to ``{user_id: Presence}``, as
+        """A function from a get_many reply (the clock, then each user's seen score, hidden
+        score, K_UNTIL entry and record: lua/get_many.lua) to ``{user_id: Presence}``, as
         ``viewer`` may see them. The rules are lib.lua's ``until_of``, ``public_state`` and
         ``live_message``; they run here so that Redis does no per-user work for a read."""
         span = max(config.lease_ttl, config.online_window)
         idle_after = config.idle_after
         new = object.__new__
 
-        def build(uid, state, last_seen, active, message, emoji, device, meta):  # type: ignore[no-untyped-def]
+        def build(fields: dict[str, Any]) -> Presence:
             # Without __init__'s eight frozen setattr calls: this runs for every dot of a page.
             p = new(cls)
-            p.__dict__.update(
-                user_id=uid,
-                state=state,
-                last_seen=last_seen,
-                last_active=active,
-                message=message,
-                emoji=emoji,
-                device=device,
-                meta=meta,
-            )
+            p.__dict__.update(fields)
             return p
 
-        def derive(user_ids: list[str], reply: Any) -> dict[str, Presence]:
-            if isinstance(reply, str):
-                reply = reply.encode()
-            users = reply.split(RS_BYTES)
-            now = float(users[0])
+        def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
+            now = float(reply[0])
             out = {}
-            # per user: seen score, hidden score, K_UNTIL entry, then the record's fields (none
-            # when there is no record); one split per user
-            for uid, line in zip(user_ids, users[1:], strict=True):
-                f = line.split(SEP_BYTES)
-                seen, hidden, ends = f[0], f[1], f[2]
-                if len(f) > 4:
-                    st, la, ls, lv, msg, emo, dev, mx, meta = f[3:12]
-                    if msg or emo or dev:
-                        message, emoji, device = msg.decode(), emo.decode(), dev.decode()
-                        if mx and float(mx) < now:
-                            message = emoji = ""
-                    else:
-                        message = emoji = device = ""
+            rows = []
+            for c in range(1, len(reply), 4):  # per 1,000 users: seen, hidden, until, records
+                first = (c - 1) // 4 * 1000
+                seen_, hidden_, ends_, records = reply[c : c + 4]
+                rows.append(
+                    zip(
+                        user_ids[first : first + 1000],
+                        seen_,
+                        hidden_ or repeat(None),  # empty while no one hides
+                        ends_ or repeat(None),
+                        records,
+                        strict=False,
+                    )
+                )
+            for uid, seen, hidden, ends, raw in chain.from_iterable(rows):
+                if raw is None:
+                    st = la = ls = lv = msg = emo = dev = mx = meta = b""
                 else:
-                    st = la = ls = lv = meta = b""
+                    if isinstance(raw, str):
+                        raw = raw.encode()
+                    # the first nine fields; the rest, unsplit, is for the scripts
+                    st, la, ls, lv, msg, emo, dev, mx, meta, _ = raw.split(SEP_BYTES, 9)
+                if msg or emo or dev:
+                    message, emoji, device = msg.decode(), emo.decode(), dev.decode()
+                    if mx and float(mx) < now:
+                        message = emoji = ""
+                else:
                     message = emoji = device = ""
-                invisible = st == b"invisible"
-                score = hidden if invisible else seen
-                live = bool(score) and (float(ends) if ends else float(score) + span) >= now
                 data = json.loads(meta) if meta else {}
+                invisible = st == b"invisible"
                 if invisible and not (reveal_all or uid == viewer):
                     # Nothing that changes while they hide: no activity, device or status text.
                     out[uid] = build(
-                        uid, "offline", float(lv) if lv else None, None, "", "", "", data
+                        {
+                            "user_id": uid,
+                            "state": "offline",
+                            "last_seen": float(lv) if lv else None,
+                            "last_active": None,
+                            "message": "",
+                            "emoji": "",
+                            "device": "",
+                            "meta": data,
+                        }
                     )
                     continue
+                score = hidden if invisible else seen
                 active = float(la) if la else None
-                if live:
+                if score and (float(ends) if ends else float(score) + span) >= now:
                     last_seen: float | None = now
                     if invisible:
                         state = "invisible"
@@ -160,8 +169,21 @@ class Presence:
                 else:
                     state = "offline"
                     # their last sign of life, when they have not been swept yet
-                    last_seen = max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
-                out[uid] = build(uid, state, last_seen, active, message, emoji, device, data)
+                    last_seen = (
+                        max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
+                    )
+                out[uid] = build(
+                    {
+                        "user_id": uid,
+                        "state": state,
+                        "last_seen": last_seen,
+                        "last_active": active,
+                        "message": message,
+                        "emoji": emoji,
+                        "device": device,
+                        "meta": data,
+                    }
+                )
             return out
 
         return derive
@@ -171,8 +193,6 @@ class Presence:
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
 SEP_BYTES = SEP.encode()
-#: Separates the users of a get_many reply (lua/get_many.lua).
-RS_BYTES = b"\x1e"
 
 
 def rooms_of_record(raw: Any) -> list[str]:
