@@ -130,7 +130,7 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 def room_of(room: Any) -> str:
     if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not _encodable(room):
         raise InvalidInput("room must be a string of 1-255 characters of Unicode text")
-    if _CONTROL.search(room):  # a name, not text: and the scripts' replies split on \x1e, \x1f
+    if _CONTROL.search(room):  # a name, not text (and the scripts' replies split on \x1e, \x1f)
         raise InvalidInput("room must not contain control characters")
     return room
 

@@ -110,7 +110,8 @@ class Presence:
             now = float(reply[0])
             out = {}
             rows = []
-            for c in range(1, len(reply), 4):  # per 1,000 users: seen, hidden, until, records
+            # per 1,000 users (the script's chunk): seen scores, hidden ones, ends, records
+            for c in range(1, len(reply), 4):
                 first = (c - 1) // 4 * 1000
                 seen_, hidden_, ends_, records = reply[c : c + 4]
                 rows.append(
