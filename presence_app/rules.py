@@ -15,6 +15,8 @@ from typing import Any
 from . import conf
 from .store import InvalidInput
 
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255
 #: ``set_status`` states a caller may ask for; "online" is the automatic state.
@@ -66,6 +68,9 @@ def room(value: Any) -> str:
     # fullmatch: with re.match a pattern ending in "$" would admit "lobby\n".
     if not re.fullmatch(conf.get("ROOM_NAME_PATTERN"), value):
         raise InvalidInput("the room name does not match the allowed pattern")
+    # whatever the pattern admits: a room is a name, and the store refuses them too
+    if _CONTROL.search(value):
+        raise InvalidInput("the room name must not contain control characters")
     return value
 
 

@@ -382,6 +382,8 @@ class Model:
             raise _Refused("invalid")
         if not _utf8(room) or not re.fullmatch(self.room_pattern, room):
             raise _Refused("invalid")
+        if any(ord(c) < 32 for c in room):  # whatever the pattern: rooms are names
+            raise _Refused("invalid")
         return room
 
     def _join(self, frame: dict[str, Any]) -> Expect:
