@@ -18,6 +18,7 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from . import rules
@@ -39,6 +40,12 @@ HEARTBEAT_ACK: dict[str, Any] = {"type": "heartbeat.ack"}
 
 def error_frame(code: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "code": code, "detail": detail, **extra}
+
+
+def state_frame(presences: Iterable[Presence], **extra: Any) -> dict[str, Any]:
+    """A ``presence.state`` frame: the members of a room (``room``, ``page``, ``more``) or of
+    the watch list (``watch``)."""
+    return {"type": "presence.state", **extra, "members": [p.as_dict() for p in presences]}
 
 
 def _not_json(name: str) -> Any:

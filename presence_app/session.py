@@ -149,10 +149,18 @@ class PresenceSession(LeaseRecovery):
         room = rules.room(room)
         if room not in self.rooms:
             raise FrameError("not_joined", "this connection is not in that room")
-        await presence.aleave(room, self.conn_id, self.user_id)
+        # The group may be left before the leave event comes back through it: the connection
+        # hears its own leave from the store's answer, once (event() drops the group's copy).
         self.rooms.discard(room)
+        try:
+            left = await presence.aleave(room, self.conn_id, self.user_id)
+        except BaseException:
+            self.rooms.add(room)
+            raise
         self.typing_throttle.forget(room)
         await self.groups.discard([dispatch.room_group(room)])
+        for event in [t.as_event() for t in left if t.kind == "leave" and t.room == room]:
+            await self.send(event)
 
     @in_tenant
     async def set_status(self, **fields: Any) -> None:
@@ -184,13 +192,7 @@ class PresenceSession(LeaseRecovery):
         if shown:
             with audience.remembering(self.user_id, self.decisions):
                 presences = await presence.aget_many(shown, viewer=self.user_id)
-            await self.send(
-                {
-                    "type": "presence.state",
-                    "watch": True,
-                    "members": [p.as_dict() for p in presences.values()],
-                }
-            )
+            await self.send(protocol.state_frame(presences.values(), watch=True))
 
     @in_tenant
     async def send_room_state(self, room: str) -> None:
@@ -205,15 +207,8 @@ class PresenceSession(LeaseRecovery):
         for n, page in enumerate(pages):
             with audience.remembering(self.user_id, self.decisions):
                 presences = await presence.aget_many(page, viewer=self.user_id) if page else {}
-            await self.send(
-                {
-                    "type": "presence.state",
-                    "room": room,
-                    "page": n,
-                    "more": n + 1 < len(pages),
-                    "members": [p.as_dict() for p in presences.values() if p.is_online or not hide],
-                }
-            )
+            shown = [p for p in presences.values() if p.is_online or not hide]
+            await self.send(protocol.state_frame(shown, room=room, page=n, more=n + 1 < len(pages)))
 
     # -- events from the channel layer ----------------------------------------------------------
     @in_tenant
@@ -229,6 +224,8 @@ class PresenceSession(LeaseRecovery):
             await self.send(event)
             return
         subject = event.get("user")
+        if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
+            return  # left (its own leave came from leave()), or not in yet (the snapshot is next)
         if subject != self.user_id and audience.active():
             with audience.remembering(self.user_id, self.decisions):
                 if subject not in await audience.avisible(self.user_id, [subject]):
