@@ -20,7 +20,7 @@ if not NOW then
   NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 local LEASE_TTL, GRACE, WINDOW = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), tonumber(ARGV[7])
+local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), ARGV[7]  -- the TTL as Redis takes it
 local SPAN = math.max(LEASE_TTL, WINDOW)
 local A = 8  -- index of the first script argument
 
@@ -31,7 +31,7 @@ local function esc(s)
 end
 local function ukey(uid) return TAG .. ':u:' .. esc(uid) end
 local function rkey(room) return TAG .. ':r:' .. esc(room) end
-local function num(s) return tonumber(s) end
+local num = tonumber
 local function fmt(x) if x == nil then return '' end return string.format('%.6f', x) end
 -- A time as Redis gets it: exact (Lua's own conversion keeps 14 digits, 0.1 ms at today's epoch).
 local function sc(x) return string.format('%.17g', x) end
@@ -48,13 +48,14 @@ local SEP = '\31'  -- refused in status text and device; escaped by JSON
 -- every write decode one.
 local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
 local function decode(raw)
-  local u = {}
-  if not raw then return u end
-  local v = {string.match(raw, RECORD)}
-  for k, name in ipairs(FIELDS) do
-    if v[k] ~= '' then u[name] = v[k] end
-  end
-  return u
+  if not raw then return {} end
+  local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns = string.match(raw, RECORD)
+  local E = ''  -- an empty field is an unset one
+  return {st = st ~= E and st or nil, la = la ~= E and la or nil, ls = ls ~= E and ls or nil,
+          lv = lv ~= E and lv or nil, msg = msg ~= E and msg or nil,
+          emoji = emoji ~= E and emoji or nil, dev = dev ~= E and dev or nil,
+          mx = mx ~= E and mx or nil, meta = meta ~= E and meta or nil, w = w ~= E and w or nil,
+          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil}
 end
 
 -- The user's connections as a table, decoded once per script.
@@ -222,12 +223,16 @@ end
 
 -- Forgets one connection (its lease must be removed by the caller); returns the rooms the user
 -- leaves with it (those no other connection of theirs is in).
+local NONE = {}  -- an empty list, never written to: no table per user where nothing is left
 local function forget_connection(u, cid)
+  -- a record holding only this connection, in no room (most users): nothing to decode
+  if u._c == nil and u.conns == '{"' .. cid .. '":{}}' then u._c = {}; return NONE end
   local conns = conns_of(u)
   local rooms = conns[cid]
   conns[cid] = nil
+  if rooms == nil or rooms[1] == nil then return NONE end
   local left = {}
-  for _, room in ipairs(rooms or {}) do
+  for _, room in ipairs(rooms) do
     if not in_room(u, room) then left[#left + 1] = room end
   end
   return left
@@ -241,9 +246,10 @@ end
 -- The latest time the user counts as online: their live leases and their HTTP window.
 local function recompute_until(uid, u)
   local best = num(u.w) or 0
-  local members = {}
-  for cid, _ in pairs(conns_of(u)) do members[#members + 1] = uid .. '|' .. cid end
-  if #members > 0 then
+  local conns = conns_of(u)
+  if next(conns) ~= nil then
+    local members = {}
+    for cid, _ in pairs(conns) do members[#members + 1] = uid .. '|' .. cid end
     for _, e in ipairs(redis.call('ZMSCORE', K_LEASES, unpack(members))) do
       local exp = num(e)
       if exp and exp > best then best = exp end
@@ -256,15 +262,22 @@ end
 -- last seen is their last sign of life. Removes them from `idx` unless `keep_index` (the caller
 -- removes a batch at once). Returns that last seen.
 local function evict(uid, u, uk, idx, seen, keep_index)
-  local left, members = {}, {}
-  for cid, _ in pairs(conns_of(u)) do
-    members[#members + 1] = uid .. '|' .. cid
-    for _, room in ipairs(forget_connection(u, cid)) do left[#left + 1] = room end
+  local conns = conns_of(u)
+  if next(conns) ~= nil then
+    local left, members = {}, {}
+    for cid, _ in pairs(conns) do
+      members[#members + 1] = uid .. '|' .. cid
+      for _, room in ipairs(forget_connection(u, cid)) do left[#left + 1] = room end
+    end
+    redis.call('ZREM', K_LEASES, unpack(members))
+    leave_rooms(uid, left, 'offline', u)
   end
-  if #members > 0 then redis.call('ZREM', K_LEASES, unpack(members)) end
-  leave_rooms(uid, left, 'offline', u)
-  local last = math.max(num(u.ls) or 0, seen or 0)
-  if last > 0 then u.ls = sc(last) end
+  -- `seen` may come as Redis' own text of the score: kept as it is when it is the latest
+  local last = num(u.ls) or 0
+  if seen and num(seen) > last then
+    last = num(seen)
+    u.ls = type(seen) == 'string' and seen or sc(last)
+  end
   u.w, u.idle = nil, nil
   if not keep_index then
     redis.call('ZREM', idx, uid)

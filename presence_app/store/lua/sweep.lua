@@ -27,52 +27,60 @@ local function flush_gone()
   zrem(K_ACTIVE, all)
 end
 
--- Offline now: evicted, and announced when visible.
+-- Offline now: evicted, and announced when visible. `seen` may be Redis' text of the score.
 local function offline(uid, u, uk, idx, seen)
   local last = evict(uid, u, uk, idx, seen, true)
   local list = gone[idx]
   list[#list + 1] = uid
-  if idx == K_SEEN then emit('offline', uid, nil, 'offline', u.ls or last, u, {}) end
+  if idx == K_SEEN then emit('offline', uid, nil, 'offline', u.ls or last, u, NONE) end
 end
 
--- Pass 1. The expired leases leave in one call; their users are read once each.
+-- Pass 1. The expired leases leave in one call; their users are read once each. Kept in flat
+-- tables keyed by user (most have one lease here): no table per user.
 local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. sc(NOW), 'WITHSCORES', 'LIMIT', 0, limit)
 if #expired >= 2 * limit then more = 1 end
-local members, users, order = {}, {}, {}
+local order, first_cid, other_cids, renewed = {}, {}, {}, {}
 for i = 1, #expired, 2 do
-  members[#members + 1] = expired[i]
   local uid, cid = split_member(expired[i])
-  local user = users[uid]
-  if user == nil then
-    user = {cids = {}, left = {}, renewed = 0}
-    users[uid] = user
-    order[#order + 1] = uid
-  end
-  user.cids[#user.cids + 1] = cid
   -- the lease's last renewal is a sign of life of the user
-  user.renewed = math.max(user.renewed, num(expired[i + 1]) - LEASE_TTL)
+  local r = num(expired[i + 1]) - LEASE_TTL
+  if first_cid[uid] == nil then
+    first_cid[uid], renewed[uid] = cid, r
+    order[#order + 1] = uid
+  else
+    local others = other_cids[uid] or {}
+    others[#others + 1] = cid
+    other_cids[uid] = others
+    if r > renewed[uid] then renewed[uid] = r end
+  end
 end
-zrem(K_LEASES, members)
+-- they are the set's first members: removed by rank, without a lookup each
+if #expired > 0 then redis.call('ZREMRANGEBYRANK', K_LEASES, 0, #expired / 2 - 1) end
 if #order > 0 then
   local records, keys = load_users(order)
   local seen = redis.call('ZMSCORE', K_SEEN, unpack(order))
   for n, uid in ipairs(order) do
-    local user = users[uid]
     local u, uk = records[n], keys[n]
-    for _, cid in ipairs(user.cids) do
-      for _, room in ipairs(forget_connection(u, cid)) do user.left[#user.left + 1] = room end
+    local left = forget_connection(u, first_cid[uid])
+    for _, cid in ipairs(other_cids[uid] or NONE) do
+      for _, room in ipairs(forget_connection(u, cid)) do
+        if left == NONE then left = {} end
+        left[#left + 1] = room
+      end
     end
     local idx = index_of(u.st)
-    local s = num(seen[n])
-    if idx == K_HIDDEN then s = num(redis.call('ZSCORE', K_HIDDEN, uid)) end
+    local s = seen[n] or nil  -- Redis' nil is false in Lua
+    if idx == K_HIDDEN then s = redis.call('ZSCORE', K_HIDDEN, uid) or nil end
     local still = recompute_until(uid, u)
+    local r = renewed[uid]
     if still >= NOW then
-      if user.renewed > (num(u.ls) or 0) then u.ls = sc(user.renewed) end
-      leave_rooms(uid, user.left, public_state(u, still), u)
+      if r > (num(u.ls) or 0) then u.ls = sc(r) end
+      leave_rooms(uid, left, public_state(u, still), u)
       save_user(uk, u, s ~= nil)
     else
-      leave_rooms(uid, user.left, 'offline', u)
-      offline(uid, u, uk, idx, math.max(s or 0, user.renewed))
+      leave_rooms(uid, left, 'offline', u)
+      if not s or num(s) < r then s = r end
+      offline(uid, u, uk, idx, s)
     end
   end
 end
