@@ -225,8 +225,6 @@ end
 -- leaves with it (those no other connection of theirs is in).
 local NONE = {}  -- an empty list, never written to: no table per user where nothing is left
 local function forget_connection(u, cid)
-  -- a record holding only this connection, in no room (most users): nothing to decode
-  if u._c == nil and u.conns == '{"' .. cid .. '":{}}' then u._c = {}; return NONE end
   local conns = conns_of(u)
   local rooms = conns[cid]
   conns[cid] = nil
