@@ -13,9 +13,8 @@ import re
 from typing import Any
 
 from . import conf
-from .store import InvalidInput
+from .store import CONTROL_CHARACTERS, InvalidInput
 
-_CONTROL = re.compile(r"[\x00-\x1f]")
 
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255
@@ -69,7 +68,7 @@ def room(value: Any) -> str:
     if not re.fullmatch(conf.get("ROOM_NAME_PATTERN"), value):
         raise InvalidInput("the room name does not match the allowed pattern")
     # whatever the pattern admits: a room is a name, and the store refuses them too
-    if _CONTROL.search(value):
+    if CONTROL_CHARACTERS.search(value):
         raise InvalidInput("the room name must not contain control characters")
     return value
 

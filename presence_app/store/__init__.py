@@ -9,6 +9,7 @@ from redis import exceptions as rx
 from .aio import AsyncStore
 from .sync import Store
 from .types import (
+    CONTROL_CHARACTERS,
     ONLINE_STATES,
     InvalidInput,
     Presence,
@@ -36,6 +37,7 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 __all__ = [
+    "CONTROL_CHARACTERS",
     "ONLINE_STATES",
     "AsyncStore",
     "InvalidInput",

@@ -17,6 +17,7 @@ from typing import Any
 
 from .keys import CONN_SEP, KeySpace, shard_of
 from .types import (
+    CONTROL_CHARACTERS,
     InvalidInput,
     Presence,
     StateCounts,
@@ -124,13 +125,10 @@ def _encodable(text: str) -> bool:
     return True
 
 
-_CONTROL = re.compile(r"[\x00-\x1f]")
-
-
 def room_of(room: Any) -> str:
     if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not _encodable(room):
         raise InvalidInput("room must be a string of 1-255 characters of Unicode text")
-    if _CONTROL.search(room):  # a name, not text (and the scripts' replies split on \x1e, \x1f)
+    if CONTROL_CHARACTERS.search(room):
         raise InvalidInput("room must not contain control characters")
     return room
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -193,6 +194,9 @@ class Presence:
 #: The user record's fields, in lib.lua's order (FIELDS), and their separator.
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
+#: What a room name may not contain, at the front door and in the store: a room is a name, and
+#: the scripts' replies split on \x1e and \x1f.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f]")
 SEP_BYTES = SEP.encode()
 
 
