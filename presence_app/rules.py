@@ -15,7 +15,6 @@ from typing import Any
 from . import conf
 from .store import CONTROL_CHARACTERS, InvalidInput
 
-
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255
 #: ``set_status`` states a caller may ask for; "online" is the automatic state.
