@@ -465,6 +465,28 @@ def test_get_many_is_one_round_trip_for_any_number_of_ids(redis_client, shards):
     assert sum(p.state == "online" for p in result.values()) == 250
 
 
+def test_get_many_reads_past_the_script_s_chunk_of_users(store):
+    """More ids than get_many.lua reads per chunk: each user's answer is their own, whichever
+    chunk they fall in (online, invisible, an HTTP window ended early, never seen)."""
+    ids = list(range(2600))
+    for i in ids[::3]:
+        store.connect(f"c{i}", i, now=T)
+    hidden = (5, 1004, 2598)
+    for i in hidden:
+        store.connect(f"c{i}", i, now=T)
+        store.set_status(i, state="invisible", now=T)
+    for i in (7, 1007, 2597):  # a touch only: their HTTP window ends before a lease would
+        store.touch(i, now=T)
+    now = T + store.config.online_window + 1
+    many = store.get_many(ids, now=now)
+    assert list(many) == [str(i) for i in ids]
+    for i in (0, 1, 5, 7, 999, 1000, 1002, 1004, 1007, 2001, 2597, 2598, 2599):
+        assert many[str(i)] == store.get(i, now=now), i
+    assert {many[str(i)].state for i in ids[::3] if i not in hidden} == {"online"}
+    assert {many[str(i)].state for i in hidden} == {"offline"}  # invisible to the public
+    assert many["1007"].state == "offline" and many["1007"].last_seen == T
+
+
 @pytest.mark.parametrize("shards", [1, 3])
 def test_sharded_store_gives_the_same_answers(make_store, shards):
     store = make_store(shards=shards)

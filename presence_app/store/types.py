@@ -111,13 +111,14 @@ class Presence:
             now = float(reply[0])
             out = {}
             rows = []
-            # per 1,000 users (the script's chunk): seen scores, hidden ones, ends, records
+            # per chunk of users (as many as its seen scores): seen scores, hidden ones, ends,
+            # records
+            first = 0
             for c in range(1, len(reply), 4):
-                first = (c - 1) // 4 * 1000
                 seen_, hidden_, ends_, records = reply[c : c + 4]
                 rows.append(
                     zip(
-                        user_ids[first : first + 1000],
+                        user_ids[first : first + len(seen_)],
                         seen_,
                         hidden_ or repeat(None),  # empty while no one hides
                         ends_ or repeat(None),
@@ -125,6 +126,7 @@ class Presence:
                         strict=False,
                     )
                 )
+                first += len(seen_)
             for uid, seen, hidden, ends, raw in chain.from_iterable(rows):
                 if raw is None:
                     st = la = ls = lv = msg = emo = dev = mx = meta = b""
@@ -194,10 +196,10 @@ class Presence:
 #: The user record's fields, in lib.lua's order (FIELDS), and their separator.
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
+SEP_BYTES = SEP.encode()
 #: What a room name may not contain, at the front door and in the store: a room is a name, and
 #: the scripts' replies split on \x1e and \x1f.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f]")
-SEP_BYTES = SEP.encode()
 
 
 def rooms_of_record(raw: Any) -> list[str]:
