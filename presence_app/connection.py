@@ -177,6 +177,11 @@ class _SyncCluster(redis.RedisCluster):
             raise _unreachable(exc) from exc
 
 
+#: How a write on a connection closed under its feet fails: asyncio's stream gone, or uvloop's
+#: transport closed.
+_CLOSED_UNDERFOOT = ("'NoneType' object has no attribute", "the handler is closed")
+
+
 class _AsyncCluster(aredis.RedisCluster):
     """The async twin of _SyncCluster (it connects lazily, on the first command or pipeline)."""
 
@@ -185,12 +190,14 @@ class _AsyncCluster(aredis.RedisCluster):
             return await super().execute_command(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unreachable(exc) from exc
-        except AttributeError as exc:
+        except (AttributeError, RuntimeError) as exc:
             # redis-py's race at a failover: a call that finds its node dead makes the client
             # relearn the topology and disconnect that node's connections, under the feet of
-            # calls running concurrently on them ("'NoneType' object has no attribute
-            # 'writelines'"). That is a lost connection, not a bug of the caller.
-            if "'NoneType' object has no attribute" not in str(exc):
+            # calls running concurrently on them. The write then fails on a connection with no
+            # stream ("'NoneType' object has no attribute 'writelines'") or, under uvloop, on a
+            # closed transport ("... the handler is closed"). That is a lost connection, not a
+            # bug of the caller.
+            if not any(sign in str(exc) for sign in _CLOSED_UNDERFOOT):
                 raise
             raise redis.ConnectionError(f"connection closed by a topology refresh: {exc}") from exc
 

@@ -71,3 +71,35 @@ async def test_master_killed_under_load_heals_on_its_replica(
     assert heal <= OVERRIDES["HEARTBEAT_INTERVAL"] + 2.5
     if outcome.promoted_after < OVERRIDES["LEASE_TTL"] - OVERRIDES["HEARTBEAT_INTERVAL"]:
         assert outcome.flickers == 0
+
+
+def test_a_connection_closed_under_a_call_is_redis_unreachable(redis_cluster):
+    """The race the failover above runs into now and then: a call relearning the topology
+    closes a node's connections while another call is about to write on one of them. Under
+    uvloop (uvicorn's loop) that write fails with a RuntimeError ("the handler is closed"); the
+    store must report it as Redis unreachable, which every caller retries, and not as a bug
+    that kills the heartbeat task."""
+    import uvloop
+
+    from presence_app.connection import aclose_async_store, get_async_store
+    from presence_app.store import UNAVAILABLE
+    from tests.ws import presence_settings
+
+    async def scenario() -> BaseException | None:
+        store = get_async_store()
+        await store.heartbeat_many([("c1", "u1")])  # connections to every shard's node
+        for node in store.client.get_nodes():
+            for connection in node._free:  # closed, but still looking connected
+                connection._writer.transport.close()
+        try:
+            await store.heartbeat_many([("c1", "u1")])
+        except BaseException as exc:  # noqa: BLE001  (what the caller would see)
+            return exc
+        finally:
+            await aclose_async_store()
+        return None
+
+    with presence_settings(CLUSTER=True, REDIS_URL=redis_cluster.url, SHARDS=SHARDS):
+        error = uvloop.run(scenario())
+    assert isinstance(error, UNAVAILABLE), repr(error)
+    assert "closed" in str(error)
