@@ -98,7 +98,8 @@ def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
 def heartbeat_many(
     pairs: Iterable[tuple[str, User]], now: float | None = None
 ) -> list[tuple[str, str]]:
-    """Renews many ``(conn_id, user)`` leases at once; returns the pairs that hold none."""
+    """Renews many ``(conn_id, user)`` leases at once; returns the pairs that hold none (or
+    whose user's listing was evicted): their sockets should connect again."""
     return get_store().heartbeat_many(pairs, now)
 
 

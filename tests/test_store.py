@@ -60,6 +60,31 @@ def test_heartbeat_of_a_swept_connection_does_not_revive_its_user(store):
     assert store.get(1, now=T + 104).state == "offline"  # "stays" ran out at T+90
 
 
+def test_heartbeat_reports_a_user_whose_index_was_evicted_under_a_live_lease(store):
+    # Redis evicts whole keys (an eviction policy at maxmemory): the leases may survive the
+    # index that lists their users. Such a lease is reported missing, so that its socket
+    # connects again and lists its user again.
+    store.connect("a", 1, now=T)
+    store.connect("b1", 2, now=T)
+    store.connect("b2", 2, now=T)
+    store.connect("h", 3, now=T)
+    store.set_status(3, "invisible", now=T)
+    pairs = [("a", 1), ("b1", 2), ("b2", 2), ("h", 3)]
+    # A listed user renewed twice in one batch is not reported (the lookup runs, finds them).
+    assert store.heartbeat_many(pairs, now=T + 10) == []
+    tag = store.keys.tag_for_user
+    store.client.delete(store.keys.seen(tag("1")))
+    store.client.delete(store.keys.hidden(tag("3")))
+    missing = store.heartbeat_many(pairs, now=T + 30)
+    evicted_with_1 = [("b1", "2"), ("b2", "2")] if tag("2") == tag("1") else []
+    assert sorted(missing) == sorted([("a", "1"), ("h", "3"), *evicted_with_1])
+    for conn, uid in missing:
+        store.connect(conn, uid, now=T + 31)  # what the socket does with a missing lease
+    assert set(store.online(now=T + 31)) == {"1", "2"}
+    assert store.get(3, viewer=3, now=T + 31).state == "invisible"  # back in its own index
+    assert store.heartbeat_many(pairs, now=T + 60) == []
+
+
 def test_http_touch_is_online_for_the_window(store):
     assert kinds(store.touch(5, now=T)) == [("online", "5", None, "online")]
     assert store.touch(5, now=T + 10) == []

@@ -114,13 +114,14 @@ class BaseStore(_Samples):
         return self.run(self.plans.connect(conn_id, user_id, device, now))
 
     def heartbeat(self, conn_id: str, user_id, now: float | None = None):
-        """Renews one lease; returns False when the connection holds none (connect again)."""
+        """Renews one lease; returns False when the connection holds none, or its user is
+        listed nowhere (keys evicted): connect again."""
         plan = self.plans.heartbeat_many([(conn_id, user_id)], now)
         return self.run(Plan(plan.calls, lambda replies: not plan.finish(replies)))
 
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None = None):
         """Renews many (conn_id, user_id) leases in one script call per shard; returns the
-        pairs that hold no lease."""
+        pairs that hold no lease, or whose user is listed nowhere (keys evicted)."""
         return self.run(self.plans.heartbeat_many(pairs, now))
 
     def disconnect(self, conn_id: str, user_id, now: float | None = None):

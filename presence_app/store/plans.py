@@ -334,7 +334,8 @@ class Planner(_ReadPlans):
 
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
         """Renews many leases: one script call per shard. The result lists the (conn, user)
-        pairs that hold no lease any more, whose owners should connect and join again."""
+        pairs that hold no lease any more (or whose user's index was evicted under it), whose
+        owners should connect and join again."""
         members = lease_members(pairs)
         if self.keys.shards == 1:
             groups = {self.keys.tag(0): members} if members else {}

@@ -128,7 +128,8 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
         await asyncio.sleep(1.5)  # a sweep or two after the heal
         assert layout_problems(store) == []
     else:
-        # Evicted leases are taken again by the next heartbeat: everybody online again. But a
+        # Evicted leases are taken again by the next heartbeat, and so are live leases whose
+        # user's index was evicted (the heartbeat reports them): everybody online again. But a
         # room set or a user's room list evicted under a live lease is not noticed (the lease
         # is there): those memberships stay lost until the socket joins again. That is why
         # check W005 warns of eviction policies. Every key left still fits the layout.

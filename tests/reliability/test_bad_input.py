@@ -42,9 +42,8 @@ HYPOTHESIS = hypothesis_settings(
 #: Each in-process run: this many batches of at least this many frames. Hypothesis draws short
 #: lists most often, so the volume comes from the lower bound, not from luck.
 EXAMPLES, MIN_FRAMES = 45, 14
-#: The least each in-process run sends (checked at its fixture's end): fewer means Hypothesis
-#: ran fewer batches than asked.
-AT_LEAST = EXAMPLES * MIN_FRAMES
+#: The same for the run against a real server (slower a frame, so fewer).
+SERVER_EXAMPLES, SERVER_MIN_FRAMES = 12, 13
 
 
 class InProcess:
@@ -96,7 +95,8 @@ async def hostile(request, redis_client):
         await sock.close()
         await shutdown()
     channel_layers.backends.clear()
-    assert conversation.sent >= AT_LEAST, f"only {conversation.sent} frames sent"
+    # Fewer means Hypothesis ran fewer batches than asked.
+    assert conversation.sent >= EXAMPLES * MIN_FRAMES, f"only {conversation.sent} frames sent"
     print(f"{conversation.sent} frames ({pattern}): errors {conversation.codes}")
 
 
@@ -126,11 +126,11 @@ async def real_hostile(db, servers, store):
     await client.close()
     assert server.answers()
     assert server.tracebacks() == 0, server.log()
-    assert conversation.sent >= 150
+    assert conversation.sent >= SERVER_EXAMPLES * SERVER_MIN_FRAMES, conversation.sent
 
 
-@hypothesis_settings(HYPOTHESIS, max_examples=12)
-@given(batch=st.lists(frames(), min_size=10, max_size=20))
+@hypothesis_settings(HYPOTHESIS, max_examples=SERVER_EXAMPLES)
+@given(batch=st.lists(frames(), min_size=SERVER_MIN_FRAMES, max_size=20))
 async def test_generated_frames_against_a_real_server(real_hostile, batch):
     await real_hostile.reset()
     for data in batch:

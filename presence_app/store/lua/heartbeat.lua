@@ -1,7 +1,8 @@
 -- heartbeat(members...): renews a batch of leases ("user|conn") in one call; a connection's
 -- rooms live as long as its lease. A heartbeat is a sign of life, not activity. Returns the
--- members that hold no lease (swept, or lost with a Redis restart) so their owners can connect
--- and join again.
+-- members that hold no lease (swept, or lost with a Redis restart), and those whose user is in
+-- no index (the index was evicted under a live lease), so their owners can connect and join
+-- again.
 local exp = sc(NOW + LEASE_TTL)  -- formatted once, not per argument
 local now = sc(NOW)
 local missing = {}
@@ -27,6 +28,23 @@ local function renew_ends(uids)
   end
 end
 
+-- The renewed leases of users listed in neither index, to be reported missing. Rare (an index
+-- evicted under memory pressure), so looked up only when the seen scores moved fewer users
+-- than were renewed: also the case for a user renewed twice in one batch, or seen at `now`.
+local function unlisted(first, last, uids, lost)
+  local seen = redis.call('ZMSCORE', K_SEEN, unpack(uids))
+  local hidden = any_hidden and redis.call('ZMSCORE', K_HIDDEN, unpack(uids)) or {}
+  local gone, any = {}, false
+  for i, uid in ipairs(uids) do
+    if not seen[i] and not hidden[i] then gone[uid] = true; any = true end
+  end
+  if not any then return end
+  for i = first, last do
+    local m = ARGV[i]
+    if gone[match(m, '^(.*)|')] and not lost[m] then missing[#missing + 1] = m end
+  end
+end
+
 for first = A, #ARGV, CHUNK do
   local last = math.min(first + CHUNK - 1, #ARGV)
   local leases, k = {}, 0
@@ -34,7 +52,7 @@ for first = A, #ARGV, CHUNK do
   -- XX: only existing leases are renewed; CH counts them. Fewer than sent means some are
   -- missing, and only then are they looked up (rare: after a restart or a sweep).
   local renewed = redis.call('ZADD', K_LEASES, 'XX', 'CH', unpack(leases))
-  local users, uids, j = {}, {}, 0
+  local users, uids, j, lost = {}, {}, 0, {}
   if renewed == last - first + 1 then
     for i = first, last do
       local uid = match(ARGV[i], '^(.*)|')
@@ -49,7 +67,7 @@ for first = A, #ARGV, CHUNK do
         local uid = match(m, '^(.*)|')
         j = j + 1; users[2 * j - 1] = now; users[2 * j] = uid; uids[j] = uid
       else
-        missing[#missing + 1] = m
+        missing[#missing + 1] = m; lost[m] = true
       end
     end
   end
@@ -59,8 +77,11 @@ for first = A, #ARGV, CHUNK do
     -- With SPAN > LEASE_TTL the new seen score implies an end later than the lease gives,
     -- so every renewed user needs their end recorded, K_UNTIL empty or not.
     if any_until or SPAN > LEASE_TTL then renew_ends(uids) end
-    redis.call('ZADD', K_SEEN, 'XX', 'GT', unpack(users))
-    if any_hidden then redis.call('ZADD', K_HIDDEN, 'XX', 'GT', unpack(users)) end
+    local moved = redis.call('ZADD', K_SEEN, 'XX', 'GT', 'CH', unpack(users))
+    if any_hidden then
+      moved = moved + redis.call('ZADD', K_HIDDEN, 'XX', 'GT', 'CH', unpack(users))
+    end
+    if moved < j then unlisted(first, last, uids, lost) end
   end
 end
 return missing
