@@ -51,6 +51,8 @@ class LeaseRecovery:
 
     closed: bool
     recover_retried: bool
+    recovery_due: bool
+    recovering: bool
     lock: asyncio.Lock
     tasks: set[asyncio.Task[None]]
     rooms: set[str]
@@ -67,7 +69,15 @@ class LeaseRecovery:
 
     def lease_lost(self) -> None:
         if not self.closed:
+            self.recovering = True
             spawn(self.tasks, self._recover())
+
+    def finish_recovery(self) -> None:
+        """A heartbeat came: a recovery Redis cut short is tried again. Once the lease is taken
+        its heartbeats renew it and report nothing missing, so a room left unjoined (Redis
+        refused the join a moment after it took the connect) would otherwise stay lost."""
+        if self.recovery_due and not self.recovering:
+            self.lease_lost()
 
     def lease_unavailable(self) -> None:
         if not self.closed and self.outage_notice.ready():
@@ -94,32 +104,38 @@ class LeaseRecovery:
     async def _recover(self) -> None:
         """The lease is gone (Redis restarted, or a long silence got it swept): take it again,
         re-join the rooms and resend their state."""
-        async with self.lock:
-            if self.closed:
-                return
-            try:
-                await self._reassert()
-                for room in sorted(self.rooms):
-                    await self.send_room_state(room)
-            except UNAVAILABLE as exc:
-                # Redis answered a moment ago (it reported the lease missing), so this is most
-                # likely a pooled connection that died with a Redis restart: check again with
-                # the next flush, once; a lasting failure waits for the heartbeats.
-                log_outage(exc)
-                if not self.recover_retried:
-                    self.recover_retried = True
-                    get_coalescer().beat(self)
-                self.lease_unavailable()
-                return
-            except UnknownConnection:
-                # The lease vanished again between connect and join (keys evicted under memory
-                # pressure): the next flush finds it missing and this runs once more.
+        try:
+            async with self.lock:
+                if not self.closed:
+                    await self._try_recover()
+        finally:
+            self.recovering = False
+
+    async def _try_recover(self) -> None:
+        try:
+            await self._reassert()
+            for room in sorted(self.rooms):
+                await self.send_room_state(room)
+        except UNAVAILABLE as exc:
+            # Redis answered a moment ago (it reported the lease missing), so this is most
+            # likely a pooled connection that died with a Redis restart: check again with the
+            # next flush, once; a lasting failure is retried by the heartbeats (finish_recovery).
+            log_outage(exc)
+            if not self.recover_retried:
+                self.recover_retried = True
                 get_coalescer().beat(self)
-                return
-            self.recover_retried = False
+            self.lease_unavailable()
+            return
+        except UnknownConnection:
+            # The lease vanished again between connect and join (keys evicted under memory
+            # pressure): the next flush finds it missing and this runs once more.
+            get_coalescer().beat(self)
+            return
+        self.recover_retried = False
 
     async def _reassert(self) -> None:
         """Takes the lease, the status and the rooms again (each change announced)."""
+        self.recovery_due = True  # until the last room is joined again
         await self.groups.add_all(self.rooms, self.watched)
         if self.own_state in ("invisible", "dnd"):
             # A Redis restart lost the status with the rest: set it again first, so that an
@@ -128,6 +144,7 @@ class LeaseRecovery:
         await presence.aconnect(self.conn_id, self.user_id, device=self.device)
         for room in sorted(self.rooms):
             await presence.ajoin(room, self.conn_id, self.user_id)
+        self.recovery_due = False
 
     async def _store_join(self, room: str) -> None:
         try:

@@ -66,6 +66,7 @@ class PresenceSession(LeaseRecovery):
         self.own_state = "online"
         self.closed = False
         self.recover_retried = False
+        self.recovery_due = self.recovering = False
         self.lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
         self.activity_throttle = Throttle(activity_interval(s))
@@ -112,6 +113,7 @@ class PresenceSession(LeaseRecovery):
     @in_tenant
     async def heartbeat(self) -> None:
         get_coalescer().beat(self)
+        self.finish_recovery()
         if self.groups.due():
             await self.groups.add_all(self.rooms, self.watched)
 

@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
+from presence_app import presence
 from presence_app.connection import get_async_store, get_store
 from presence_app.signals import user_offline
 from presence_app.store import scripts
@@ -468,6 +469,41 @@ async def test_lost_lease_is_taken_again_with_its_rooms(alice, bob):
     assert sorted(await store.online()) == sorted([a.user, b.user])
     await a.close()
     await b.close()
+
+
+async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(
+    alice, redis_client, monkeypatch
+):
+    """Redis fills up right after the recovery took the lease again: the room's join is refused.
+    The heartbeats then find the lease and report nothing missing; the socket's next heartbeat
+    finishes the recovery once Redis takes writes again."""
+    a = await Socket.open(alice[1], name="alice")
+    await joined(a, "lobby")
+    real_connect, refused = presence.aconnect, asyncio.Event()
+
+    async def connect_then_fill_up(*args, **kwargs):
+        result = await real_connect(*args, **kwargs)
+        if not refused.is_set():  # every write refused from here on (noeviction)
+            redis_client.config_set("maxmemory", 1)
+            refused.set()
+        return result
+
+    monkeypatch.setattr(presence, "aconnect", connect_then_fill_up)
+    try:
+        await sync_to_async(get_store().clear)()
+        a.beat(0.3)
+        await asyncio.wait_for(refused.wait(), 3)
+        assert (await a.wait_for("error", timeout=3))["code"] == "unavailable"
+        store = get_async_store()
+        assert await store.room_members("lobby") == []
+        assert await store.online() == [a.user]  # the lease was taken: nothing is missing
+        await asyncio.sleep(1)  # heartbeats go on, refused
+    finally:
+        redis_client.config_set("maxmemory", 0)
+    state = await a.wait_for("presence.state", timeout=3, room="lobby")
+    assert [m["user"] for m in state["members"]] == [a.user]
+    assert await store.room_members("lobby") == [a.user]
+    await a.close()
 
 
 async def test_redis_away_gets_unavailable_errors_not_a_crash(alice):
