@@ -5,6 +5,12 @@ raw command each one would at least need, with the growth from 10 k to 1 M users
 Latencies are client-side round trips (``time.perf_counter_ns`` around the call: planning,
 redis-py, loopback, Redis, parsing), ours and raw measured in alternating blocks.
 
+The same read through the front door, the figure a view gets: ``presence.get_many`` of 200 user
+objects (ids from the objects, the checks of the front door, the AUDIENCE hook's place), and a
+page of 200 dots (that call, then a template of 200 ``{% presence_dot %}``) against the same
+template without the dots. Django is configured in this process for it (the other in-process
+benchmarks use no Django; the ones that do run in spawned processes of their own).
+
 Beside get_many, for information, the layout's floor: one EVALSHA of ZMSCORE on the seen index
 and MGET of the same 200 users' records (keys built by the client), no derivation, and the same
 two commands pipelined without a script. Whatever a get_many of layout 2 does, it reads at least
@@ -32,6 +38,34 @@ return {redis.call('ZMSCORE', KEYS[1], unpack(ARGV)), redis.call('MGET', unpack(
 """
 
 
+# A page of dots, and the same page without them (the baseline of its row).
+DOTS_PAGE = (
+    "{% load presence %}<ul>{% for u, p in rows %}<li>{% presence_dot p %} {{ u.username }}</li>"
+    "{% endfor %}</ul>"
+)
+PLAIN_PAGE = "<ul>{% for u in users %}<li>{{ u.username }}</li>{% endfor %}</ul>"
+
+
+def front_door(url: str, prefix: str) -> Any:
+    """The app's public API, configured in this process on the run's Redis and the population's
+    prefix: ``presence`` (get_many), user objects and templates."""
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(
+            INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "presence_app"],
+            DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+            TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates"}],
+            PRESENCE={"REDIS_URL": url, "KEY_PREFIX": prefix},
+            USE_TZ=True,
+        )
+        django.setup()
+    from presence_app import presence
+
+    return presence
+
+
 def raw_keys(pop: Population) -> tuple[str, str]:
     tag = pop.store.keys.tag(0)
     return KeySpace.seen(tag), KeySpace.room(tag, ROOM)
@@ -57,11 +91,21 @@ def run_get_many(ctx: Context) -> list[Row]:
     sets = [rng.sample(plain, 200) for _ in range(64)]
     status_sets = [custom[i * 200 : (i + 1) * 200] for i in range(64)]
     now = T0 + 1
-    it = {"ours": 0, "raw": 0, "status": 0, "floor": 0, "pipelined": 0}
+    it = dict.fromkeys(
+        ("ours", "raw", "status", "floor", "pipelined", "public", "page", "plain"), 0
+    )
     # Record keys made once, as the raw side's ids are: the floor has no key work on either side.
     tag = store.keys.tag(0)
     key_sets = [[KeySpace.user(tag, uid) for uid in ids] for ids in sets]
     floor_sha = client.script_load(FLOOR_LUA)
+    presence = front_door(ctx.redis.url, pop.store.keys.prefix)
+    from django.contrib.auth.models import User
+    from django.template import Context as TemplateContext
+    from django.template import engines
+
+    user_sets = [[User(pk=int(uid), username=f"user{uid}") for uid in ids] for ids in sets]
+    dots_page = engines["django"].from_string(DOTS_PAGE).template
+    plain_page = engines["django"].from_string(PLAIN_PAGE).template
 
     def ours() -> None:
         i = it["ours"] = (it["ours"] + 1) % len(sets)
@@ -76,6 +120,20 @@ def run_get_many(ctx: Context) -> list[Row]:
     def raw() -> None:
         i = it["raw"] = (it["raw"] + 1) % len(sets)
         client.zmscore(online_key, sets[i])
+
+    def public() -> None:
+        i = it["public"] = (it["public"] + 1) % len(sets)
+        presence.get_many(user_sets[i], now=now)
+
+    def page() -> None:  # a view reads its users' presence, its template draws their dots
+        i = it["page"] = (it["page"] + 1) % len(sets)
+        users = user_sets[i]
+        found = presence.get_many(users, now=now)
+        dots_page.render(TemplateContext({"rows": zip(users, found.values(), strict=True)}))
+
+    def plain() -> None:
+        i = it["plain"] = (it["plain"] + 1) % len(sets)
+        plain_page.render(TemplateContext({"users": user_sets[i]}))
 
     def floor() -> None:
         i = it["floor"] = (it["floor"] + 1) % len(sets)
@@ -105,20 +163,57 @@ def run_get_many(ctx: Context) -> list[Row]:
         raise RuntimeError("the population is not online at the benchmark's clock")
     if not all(p.message and p.device for p in store.get_many(status_sets[0], now=now).values()):
         raise RuntimeError("the status users have no status")
+    if presence.get_many(user_sets[0], now=now) != store.get_many(sets[0], now=now):
+        raise RuntimeError("the front door does not read what the store does")
+    drawn = dots_page.render(TemplateContext({"rows": zip(user_sets[0], user_sets[0])}))
+    if drawn.count("presence-dot") != 200:
+        raise RuntimeError("the page does not draw 200 dots")
     if not all(client.evalsha(floor_sha, 201, online_key, *key_sets[0], *sets[0])[1]):
         raise RuntimeError("the floor's record keys are not the store's")
     samples = ctx.size(10_000, 1000)
     ctx.log(f"get_many(200) vs ZMSCORE(200), and of users with a status: {samples} calls each")
     try:
         lat = latencies(
-            {"ours": ours, "raw": raw, "status": status, "floor": floor, "pipelined": pipelined},
+            {
+                "ours": ours,
+                "raw": raw,
+                "status": status,
+                "floor": floor,
+                "pipelined": pipelined,
+                "public": public,
+                "page": page,
+                "plain": plain,
+            },
             samples,
         )
     finally:
         set_statuses("", "", "")  # the population is plain again for the other benchmarks
     o, r, st = lat["ours"], lat["raw"], lat["status"]
     fl, pl = lat["floor"], lat["pipelined"]
+    pub, pg, pp = lat["public"], lat["page"], lat["plain"]
     return [
+        Row(
+            bench="2 get_many",
+            metric=f"presence.get_many(200 users) p99, {n:,} users: the front door",
+            ours=pub["p99_ms"],
+            unit="ms",
+            baseline=r["p99_ms"],
+            baseline_label="ZMSCORE",
+            checks=[
+                Check("p99 <= 1 ms", pub["p99_ms"], "<=", 1.0),
+                Check("<= 2x raw", pub["p99_ms"] / r["p99_ms"], "<=", 2.0),
+            ],
+            details={"public": pub, "raw": r, "over_store_p99": pub["p99_ms"] / o["p99_ms"]},
+        ),
+        Row(
+            bench="2 get_many",
+            metric="a page of 200 dots (presence.get_many + 200 {% presence_dot %}) p99",
+            ours=pg["p99_ms"],
+            unit="ms",
+            baseline=pp["p99_ms"],
+            baseline_label="the page without dots",
+            details={"page": pg, "plain": pp, "added_p50_ms": pg["p50_ms"] - pp["p50_ms"]},
+        ),
         Row(
             bench="2 get_many",
             metric=f"get_many(200) p99, {n:,} users",

@@ -9,7 +9,8 @@ from django.db import connection
 from django.template import Context, Template
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext_lazy
 
 from presence_app import presence
 from presence_app.models import LastSeen
@@ -60,6 +61,32 @@ def test_presence_dot_for_each_state(people):
             dot(p["di"].pk, "offline", "Offline"),
             dot(p["eve"].pk, "offline", "Offline"),  # invisible reads offline to others
         ]
+    )
+
+
+def test_a_dot_s_label_follows_the_active_language(people, monkeypatch):
+    """Labels are translated once per language and state (not once per dot), so a page in
+    another language must still get its own. Django's catalog translates "Yes" ("Oui")."""
+    from presence_app.templatetags import presence as tags
+
+    monkeypatch.setitem(tags.LABELS, "online", gettext_lazy("Yes"))
+    tags._label.cache_clear()
+    source = "{% presence_dot u %}"
+    try:
+        with translation.override("fr"):
+            assert render(source, u=people["ann"]) == dot(people["ann"].pk, "online", "Oui")
+        with translation.override("en"):
+            assert render(source, u=people["ann"]) == dot(people["ann"].pk, "online", "Yes")
+    finally:
+        tags._label.cache_clear()
+
+
+def test_a_dot_escapes_the_user_s_own_text(people):
+    presence.set_status(people["ann"].pk, message="<b>\"hi\" & 'bye'</b>")
+    assert render("{% presence_dot u %}", u=people["ann"]) == dot(
+        people["ann"].pk,
+        "online",
+        "Online: &lt;b&gt;&quot;hi&quot; &amp; &#x27;bye&#x27;&lt;/b&gt;",
     )
 
 
