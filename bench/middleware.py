@@ -143,6 +143,24 @@ def row(path: str, population: str, per: dict, users: int) -> Row:
     )
 
 
+def own_row(population: str, own: dict, per_wsgi: dict) -> Row:
+    """PresenceMiddleware's own time on the request path against a whole request of the
+    stack without it (the WSGI rounds of the same run): the cost the ratio rows measure
+    through the noise of whole requests, measured directly."""
+    request_us = 1e6 / median(per_wsgi["without"]["rates"])
+    share = own["us_per_request"] / request_us
+    return Row(
+        bench="7 middleware",
+        metric=f"PresenceMiddleware's own time per request, in process, {population}",
+        ours=own["us_per_request"],
+        unit="us",
+        baseline=request_us,
+        baseline_label="a request without it (WSGI)",
+        checks=[Check(f"<= {1 - TARGET:.0%} of a request", share, "<=", 1 - TARGET)],
+        details={"rounds_us": own["rounds"], "share_of_request": share},
+    )
+
+
 def check_written(label: str, v: dict, expected: int) -> None:
     """The measure must not measure nothing: what the public API reads back."""
     got = (v["online_count"], v["users_online"], v["seen_since_block_start"])
@@ -220,7 +238,10 @@ def run(ctx: Context) -> list[Row]:
         rows.append(row("in process WSGI", population, inproc[population]["wsgi"], users))
         rows.append(row("in process ASGI", population, inproc[population]["asgi"], users))
         rows.append(row(f"uvicorn {connections} conns", population, served[population], users))
-    for r in rows:  # no write without the middleware; with it, cold, the batches wrote
+    for population in ("steady", "cold"):
+        figures = inproc[population]
+        rows.append(own_row(population, figures["own"], figures["wsgi"]))
+    for r in rows[:6]:  # no write without the middleware; with it, cold, the batches wrote
         without = r.details["redis_writes_per_request_without"]
         cold = median(r.details["redis_writes_per_request_with"])
         if any(without) or ("cold" in r.metric and cold <= 0):

@@ -258,17 +258,56 @@ def inprocess(config: dict) -> dict:
                 per[side]["writes_per_request"].append((redis_writes(r) - before) / count)
         return per
 
+    def own_time() -> dict:
+        """PresenceMiddleware alone: microseconds per call (median of the rounds), around a
+        view that returns at once, on requests the rest of the stack has already seen
+        (session read, user loaded), for as many users as the rounds use. In the cold case
+        every call hands a touch to the batch, whose thread writes it off the request path."""
+        from django.contrib.auth.middleware import AuthenticationMiddleware
+        from django.contrib.sessions.middleware import SessionMiddleware
+        from django.core.handlers.wsgi import WSGIRequest
+
+        from presence_app.middleware import PresenceMiddleware
+
+        requests = []
+        for cookie in cookies:
+            environ = {**base_environ, "HTTP_COOKIE": cookie, "wsgi.input": io.BytesIO(b"")}
+            request = WSGIRequest(environ)
+            SessionMiddleware(lambda r: None).process_request(request)
+            AuthenticationMiddleware(lambda r: None).process_request(request)
+            if not request.user.is_authenticated:  # loads the user, as login_required does
+                raise RuntimeError("a benchmark session has no user")
+            requests.append(request)
+        response = HttpResponse("hello")
+        middleware = PresenceMiddleware(lambda request: response)
+        users = itertools.cycle(requests)
+        for _ in range(len(requests)):  # warm: the steady throttle learns every user
+            middleware(next(users))
+        batcher.flush()
+        per_call = []
+        for _ in range(rounds):
+            gc.collect()
+            count, t0 = 0, time.perf_counter()
+            while count < 20 * len(requests):
+                middleware(next(users))
+                count += 1
+            per_call.append((time.perf_counter() - t0) / count * 1e6)
+            batcher.flush()
+        return {"us_per_request": sorted(per_call)[len(per_call) // 2], "rounds": per_call}
+
     prefix, ids = settings.PRESENCE["KEY_PREFIX"], config["user_ids"]
     results: dict[str, dict] = {}
     since = time.time()
     handlers = build_handlers()
     results["steady"] = {p: measure(handlers, p) for p in ("wsgi", "asgi")}
+    results["steady"]["own"] = own_time()
     results["steady_verify"] = verify(prefix, ids, since)
     cold = {**settings.PRESENCE, "TOUCH_INTERVAL": config["cold_touch_interval"]}
     since = time.time()
     with override_settings(PRESENCE=cold):
         handlers = build_handlers()
         results["cold"] = {p: measure(handlers, p) for p in ("wsgi", "asgi")}
+        results["cold"]["own"] = own_time()
     results["cold_verify"] = verify(prefix, ids, since)
     loop.close()
     return results

@@ -165,9 +165,10 @@ def run_get_many(ctx: Context) -> list[Row]:
         raise RuntimeError("the status users have no status")
     if presence.get_many(user_sets[0], now=now) != store.get_many(sets[0], now=now):
         raise RuntimeError("the front door does not read what the store does")
-    drawn = dots_page.render(TemplateContext({"rows": zip(user_sets[0], user_sets[0])}))
-    if drawn.count("presence-dot") != 200:
-        raise RuntimeError("the page does not draw 200 dots")
+    found = presence.get_many(user_sets[0], now=now).values()
+    drawn = dots_page.render(TemplateContext({"rows": zip(user_sets[0], found, strict=True)}))
+    if drawn.count("presence-dot presence-online") != 200:
+        raise RuntimeError("the page does not draw 200 online dots")
     if not all(client.evalsha(floor_sha, 201, online_key, *key_sets[0], *sets[0])[1]):
         raise RuntimeError("the floor's record keys are not the store's")
     samples = ctx.size(10_000, 1000)
