@@ -192,19 +192,29 @@ def run_get_many(ctx: Context) -> list[Row]:
     o, r, st = lat["ours"], lat["raw"], lat["status"]
     fl, pl = lat["floor"], lat["pipelined"]
     pub, pg, pp = lat["public"], lat["page"], lat["plain"]
-    return [
-        Row(
+
+    def against_raw(metric: str, ours: dict, **details: Any) -> Row:
+        """A get_many figure and the issue's targets for it, against raw ZMSCORE."""
+        return Row(
             bench="2 get_many",
-            metric=f"presence.get_many(200 users) p99, {n:,} users: the front door",
-            ours=pub["p99_ms"],
+            metric=metric,
+            ours=ours["p99_ms"],
             unit="ms",
             baseline=r["p99_ms"],
             baseline_label="ZMSCORE",
             checks=[
-                Check("p99 <= 1 ms", pub["p99_ms"], "<=", 1.0),
-                Check("<= 2x raw", pub["p99_ms"] / r["p99_ms"], "<=", 2.0),
+                Check("p99 <= 1 ms", ours["p99_ms"], "<=", 1.0),
+                Check("<= 2x raw", ours["p99_ms"] / r["p99_ms"], "<=", 2.0),
             ],
-            details={"public": pub, "raw": r, "over_store_p99": pub["p99_ms"] / o["p99_ms"]},
+            details={"ours": ours, "raw": r, "ratio_p50": ours["p50_ms"] / r["p50_ms"], **details},
+        )
+
+    return [
+        against_raw(f"get_many(200) p99, {n:,} users", o, population=n),
+        against_raw(
+            f"presence.get_many(200 user objects) p99, {n:,} users: the front door",
+            pub,
+            over_store_p99=pub["p99_ms"] / o["p99_ms"],
         ),
         Row(
             bench="2 get_many",
@@ -214,19 +224,6 @@ def run_get_many(ctx: Context) -> list[Row]:
             baseline=pp["p99_ms"],
             baseline_label="the page without dots",
             details={"page": pg, "plain": pp, "added_p50_ms": pg["p50_ms"] - pp["p50_ms"]},
-        ),
-        Row(
-            bench="2 get_many",
-            metric=f"get_many(200) p99, {n:,} users",
-            ours=o["p99_ms"],
-            unit="ms",
-            baseline=r["p99_ms"],
-            baseline_label="ZMSCORE",
-            checks=[
-                Check("p99 <= 1 ms", o["p99_ms"], "<=", 1.0),
-                Check("<= 2x raw", o["p99_ms"] / r["p99_ms"], "<=", 2.0),
-            ],
-            details={"population": n, "ours": o, "raw": r, "ratio_p50": o["p50_ms"] / r["p50_ms"]},
         ),
         Row(
             bench="2 get_many",
