@@ -157,7 +157,11 @@ def own_row(population: str, own: dict, per_wsgi: dict) -> Row:
         baseline=request_us,
         baseline_label="a request without it (WSGI)",
         checks=[Check(f"<= {1 - TARGET:.0%} of a request", share, "<=", 1 - TARGET)],
-        details={"rounds_us": own["rounds"], "share_of_request": share},
+        details={
+            "rounds_us": own["rounds"],
+            "touches_queued": own["touches_queued"],
+            "share_of_request": share,
+        },
     )
 
 
@@ -241,6 +245,10 @@ def run(ctx: Context) -> list[Row]:
     for population in ("steady", "cold"):
         figures = inproc[population]
         rows.append(own_row(population, figures["own"], figures["wsgi"]))
+    # The middleware alone: steady, the throttle held (nothing queued); cold, every call queued.
+    queued = {p: inproc[p]["own"]["touches_queued"] for p in ("steady", "cold")}
+    if any(queued["steady"]) or not all(queued["cold"]):
+        raise RuntimeError(f"the middleware alone queued unexpected touches: {queued}")
     for r in rows[:6]:  # no write without the middleware; with it, cold, the batches wrote
         without = r.details["redis_writes_per_request_without"]
         cold = median(r.details["redis_writes_per_request_with"])

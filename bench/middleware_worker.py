@@ -284,7 +284,7 @@ def inprocess(config: dict) -> dict:
         for _ in range(len(requests)):  # warm: the steady throttle learns every user
             middleware(next(users))
         batcher.flush()
-        per_call = []
+        per_call, touched = [], []
         for _ in range(rounds):
             gc.collect()
             count, t0 = 0, time.perf_counter()
@@ -292,8 +292,13 @@ def inprocess(config: dict) -> dict:
                 middleware(next(users))
                 count += 1
             per_call.append((time.perf_counter() - t0) / count * 1e6)
+            touched.append(len(batcher.pending))  # what the calls handed to the batch
             batcher.flush()
-        return {"us_per_request": sorted(per_call)[len(per_call) // 2], "rounds": per_call}
+        return {
+            "us_per_request": sorted(per_call)[len(per_call) // 2],
+            "rounds": per_call,
+            "touches_queued": touched,
+        }
 
     prefix, ids = settings.PRESENCE["KEY_PREFIX"], config["user_ids"]
     results: dict[str, dict] = {}
