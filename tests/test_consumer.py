@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
@@ -471,20 +472,26 @@ async def test_lost_lease_is_taken_again_with_its_rooms(alice, bob):
     await b.close()
 
 
-async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(
-    alice, redis_client, monkeypatch
-):
+async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(alice, monkeypatch):
     """Redis fills up right after the recovery took the lease again: the room's join is refused.
     The heartbeats then find the lease and report nothing missing; the socket's next heartbeat
     finishes the recovery once Redis takes writes again."""
     a = await Socket.open(alice[1], name="alice")
     await joined(a, "lobby")
     real_connect, refused = presence.aconnect, asyncio.Event()
+    # The Redis presence writes to: the test's server, or (test_consumer_cluster) the cluster,
+    # every primary of it (CONFIG SET on a cluster client goes to one node unless told).
+    store_client = get_store().client
+    nodes = (
+        {"target_nodes": redis.RedisCluster.PRIMARIES}
+        if isinstance(store_client, redis.RedisCluster)
+        else {}
+    )
 
     async def connect_then_fill_up(*args, **kwargs):
         result = await real_connect(*args, **kwargs)
         if not refused.is_set():  # every write refused from here on (noeviction)
-            redis_client.config_set("maxmemory", 1)
+            store_client.config_set("maxmemory", 1, **nodes)
             refused.set()
         return result
 
@@ -499,7 +506,7 @@ async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(
         assert await store.online() == [a.user]  # the lease was taken: nothing is missing
         await asyncio.sleep(1)  # heartbeats go on, refused
     finally:
-        redis_client.config_set("maxmemory", 0)
+        store_client.config_set("maxmemory", 0, **nodes)
     state = await a.wait_for("presence.state", timeout=3, room="lobby")
     assert [m["user"] for m in state["members"]] == [a.user]
     assert await store.room_members("lobby") == [a.user]
