@@ -179,9 +179,11 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
     """A process dies: its socket never closes. The sweep evicts it within LEASE_TTL + the
     sweep interval, with the same events as a clean leave, and user_offline fires once."""
     offline = []
+    offline_sent = asyncio.Event()
 
     async def on_offline(sender, **kwargs):
         offline.append(kwargs)
+        offline_sent.set()
 
     user_offline.connect(on_offline, dispatch_uid="test-vanished")
     try:
@@ -202,6 +204,10 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
             timeout=4,
         )
         elapsed = loop.time() - start
+        # The sweep sends the frames first, then the signal (dispatch.publish); Django 6.1's
+        # asend_robust runs the sync receivers (LastSeen's) in a thread before the async ones,
+        # so this one may run after the frames arrived.
+        await asyncio.wait_for(offline_sent.wait(), timeout=2)
         assert 1.0 < elapsed <= FAST["LEASE_TTL"] + FAST["SWEEP_INTERVAL"] + 0.5
         assert [(o["user_id"], o["state"]) for o in offline] == [(b.user, "offline")]
         assert offline[0]["at"].tzinfo is not None and offline[0]["transition"].kind == "offline"
