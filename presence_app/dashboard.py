@@ -168,14 +168,20 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
     reads = presence.Reads()
     reveal = bool(request.user.is_superuser)
     viewer = user_key(request.user)
+    # Superusers see everybody; anybody else the users their AUDIENCE shows them, in the lists,
+    # the per-state counts and the rooms' counts alike (the chart is the site's own samples).
+    policy = not reveal and audience.active()
     now = time.time()
     offset = (page - 1) * PER_PAGE
-    common = (reads.state_counts(), reads.history(now - DAY), reads.rooms(ROOMS))
+    # Counted for the whole site in the page's round trip, or for this viewer on their own.
+    site_wide = () if policy else (reads.state_counts(), reads.rooms(ROOMS))
     if query:
         # The search runs in the database; Redis tells which of the matches are online.
         candidates = _usernames_matching(query)
-        found, counts, history, rooms = presence.batch(
-            reads.get_many(candidates, viewer=viewer, reveal_all=reveal), *common
+        found, history, *counted = presence.batch(
+            reads.get_many(candidates, viewer=viewer, reveal_all=reveal),
+            reads.history(now - DAY),
+            *site_wide,
         )
         matches = [p for p in found.values() if p.is_online]
         matches.sort(key=lambda p: p.last_active or 0, reverse=True)
@@ -184,23 +190,26 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         presences = {uid: found[uid] for uid in ids}
         user_rooms = presence.user_rooms_many(ids)
     else:
-        # Superusers see everybody; anybody else the users their AUDIENCE shows them.
-        policy = not reveal and audience.active()
-        ids, counts, history, rooms = presence.batch(
+        ids, history, *counted = presence.batch(
             reads.online(
                 offset=offset,
                 limit=PER_PAGE,
                 include_invisible=reveal,
                 viewer=viewer if policy else None,
             ),
-            *common,
+            reads.history(now - DAY),
+            *site_wide,
         )
-        total = counts.total + (counts.invisible if reveal else 0)
-        if policy:
-            total = presence.online_count(viewer=viewer)
         presences, user_rooms = presence.batch(
             reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
         )
+    counts, rooms = counted or (
+        presence.state_counts(viewer=viewer),
+        presence.rooms(ROOMS, viewer=viewer),
+    )
+    online_total = counts.total + (counts.invisible if reveal else 0)
+    if not query:
+        total = online_total
     allowed = _rooms_allowed(
         request.user, [r for r, _ in rooms] + [r for uid in ids for r in user_rooms.get(uid, [])]
     )
@@ -223,7 +232,7 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         "rooms": rooms,
         "chart": chart(history, now),
         "total": total,
-        "online_total": counts.total + (counts.invisible if reveal else 0),
+        "online_total": online_total,
         "page": page,
         "pages": pages,
         "previous_page": page - 1 if page > 1 else None,

@@ -22,6 +22,7 @@ read given a ``viewer`` (``ANONYMOUS`` for a signed-out visitor; no viewer: the 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -266,14 +267,35 @@ def room_count(room: str, now: float | None = None, *, viewer: User | None = Non
     return get_store().room_count(rules.room(room), now)
 
 
-def rooms(limit: int = 100) -> list[tuple[str, int]]:
-    """The busiest occupied rooms, ``[(room, members)]``."""
-    return get_store().rooms(limit)
+def rooms(limit: int = 100, *, viewer: User | None = None) -> list[tuple[str, int]]:
+    """The busiest occupied rooms, ``[(room, members)]``. With a ``viewer`` and an ``AUDIENCE``
+    policy, of those, the rooms with members the viewer may see, counting only them (one round
+    trip, one policy call a room)."""
+    found = get_store().rooms(limit)
+    if not _viewer_policy(viewer)[1] or not found:
+        return found
+    reads = Reads()
+    members = batch(*(reads.room_members(room, viewer=viewer) for room, _ in found))
+    counted = [(room, len(ids)) for (room, _), ids in zip(found, members, strict=True) if ids]
+    return sorted(counted, key=lambda item: -item[1])
 
 
-def state_counts(limit: int = 10_000, now: float | None = None) -> StateCounts:
-    """Online users by state (for dashboards)."""
-    return get_store().state_counts(limit, now)
+def state_counts(
+    limit: int = 10_000, now: float | None = None, *, viewer: User | None = None
+) -> StateCounts:
+    """Online users by state (for dashboards), the states read for the ``limit`` most recently
+    seen. With a ``viewer`` and an ``AUDIENCE`` policy, of the users the viewer may see."""
+    if not _viewer_policy(viewer)[1]:
+        return get_store().state_counts(limit, now)
+    ids = online(now=now, viewer=viewer)
+    states = Counter(p.state for p in get_many(ids[:limit], viewer=viewer, now=now).values())
+    return StateCounts(
+        online=states["online"],
+        idle=states["idle"],
+        dnd=states["dnd"],
+        total=len(ids),
+        counted=min(len(ids), limit),
+    )
 
 
 def user_rooms_many(users: Iterable[User]) -> dict[str, list[str]]:

@@ -144,6 +144,18 @@ def test_every_read_matches_the_model(redis_client, site):
                 members = presence.room_members(room, t, viewer=viewer)
                 assert members == [m for m in presence.room_members(room, t) if m in online]
                 assert presence.room_count(room, t, viewer=viewer) == len(members)
+            # The dashboard's counts: by state, and the rooms' (a room with nobody left out)
+            counts = presence.state_counts(now=t, viewer=viewer)
+            states = [model_state(site, vid, s) for s in online]
+            assert (counts.online, counts.idle, counts.dnd, counts.total) == (
+                states.count("online"),
+                0,
+                states.count("dnd"),
+                len(online),
+            )
+            busy = dict(presence.rooms(viewer=viewer))
+            for room in ROOMS:
+                assert busy.get(room, 0) == presence.room_count(room, t, viewer=viewer)
             # The batched reads (dashboard, API) give the same answers.
             reads = presence.Reads()
             got_many, got_online, got_count, got_room = presence.batch(
@@ -252,9 +264,19 @@ def test_the_dashboard_lists_only_the_audience_but_superusers_see_all(client, si
         page = client.get(url)
         assert [row.user_id for row in page.context["rows"]] == [str(bob.pk)]
         assert page.context["total"] == 1
+        # The per-state cards, the total online and the rooms' counts: bob alone, in a search too
+        for shown in (page, client.get(url, {"q": "b"}), client.get(url, {"q": "cat"})):
+            cards = {state: n for state, _, n in shown.context["by_state"]}
+            assert cards == {"online": 0, "idle": 0, "dnd": 1}
+            assert shown.context["online_total"] == 1
+            assert shown.context["rooms"] == [("lobby", 1)]
+        assert client.get(url, {"q": "cat"}).context["rows"] == []
         client.force_login(admin_user)
-        rows = {row.user_id for row in client.get(url).context["rows"]}
+        page = client.get(url)
+        rows = {row.user_id for row in page.context["rows"]}
         assert {str(bob.pk), str(cat.pk)} <= rows
+        assert {state: n for state, _, n in page.context["by_state"]}["dnd"] == 2
+        assert page.context["rooms"] == [("lobby", 2)]
 
 
 @pytest.mark.django_db
