@@ -288,7 +288,9 @@ def state_counts(
     if not _viewer_policy(viewer)[1]:
         return get_store().state_counts(limit, now)
     ids = online(now=now, viewer=viewer)
-    states = Counter(p.state for p in get_many(ids[:limit], viewer=viewer, now=now).values())
+    # The ids are those the policy admitted (invisible users are not among them): their states
+    # read as the public sees them, without asking the policy again.
+    states = Counter(p.state for p in get_store().get_many(ids[:limit], now=now).values())
     return StateCounts(
         online=states["online"],
         idle=states["idle"],

@@ -145,7 +145,9 @@ def test_every_read_matches_the_model(redis_client, site):
                 assert members == [m for m in presence.room_members(room, t) if m in online]
                 assert presence.room_count(room, t, viewer=viewer) == len(members)
             # The dashboard's counts: by state, and the rooms' (a room with nobody left out)
+            CALLS.clear()
             counts = presence.state_counts(now=t, viewer=viewer)
+            assert len(CALLS) <= (1 if site["policy"] else 0)  # the listing's one call
             states = [model_state(site, vid, s) for s in online]
             assert (counts.online, counts.idle, counts.dnd, counts.total) == (
                 states.count("online"),
