@@ -3,19 +3,23 @@
 ``python -m bench.layout3_shape [N]`` (default 1,000,000 users) measures what the store's four
 missed figures (issue 13) would cost in the layout docs/benchmarks.md sketches under "What would
 reach them": one sorted set per shard scored by a user's last sign of life, which is also the
-lease of their connections (a process renews one lease for all its sockets), and a registry of
-connections in small hashes Redis keeps as listpacks (~64 users a bucket). N plain online users
-(one connection, no room, no status) are built user by user, their registry entry written in
-between, as a store would write them. Then, side by side with the raw command each target names:
+lease of their connections (a process renews one lease for all its sockets), a registry of
+connections in small hashes Redis keeps as listpacks (~64 users a bucket), and the activity index
+that idle needs (user -> last activity, until the sweep announces them idle: what the store's
+``active`` set is). N plain online users (one connection, no room, no status) are built user by
+user, their registry entry written in between, as a store would write them. Then, side by side
+with the raw command each target names:
 
-- memory per user against a bare sorted set of the same ids;
+- memory per user against a bare sorted set of the same ids, with and without the activity
+  index;
 - a heartbeat batch of 1,000 (the process's lease, one ``ZADD XX GT CH`` of its users) against a
   raw ``ZADD`` of the same batch, in alternating rounds;
-- the reads of ``get_many(200)`` (one ``ZMSCORE``, and an ``MGET`` of the records, which plain
-  users do not have) against a raw ``ZMSCORE``, in alternating blocks, without the derivation in
-  Python that the store adds (~0.2 ms for 200);
-- ``sweep()`` of 10,000 users of a dead process among N: each one's registry entry and listing
-  removed, their last seen written with an expiry, a transition each, parsed.
+- the reads of ``get_many(200)`` (a ``ZMSCORE`` of the listing, one of the activity index, and
+  an ``MGET`` of the records, which plain users do not have) against a raw ``ZMSCORE``, in
+  alternating blocks, without the derivation in Python that the store adds (~0.2 ms for 200);
+  and the same reads without the activity index, the shape as first sketched;
+- ``sweep()`` of 10,000 users of a dead process among N: each one's registry entry, listing and
+  activity removed, their last seen written with an expiry, a transition each, parsed.
 
 It is a measurement of a shape, not a store: no rooms, no second connection, no invisible users,
 no HTTP windows; what those cost is what building layout 3 would find out. Not part of
@@ -36,15 +40,17 @@ from presence_app.testing import RedisServer
 from .common import latencies, rates
 from .dataset import T0, conn_ids
 
-SEEN, PROCS, RAW = "{p:0}:3:seen", "{p:0}:3:procs", "{p:0}:raw"
+SEEN, ACTIVE, PROCS, RAW = "{p:0}:3:seen", "{p:0}:3:active", "{p:0}:3:procs", "{p:0}:raw"
 BUCKET, RECORD = "{p:0}:3:c:", "{p:0}:3:u:"
 PER_BUCKET = 64  # under hash-max-listpack-entries (128): every bucket stays a listpack
 
-# Per user: their one connection in the registry, their listing.
+# Per user: their one connection in the registry, their listing, and (KEYS[2], when given)
+# their last activity.
 CONNECT = """
 for i = 2, #ARGV, 3 do
   redis.call('HSET', ARGV[i + 2], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
+  if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[1], ARGV[i]) end
 end
 """
 # A process's heartbeat batch: its own lease, then one write of its users' last sign of life.
@@ -54,10 +60,12 @@ local users, now = {}, ARGV[3]
 for i = 4, #ARGV do users[#users + 1] = now; users[#users + 1] = ARGV[i] end
 return redis.call('ZADD', KEYS[1], 'XX', 'GT', 'CH', unpack(users))
 """
+# KEYS[2]: the records' key base; KEYS[3], when given: the activity index.
 GET_MANY = """
 local keys = {}
 for i = 1, #ARGV do keys[i] = KEYS[2] .. ARGV[i] end
-return {redis.call('ZMSCORE', KEYS[1], unpack(ARGV)), redis.call('MGET', unpack(keys))}
+local active = KEYS[3] and redis.call('ZMSCORE', KEYS[3], unpack(ARGV)) or {}
+return {redis.call('ZMSCORE', KEYS[1], unpack(ARGV)), active, redis.call('MGET', unpack(keys))}
 """
 # 1,000 expired users a call: registry entry and listing removed, last seen kept for 7 days.
 SWEEP = """
@@ -71,7 +79,10 @@ for i = 1, #rows, 2 do
   redis.call('SET', ARGV[4] .. uid, '\\31\\31' .. seen, 'EX', 604800)
   out[#out + 1] = 'offline\\31' .. uid .. '\\31\\31offline\\31' .. seen .. '\\31{"rooms":{}}'
 end
-if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+if #gone > 0 then
+  redis.call('ZREM', KEYS[1], unpack(gone))
+  redis.call('ZREM', KEYS[2], unpack(gone))
+end
 return {#gone, table.concat(out, '\\30')}
 """
 
@@ -93,15 +104,17 @@ def main(n: int) -> None:
             args = [repr(T0)]
             for j in range(i, min(i + 1000, n)):
                 args += [uids[j], cids[j], f"{BUCKET}{j % buckets}"]
-            client.evalsha(connect, 1, SEEN, *args)
+            client.evalsha(connect, 2, SEEN, ACTIVE, *args)
         ours = used(client) - before
+        activity = int(client.memory_usage(ACTIVE, samples=0))
         before = used(client)
         for i in range(0, n, 10_000):
             client.zadd(RAW, dict.fromkeys(uids[i : i + 10_000], T0))
         bare = used(client) - before
         print(
             f"memory per plain online user: {ours / n:.0f} B, bare sorted set {bare / n:.0f} B:"
-            f" {ours / bare:.2f}x"
+            f" {ours / bare:.2f}x; of which the activity index {activity / n:.0f} B; without it"
+            f" {(ours - activity) / n:.0f} B: {(ours - activity) / bare:.2f}x"
         )
 
         hb, clock, at = client.script_load(HEARTBEAT), [T0 + 1], {"ours": 0, "raw": 0}
@@ -126,7 +139,10 @@ def main(n: int) -> None:
         print(f"heartbeat batch 1,000: {o:,.0f}/s, raw ZADD {w:,.0f}/s: {o / w:.2f}x")
 
         gm, rng = client.script_load(GET_MANY), random.Random(2)
-        sets, turn = [rng.sample(uids, 200) for _ in range(64)], {"ours": 0, "raw": 0}
+        sets, turn = (
+            [rng.sample(uids, 200) for _ in range(64)],
+            dict.fromkeys(("ours", "no activity", "raw"), 0),
+        )
 
         def pick(side: str) -> list[str]:
             turn[side] = (turn[side] + 1) % len(sets)
@@ -134,26 +150,32 @@ def main(n: int) -> None:
 
         lat = latencies(
             {
-                "ours": lambda: client.evalsha(gm, 2, SEEN, RECORD, *pick("ours")),
+                "ours": lambda: client.evalsha(gm, 3, SEEN, RECORD, ACTIVE, *pick("ours")),
+                "no activity": lambda: client.evalsha(gm, 2, SEEN, RECORD, *pick("no activity")),
                 "raw": lambda: client.zmscore(RAW, pick("raw")),
             },
             10_000,
         )
-        o, w = lat["ours"], lat["raw"]
-        print(
-            f"get_many(200) reads, no derivation: p50 {o['p50_ms']:.3f} ms, p99"
-            f" {o['p99_ms']:.3f} ms; raw ZMSCORE p50 {w['p50_ms']:.3f} ms, p99"
-            f" {w['p99_ms']:.3f} ms: {o['p99_ms'] / w['p99_ms']:.2f}x at p99"
-        )
+        w = lat["raw"]
+        print(f"raw ZMSCORE of 200: p50 {w['p50_ms']:.3f} ms, p99 {w['p99_ms']:.3f} ms")
+        for name, label in (("ours", "with activity"), ("no activity", "without activity")):
+            o = lat[name]
+            print(
+                f"get_many(200) reads {label}, no derivation: p50 {o['p50_ms']:.3f} ms, p99"
+                f" {o['p99_ms']:.3f} ms: {o['p99_ms'] / w['p99_ms']:.2f}x raw at p99"
+            )
 
         sweep, stale, runs = client.script_load(SWEEP), [f"x{i}" for i in range(10_000)], []
         for _ in range(7):
             for i, uid in enumerate(stale):  # a dead process's users: listed 200 s ago
                 client.hset(f"{BUCKET}{i % buckets}", uid, "c")
             client.zadd(SEEN, dict.fromkeys(stale, T0 - 200))
+            client.zadd(ACTIVE, dict.fromkeys(stale, T0 - 200))
             t0, evicted, transitions = time.perf_counter(), 0, 0
             while True:
-                count, text = client.evalsha(sweep, 1, SEEN, repr(T0 - 90), BUCKET, buckets, RECORD)
+                count, text = client.evalsha(
+                    sweep, 2, SEEN, ACTIVE, repr(T0 - 90), BUCKET, buckets, RECORD
+                )
                 evicted += count
                 transitions += len([line.split(b"\x1f") for line in text.split(b"\x1e") if line])
                 if count < 1000:
