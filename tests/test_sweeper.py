@@ -47,6 +47,9 @@ async def _sweep_while_listening(group: str, now: float) -> tuple[list[Transitio
     return transitions, await asyncio.wait_for(layer.receive(channel), 5)
 
 
+# The sweep's lock lasts SWEEP_INTERVAL of real time: long enough here that the second sweep
+# surely comes within it (FAST's 0.2 s could pass between the two on a busy machine).
+@presence_settings(SWEEP_INTERVAL=60)
 def test_sweep_once_evicts_publishes_signals_and_samples(fast):
     store = get_store()
     store.connect("c1", "42", now=T0)
