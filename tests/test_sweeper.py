@@ -91,7 +91,11 @@ def test_run_sweeper_loop_keeps_going_until_cancelled(fast):
         task = asyncio.ensure_future(
             sweeper.arun_sweeper(loop=True, on_sweep=lambda t: rounds.append(len(t)))
         )
-        await asyncio.sleep(0.5)  # SWEEP_INTERVAL is 0.2 s: the lock frees up between rounds
+        # SWEEP_INTERVAL is 0.2 s: the lock frees up between rounds, so a second one comes.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while len(rounds) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0.05)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         from presence_app.connection import aclose_async_store
