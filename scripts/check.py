@@ -2,7 +2,7 @@
 
 Run by .venv/bin/python after scripts/bootstrap.sh. With arguments it is plain nox
 (`make check ARGS="-s lint"`: one session, its output as it comes). Without, it runs all the
-sessions `nox -l` lists, ``CHECK_JOBS`` at a time (default 3: most of a session's time is its
+sessions `nox -l` lists, ``CHECK_JOBS`` at a time (default 2: most of a session's time is its
 tests waiting on timers and Redis, not the CPU), longest first; each session's output goes to
 ``.nox/logs/<session>.log``, a line says when each ends, a failed session's log is printed whole,
 and the exit status is 1 if any session failed.
@@ -47,7 +47,8 @@ def log_name(session: str) -> str:
 def main(args: list[str]) -> int:
     if args:
         return subprocess.call([*NOX, *args], cwd=ROOT)
-    jobs = max(1, int(os.environ.get("CHECK_JOBS", "3")))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    jobs = max(1, int(os.environ.get("CHECK_JOBS", "2")))
     todo = sessions()
     LOGS.mkdir(parents=True, exist_ok=True)
     print(f"make check: {len(todo)} nox sessions, {jobs} at a time; logs in {LOGS}", flush=True)
@@ -65,7 +66,7 @@ def main(args: list[str]) -> int:
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                        start_new_session=True,  # its own group: stopped whole on Ctrl-C
+                        start_new_session=True,  # its own group, stopped whole
                     )
                 running[session] = (process, time.monotonic())
                 print(f"  started  {session}", flush=True)
@@ -82,12 +83,12 @@ def main(args: list[str]) -> int:
                     print(f"-- end of {session}'s log", flush=True)
                 else:
                     print(f"  passed   {session} ({took:.0f} s)", flush=True)
-    except KeyboardInterrupt:
+    finally:  # stopped (Ctrl-C, SIGTERM): the sessions still running stop too, whole
         for process, _ in running.values():
-            os.killpg(process.pid, signal.SIGTERM)
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
         for process, _ in running.values():
             process.wait()
-        raise
     total = time.monotonic() - start
     if failed:
         print(f"make check: {len(failed)} failed ({', '.join(failed)}), {total:.0f} s")
