@@ -7,8 +7,8 @@ run:  ## serve the demo on http://127.0.0.1:8000
 test:  ## run the whole test suite
 	scripts/test.sh $(ARGS)
 
-check:  ## the support matrix, lint, docs and packages (noxfile.py); ARGS="-s lint" runs one
-	scripts/bootstrap.sh && .venv/bin/nox $(ARGS)
+check:  ## the support matrix, lint, docs and packages (noxfile.py), several sessions at once; ARGS="-s lint" runs one
+	scripts/bootstrap.sh && .venv/bin/python scripts/check.py $(ARGS)
 
 bench:  ## run the benchmarks (docs/benchmarks.md); ARGS="--quick" for a short run
 	scripts/bootstrap.sh && .venv/bin/pip install -q -r bench/requirements.txt && .venv/bin/python -m bench $(ARGS)

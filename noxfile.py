@@ -16,6 +16,8 @@ requirements.txt's pins): one cell, run first by CI.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import os
 import re
@@ -23,6 +25,7 @@ import shutil
 import tarfile
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import nox
@@ -63,6 +66,13 @@ SERVERS = {
 }
 
 
+# Test processes per session (pytest-xdist): 0, one process, by default: `make check` already
+# runs two sessions at once, and the core has checks on real time (rate limits, locks of 0.2 s)
+# that more processes than cores starve. PRESENCE_NOX_WORKERS=2 gives a session 2 workers (each
+# with a private Redis and Cluster of its own), e.g. for one session run alone.
+WORKERS = os.environ.get("PRESENCE_NOX_WORKERS", "0")
+
+
 def core_tests(
     session: nox.Session,
     *args: str,
@@ -82,20 +92,40 @@ def core_tests(
         "-p",
         "no:cacheprovider",
         "-q",
+        "-n",
+        WORKERS,
+        "--dist",
+        "worksteal",
         *modules,
         *args,
         env={"REDIS_URL": "", **(env or {})},
     )
 
 
-def install(session: nox.Session, django: str) -> None:
-    session.install(".", f"django~={django}.0", "--group", "test")
+def install(session: nox.Session, *args: str) -> None:
+    """session.install, one session at a time: `make check` runs several at once, and building
+    the project from its source tree (build/, *.egg-info) is not safe to do twice at the same
+    time."""
+    with source_tree_lock():
+        session.install(*args)
+
+
+@contextlib.contextmanager
+def source_tree_lock() -> Iterator[None]:
+    (ROOT / ".nox").mkdir(exist_ok=True)
+    with open(ROOT / ".nox" / "source-tree.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def install_cell(session: nox.Session, django: str) -> None:
+    install(session, ".", f"django~={django}.0", "--group", "test")
 
 
 @nox.session
 @nox.parametrize(("python", "django"), CELLS, ids=[f"py{p}-django{d}" for p, d in CELLS])
 def tests(session: nox.Session, django: str) -> None:
-    install(session, django)
+    install_cell(session, django)
     session.run("redis-server", "--version", external=True)
     if (session.python, django) != NEWEST:
         core_tests(session, *session.posargs)
@@ -104,6 +134,7 @@ def tests(session: nox.Session, django: str) -> None:
     session.env["COVERAGE_CORE"] = "sysmon"
     session.run("coverage", "erase")
     core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"), cluster=True)
+    session.run("coverage", "combine", "-q")  # the workers' data files (pyproject's patch)
     session.run("coverage", "report")
 
 
@@ -112,7 +143,7 @@ def lowest(session: nox.Session) -> None:
     """The core on the oldest releases pyproject.toml's dependency ranges admit: its bounds hold."""
     dependencies = tomllib.loads(Path("pyproject.toml").read_text())["project"]["dependencies"]
     oldest = [re.sub(r">=([^,]+).*", r"==\1", dependency) for dependency in dependencies]
-    session.install(".", *oldest, "--group", "test")
+    install(session, ".", *oldest, "--group", "test")
     core_tests(session, *session.posargs)
 
 
@@ -120,7 +151,7 @@ def lowest(session: nox.Session) -> None:
 @nox.parametrize("server", list(SERVERS))
 def servers(session: nox.Session, server: str) -> None:
     package, find = SERVERS[server]
-    install(session, NEWEST[1])
+    install_cell(session, NEWEST[1])
     session.install(package)
     binary = session.run("python", "-c", find, silent=True).strip()
     session.run(binary, "--version", external=True)
@@ -137,7 +168,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=NEWEST[0])
 def docs(session: nox.Session) -> None:
     """The documentation site, warnings as errors; `nox -s docs -- -b linkcheck` to vary."""
-    session.install(".", "--group", "docs")
+    install(session, ".", "--group", "docs")
     shutil.rmtree("docs/_build", ignore_errors=True)
     session.run(
         "sphinx-build",
@@ -157,7 +188,8 @@ def package(session: nox.Session) -> None:
     session.install("build", "twine")
     shutil.rmtree("dist", ignore_errors=True)
     # build makes the sdist, then the wheel from it: so the sdist builds.
-    out = session.run("python", "-m", "build", silent=True)
+    with source_tree_lock():
+        out = session.run("python", "-m", "build", silent=True)
     print(out)
     if "deprecat" in out.lower():
         session.error("the build warned of a deprecation (see above)")

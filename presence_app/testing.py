@@ -166,16 +166,22 @@ def ensure_redis_url() -> str:
     """REDIS_URL from the environment, or a private server started now (and stopped at exit).
 
     The URL is put into the environment, so subprocesses (ASGI servers in end-to-end tests)
-    share the same Redis.
+    share the same Redis. A pytest-xdist worker starts a private server of its own rather than
+    share the one its parent started (``PRESENCE_PRIVATE_REDIS_FOR`` names the worker a private
+    server was started for, empty for a process that is none); a ``REDIS_URL`` set by hand is
+    used as it is.
     """
     url = os.environ.get("REDIS_URL")
-    if url:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    started_for = os.environ.get("PRESENCE_PRIVATE_REDIS_FOR")
+    if url and not (worker and started_for is not None and started_for != worker):
         return url
     import atexit
 
     server = RedisServer().start()
     atexit.register(server.stop)
     os.environ["REDIS_URL"] = server.url
+    os.environ["PRESENCE_PRIVATE_REDIS_FOR"] = worker or ""
     return server.url
 
 

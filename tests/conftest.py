@@ -1,3 +1,4 @@
+import os
 import threading
 import time
 import uuid
@@ -186,6 +187,23 @@ def redis_down():
         get_store().ping()
         server.stop()
         yield server
+
+
+# -- parallel runs: pytest-xdist ---------------------------------------------------------------
+def pytest_configure(config):
+    # Each worker starts a private Redis of its own (presence_app.testing.ensure_redis_url); one
+    # Redis named by hand in REDIS_URL would be shared, and the workers would empty it (FLUSHALL)
+    # under each other's tests. tests/settings.py has run by now: the marker says who started it.
+    xdist = config.pluginmanager.has_plugin("xdist")
+    if (
+        xdist
+        and config.getoption("numprocesses", None)
+        and "PRESENCE_PRIVATE_REDIS_FOR" not in os.environ
+    ):
+        raise pytest.UsageError(
+            "REDIS_URL names a Redis the test workers would share (and empty under each "
+            "other): run the tests without -n (serially), or unset REDIS_URL"
+        )
 
 
 # -- long variants: `pytest --run-slow` ----------------------------------------------------------

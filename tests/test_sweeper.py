@@ -47,6 +47,9 @@ async def _sweep_while_listening(group: str, now: float) -> tuple[list[Transitio
     return transitions, await asyncio.wait_for(layer.receive(channel), 5)
 
 
+# The sweep's lock lasts SWEEP_INTERVAL of real time: long enough here that the second sweep
+# surely comes within it (FAST's 0.2 s could pass between the two on a busy machine).
+@presence_settings(SWEEP_INTERVAL=60)
 def test_sweep_once_evicts_publishes_signals_and_samples(fast):
     store = get_store()
     store.connect("c1", "42", now=T0)
@@ -88,7 +91,11 @@ def test_run_sweeper_loop_keeps_going_until_cancelled(fast):
         task = asyncio.ensure_future(
             sweeper.arun_sweeper(loop=True, on_sweep=lambda t: rounds.append(len(t)))
         )
-        await asyncio.sleep(0.5)  # SWEEP_INTERVAL is 0.2 s: the lock frees up between rounds
+        # SWEEP_INTERVAL is 0.2 s: the lock frees up between rounds, so a second one comes.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while len(rounds) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0.05)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         from presence_app.connection import aclose_async_store

@@ -249,6 +249,8 @@ def test_the_room_page_fits_and_says_the_state(demo, scheme, width):
     a = demo.enter("alice", "lobby", width=width, color_scheme=scheme)
     b = demo.enter("bob", "lobby")
     b.click('#status-form label.option:has(input[value="dnd"])')
+    # bob's own echo of the change resets his picker, the message included: fill it in after.
+    expect(b.locator("#status-note")).to_have_text("Everybody sees you as do not disturb.")
     b.click('#status-form label.emoji[title="In a meeting"]')
     b.click("#status-form button[type=submit]")
 
