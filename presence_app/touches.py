@@ -29,6 +29,9 @@ class TouchBatcher:
         self.background = True
         self.pending: dict[str | tuple[str, str], bool] = {}
         self._lock = threading.Lock()
+        # Held while a batch is written: a flush waits for one the thread has taken and not yet
+        # written (add() never takes it: a request does not wait on Redis).
+        self._writing = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def add(self, user_id: str, activity: bool, tenant: str | None = None) -> None:
@@ -43,7 +46,13 @@ class TouchBatcher:
                 self._thread.start()
 
     def flush(self) -> list[Transition]:
-        """Writes the pending touches now (tests, shutdown); returns the transitions made."""
+        """Writes the pending touches now (tests, shutdown); returns the transitions made.
+        Every touch queued before the call is written when it returns, also those of a batch
+        the background thread was writing meanwhile."""
+        with self._writing:
+            return self._write()
+
+    def _write(self) -> list[Transition]:
         with self._lock:
             batch, self.pending = self.pending, {}
         if not batch or breaker.is_open:
@@ -65,8 +74,12 @@ class TouchBatcher:
             close_old_connections()  # signal receivers (LastSeen) may have used the database
 
     def _run(self) -> None:
-        while True:
+        # Ends once the batch is switched to explicit flushes (tests): the next add() with
+        # background on starts a thread again.
+        while self.background:
             time.sleep(min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0))
+            if not self.background:
+                return
             try:
                 self.flush()
             except Exception:  # a bug must not end the thread: touches would stop for good

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from presence_app import presence
 from presence_app.limits import Throttle
 from presence_app.middleware import PresenceMiddleware
+from presence_app.signals import user_online
 from presence_app.touches import batcher
 
 pytestmark = pytest.mark.django_db
@@ -166,6 +167,43 @@ def test_the_background_thread_writes_the_batch(redis_client, alice):
         assert time.monotonic() < deadline, "the batch was never written"
         time.sleep(0.05)
     assert batcher.pending == {}
+    # Switched to explicit flushes (as the fixtures do), the thread ends, after any write it
+    # had begun: none is left to take a later test's batch.
+    thread, batcher.background = batcher._thread, False
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_flush_waits_for_the_batch_another_thread_is_writing(redis_client, alice):
+    """Every touch queued before flush() is written when it returns, also one the background
+    thread took first: a flush that found the batch empty used to return while that write was
+    still under way (a test or a shutdown then read what was not written yet)."""
+    order, release = [], threading.Event()
+
+    def slow_receiver(sender, user_id, **kwargs):  # runs inside the write that took the batch
+        order.append("writing")
+        release.wait(30)
+        order.append("written")
+
+    user_online.connect(slow_receiver)
+    try:
+        sync_middleware()(request_as(alice))
+        writer = threading.Thread(target=batcher.flush)  # as the background thread does
+        writer.start()
+        deadline = time.monotonic() + 30
+        while not order:
+            assert time.monotonic() < deadline, "the batch was never written"
+            time.sleep(0.01)
+        flusher = threading.Thread(target=lambda: (batcher.flush(), order.append("flushed")))
+        flusher.start()
+        flusher.join(0.5)  # a flush that does not wait has returned by now
+        release.set()
+        flusher.join(30)
+        writer.join(30)
+    finally:
+        release.set()
+        user_online.disconnect(slow_receiver)
+    assert order == ["writing", "written", "flushed"]
 
 
 def test_fail_open_serves_pages_and_warns_once_per_interval(redis_down, caplog, alice, bob):
