@@ -173,8 +173,9 @@ def ensure_redis_url() -> str:
     """
     url = os.environ.get("REDIS_URL")
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    started_for = os.environ.get("PRESENCE_PRIVATE_REDIS_FOR")
-    if url and not (worker and started_for is not None and started_for != worker):
+    # a private server another process (the workers' parent) started: not this worker's
+    inherited = bool(worker) and os.environ.get("PRESENCE_PRIVATE_REDIS_FOR") not in (None, worker)
+    if url and not inherited:
         return url
     import atexit
 

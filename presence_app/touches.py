@@ -76,7 +76,7 @@ class TouchBatcher:
     def _run(self) -> None:
         # Ends once the batch is switched to explicit flushes (tests): the next add() with
         # background on starts a thread again.
-        while self.background:
+        while True:
             time.sleep(min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0))
             if not self.background:
                 return
