@@ -72,7 +72,7 @@ def _int(request: HttpRequest, name: str, default: int, low: int, high: int) -> 
 
 
 def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
-    users = {str(u.pk): u for u in users_in_order(presences)}
+    users = {rules.user_id(u): u for u in users_in_order(presences)}
     return [
         {**p.as_dict(), "username": users[uid].get_username() if uid in users else None}
         for uid, p in presences.items()

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
-from . import audience, presence
+from . import audience, presence, rules
 from .lookup import user_key, users_in_order
 from .store import Presence, StateCounts
 
@@ -214,7 +214,7 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         request.user, [r for r, _ in rooms] + [r for uid in ids for r in user_rooms.get(uid, [])]
     )
     rooms = [(room, n) for room, n in rooms if room in allowed]
-    users = {str(u.pk): u for u in users_in_order(ids)}
+    users = {rules.user_id(u): u for u in users_in_order(ids)}
     rows = [
         Row(
             uid,

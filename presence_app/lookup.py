@@ -16,21 +16,20 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from . import audience, presence
+from . import audience, presence, rules
 from .failopen import breaker
-from .store import UNAVAILABLE, Presence
+from .store import UNAVAILABLE, InvalidInput, Presence
 
 ATTR = "_presence_batch"
 
 
 def user_key(user: Any) -> str | None:
-    """A user's id as the store spells it: from a user object, a primary key or an id string."""
-    if user is None or user == "":
+    """The store's id of a user (:func:`presence_app.rules.optional_user_id`); None for no
+    user and, as templates fail quietly, for a value that cannot be one."""
+    try:
+        return rules.optional_user_id(user)
+    except InvalidInput:
         return None
-    if isinstance(user, (int, str)) and not isinstance(user, bool):
-        return str(user)
-    pk = getattr(user, "pk", None)
-    return None if pk is None else str(pk)
 
 
 def user_keys(users: Iterable[Any], attr: str = "") -> list[str]:

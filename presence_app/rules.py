@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from typing import Any
 
 from . import conf
@@ -31,15 +32,27 @@ def is_text(value: str) -> bool:
     return True
 
 
+#: The primary-key types Django's user models use: AutoField and BigAutoField (int), UUIDField,
+#: CharField (str). A UUID is spelled as ``str(uuid)`` does: lower case, with hyphens.
+PK_TYPES = (str, int, uuid.UUID)
+
+
 def user_id(value: Any) -> str:
     """A user's id as the store spells it, from a user object, a primary key or an id string."""
     pk = getattr(value, "pk", value)
-    if isinstance(pk, bool) or not isinstance(pk, (str, int)):
-        raise InvalidInput("a user id is a string or an integer")
+    if isinstance(pk, bool) or not isinstance(pk, PK_TYPES):
+        raise InvalidInput("A user id is a string, an integer or a UUID.")
     text = str(pk)
     if not 0 < len(text) <= MAX_USER_ID_LENGTH or not text.isprintable():
         raise InvalidInput(f"user ids are 1-{MAX_USER_ID_LENGTH} printable characters")
     return text
+
+
+def optional_user_id(value: Any) -> str | None:
+    """:func:`user_id`, or None for no user (None, "", an unsaved user object)."""
+    if value is None or value == "" or getattr(value, "pk", value) is None:
+        return None
+    return user_id(value)
 
 
 def user_ids(values: Any) -> list[str]:

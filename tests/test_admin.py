@@ -225,3 +225,12 @@ def test_the_live_region_speaks_only_of_failures(client, admin_user, people):
     html = client.get(URL).content.decode()
     assert "aria-live" not in html.split('id="presence-dashboard"')[1].split(">")[0]
     assert 'id="presence-refresh-note" role="status"' in html
+
+
+def test_the_dashboard_needs_no_humanize_app(client, admin_user, people, settings):
+    """Failed on 89165fe: "'humanize' is not a registered tag library" without the app."""
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django.contrib.humanize"]
+    client.force_login(admin_user)
+    response = client.get(URL)
+    assert response.status_code == 200
+    assert "ago" in response.content.decode()

@@ -110,6 +110,13 @@ def presence_label(presence: Presence) -> str:
 
 
 @register.filter
+def presence_ago(value: Any) -> Any:
+    """ "3 minutes ago" of a datetime (humanize's ``naturaltime``), without
+    ``django.contrib.humanize`` in ``INSTALLED_APPS``."""
+    return naturaltime(value)
+
+
+@register.filter
 def presence_state(presence: Presence) -> str:
     """ "Online", "Away", ... of a Presence: the state alone."""
     return str(LABELS.get(presence.state, presence.state)) if isinstance(presence, Presence) else ""

@@ -1,0 +1,56 @@
+"""Users are given as user objects, primary keys or id strings, whatever the user model's primary
+key is: an integer, a UUID or a string. Each is spelled one way in the store (``str(pk)``)."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from presence_app import presence, rules
+from presence_app.lookup import user_key
+from presence_app.store import InvalidInput
+
+UID = uuid.UUID("7c9e6679-7425-40de-944b-e07fc1f90ae7")
+
+
+@pytest.mark.parametrize(
+    ("given", "spelled"),
+    [
+        (7, "7"),
+        ("7", "7"),
+        (UID, str(UID)),
+        (str(UID), str(UID)),
+        ("ann@example.com", "ann@example.com"),
+        (SimpleNamespace(pk=UID), str(UID)),
+        (SimpleNamespace(pk=7), "7"),
+        (SimpleNamespace(pk="ann"), "ann"),
+    ],
+)
+def test_every_primary_key_type_is_one_user_id(given, spelled):
+    assert rules.user_id(given) == spelled
+    assert user_key(given) == spelled
+
+
+@pytest.mark.parametrize("bad", [True, 1.5, None, b"7", {"id": 7}, [7], SimpleNamespace(pk=None)])
+def test_what_cannot_be_a_user_id_is_refused(bad):
+    with pytest.raises(InvalidInput):
+        rules.user_id(bad)
+    assert user_key(bad) is None  # templates fail quietly
+
+
+@pytest.mark.django_db
+def test_a_uuid_user_goes_through_every_front_door_call(redis_client):
+    """Failed on 89165fe: "a user id is a string or an integer" from every call below."""
+    user = SimpleNamespace(pk=UID)
+    presence.connect("c-1", user)
+    presence.join("lobby", "c-1", user)
+    presence.set_status(user, "dnd", message="Focus")
+    assert presence.get(user).state == "dnd"
+    now = presence.get(user).last_seen  # a live connection reads as seen now
+    assert presence.get(UID, now=now) == presence.get(str(UID), now=now)
+    assert set(presence.get_many([user, UID])) == {str(UID)}
+    assert presence.room_members("lobby") == [str(UID)]
+    presence.leave("lobby", "c-1", user)
+    presence.disconnect("c-1", user)
