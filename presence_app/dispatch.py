@@ -178,3 +178,11 @@ async def send_to_user(user_id: str, payload: Any, *, layer: Any = None) -> None
     layer = layer or get_channel_layer()
     if layer is not None:
         await layer.group_send(self_group(user_id), message_event(payload))
+
+
+async def revoke(user_id: str, room: str, *, layer: Any = None) -> None:
+    """Tells every connection of ``user_id`` to leave ``room`` (they sit in the user's private
+    group; see :func:`presence_app.frames.on_own_event`)."""
+    layer = layer or get_channel_layer()
+    if layer is not None:
+        await layer.group_send(self_group(user_id), {"type": "presence.revoke", "room": room})

@@ -65,15 +65,15 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
     """
     written, offset = 0, 0
     while True:
-        ids = presence.online(offset=offset, limit=batch, now=now)
+        # Invisible users are not listed, and their frozen last seen stays as it is.
+        ids = presence.online(offset=offset, limit=batch, now=now, viewer=presence.TRUSTED)
         if not ids:
             return written
-        # The public view: an invisible user is not listed, and their frozen last seen stays.
-        presences = presence.get_many(ids, now=now)
+        presences = presence.get_many(ids, now=now, viewer=presence.TRUSTED)
         written += record(
             (uid, p.last_seen_at, p.device)
             for uid, p in presences.items()
-            if p.is_online and p.last_seen_at is not None
+            if p.is_online and p.state != "invisible" and p.last_seen_at is not None
         )
         if len(ids) < batch:
             return written

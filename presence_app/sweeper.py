@@ -51,7 +51,9 @@ async def _asweep_space(now: float | None, force: bool) -> list[Transition] | No
         if not await housekeeping.ajob_lock("sweep", timeout=interval).acquire():
             return None
     transitions = await presence.asweep(now)  # announced: leaves, offlines (LastSeen), idles
-    await housekeeping.arecord_sample(await presence.aonline_count(now=now), now)
+    await housekeeping.arecord_sample(
+        await presence.aonline_count(now=now, viewer=presence.TRUSTED), now
+    )
     await aflush_if_due()
     return transitions
 

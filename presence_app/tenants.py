@@ -28,9 +28,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from asgiref.sync import async_to_sync, iscoroutinefunction
-from channels.db import database_sync_to_async
-
 from . import conf, hooks
 from .limits import Throttle
 from .store import UNAVAILABLE, InvalidInput
@@ -87,20 +84,12 @@ def current_prefix() -> str:
 
 def resolve(source: Any) -> str | None:
     """The tenant of a request or an ASGI scope (the ``TENANT`` hook; None without one)."""
-    hook = hooks.hook("TENANT")
-    if hook is None:
-        return None
-    return check(async_to_sync(hook)(source) if iscoroutinefunction(hook) else hook(source))
+    return check(hooks.call("TENANT", source))
 
 
 async def aresolve(source: Any) -> str | None:
     """:func:`resolve` for async code (a sync hook runs in a thread: it may use the ORM)."""
-    hook = hooks.hook("TENANT")
-    if hook is None:
-        return None
-    if iscoroutinefunction(hook):
-        return check(await hook(source))
-    return check(await database_sync_to_async(hook)(source))
+    return check(await hooks.acall("TENANT", source))
 
 
 def forget_marks() -> None:

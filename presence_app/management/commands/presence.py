@@ -43,7 +43,9 @@ class Command(BaseCommand):
     def do_stats(self, **options: Any) -> None:
         reads = presence.Reads()
         counts, rooms, samples = presence.batch(
-            reads.state_counts(), reads.rooms(10), reads.history(time.time() - 24 * 3600)
+            reads.state_counts(viewer=presence.TRUSTED),
+            reads.rooms(10, viewer=presence.TRUSTED),
+            reads.history(time.time() - 24 * 3600),
         )
         self.stdout.write(
             f"online: {counts.total} (online {counts.online}, idle {counts.idle}, "
