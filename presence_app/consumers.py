@@ -149,6 +149,12 @@ class PresenceConsumerMixin:
 
     presence_revoke = presence_permanent
 
+    async def presence_forgotten(self, event: dict[str, Any]) -> None:
+        """The user was erased (``presence.forget``): the socket closes, for good (4401)."""
+        if self.presence is not None:
+            await self.presence.close(forgotten=True)
+            await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
+
 
 class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonWebsocketConsumer):
     """The presence WebSocket (``ws/presence/``): one per browser tab or device."""

@@ -201,6 +201,30 @@ async def arevoke(user: User, room: str) -> None:
     await dispatch.revoke(rules.user_id(user), rules.room(room))
 
 
+# -- erasure ----------------------------------------------------------------------------------
+def forget(user: User) -> list[Transition]:
+    """Erases ``user`` (the right to be forgotten): their live connections end, everything
+    Redis keeps of them is deleted (leaves and offline announced, as a sweep would), then their
+    ``LastSeen`` row and room memberships (the ``user_forgotten`` signal). Run by itself when a
+    user is deleted."""
+    return async_to_sync(aforget)(user)
+
+
+async def aforget(user: User) -> list[Transition]:
+    """:func:`forget` for async code."""
+    uid = rules.user_id(user)
+    await dispatch.end_connections(uid)  # first: no connection of theirs takes a lease back
+    transitions = await _achange("forget", uid)
+    await dispatch.announce_forgotten(uid)  # the rows go after the offline wrote its own
+    return transitions
+
+
+def export(user: User) -> dict[str, Any]:
+    """What Redis keeps about ``user``: their record, their scores in the indexes and their
+    connections, as JSON-ready data (``manage.py presence export USER`` adds the rows)."""
+    return get_store().export(rules.user_id(user))
+
+
 # -- who may enter a room ---------------------------------------------------------------------
 def can_join(user: Any, room: str) -> bool:
     """May ``user`` (a user object) enter, and so see, ``room``? The ``CAN_JOIN`` hook decides

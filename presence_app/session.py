@@ -95,8 +95,9 @@ class PresenceSession(LeaseRecovery):
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
     @in_tenant
-    async def close(self) -> None:
-        """A clean close: the lease is cut to the grace; the rooms hear of it after that."""
+    async def close(self, *, forgotten: bool = False) -> None:
+        """A clean close: the lease is cut to the grace; the rooms hear of it after that.
+        ``forgotten``: the user was erased (:func:`presence.forget`), nothing is left to cut."""
         if self.closed:
             return
         self.closed = True
@@ -105,7 +106,8 @@ class PresenceSession(LeaseRecovery):
             task.cancel()
         async with self.lock:
             try:
-                await presence.adisconnect(self.conn_id, self.user_id)
+                if not forgotten:
+                    await presence.adisconnect(self.conn_id, self.user_id)
             except UNAVAILABLE as exc:
                 log_outage(exc)  # the lease then runs out by itself
             await self.groups.discard(self.groups.all(self.rooms, self.watched))

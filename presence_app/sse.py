@@ -168,6 +168,9 @@ class EventStream:
                     await self.push(message)  # send_to_user: the user's own, no audience applies
                 elif message.get("type") in frames.OWN_EVENTS:
                     await frames.on_own_event(self.session, message)
+                elif message.get("type") == "presence.forgotten":
+                    await self.session.close(forgotten=True)  # the user was erased
+                    self.queue.put_nowait(None)  # the end of the stream
                 elif str(message.get("type", "")).startswith("presence."):
                     await self.session.event(message)
             except Exception:
@@ -215,7 +218,8 @@ class EventStream:
                     yield b": keep-alive\n\n"
                     continue
                 if frame is None:
-                    logger.info("presence: an SSE stream fell %s frames behind; ended", MAX_QUEUED)
+                    if not self.session.closed:
+                        logger.info("presence: an SSE stream fell %s frames behind", MAX_QUEUED)
                     return
                 yield event_bytes(frame, self.next_id())
         finally:
