@@ -109,7 +109,7 @@ def mark(store: Any, key: str | None) -> None:
         _marked.forget(key)  # the call that follows fails open on its own; record it next time
 
 
-def amark(store: Any, key: str | None) -> None:
+def mark_async(store: Any, key: str | None) -> None:
     """:func:`mark` with an async store: written in the background (callers are sync)."""
     if key is None or not _marked.ready(key):
         return
