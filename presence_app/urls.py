@@ -9,6 +9,7 @@ app_name = "presence_app"
 urlpatterns = [
     path("api/users/", api.users, name="api-users"),
     path("api/online/", api.online, name="api-online"),
+    path("api/privacy/", api.privacy, name="api-privacy"),
     path("api/rooms/<str:room>/", api.room, name="api-room"),
     path("api/rooms/<str:room>/members/", api.room_roster, name="api-room-members"),
     path("api/stream/<str:frame_type>/", rest.command, name="api-stream"),

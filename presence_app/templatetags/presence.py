@@ -68,12 +68,23 @@ def dot_html(presence: Presence) -> SafeString:
     )
 
 
-def last_seen_text(presence: Presence, seen: Any) -> str:
+#: What an approximate last seen reads as (presence_app.privacy's buckets).
+ROUGHLY = {
+    "recently": gettext_lazy("last seen recently"),
+    "within_week": gettext_lazy("last seen within a week"),
+    "within_month": gettext_lazy("last seen within a month"),
+    "long_ago": gettext_lazy("last seen a long time ago"),
+}
+
+
+def last_seen_text(presence: Presence) -> str:
     if presence.is_online:
         return _("online now")
-    if seen is None:
+    if presence.last_seen_approx:
+        return str(ROUGHLY.get(presence.last_seen_approx, ""))
+    if presence.last_seen is None:
         return _("not seen yet")
-    return _("last seen %(when)s") % {"when": naturaltime(seen)}
+    return _("last seen %(when)s") % {"when": naturaltime(presence.last_seen_at)}
 
 
 @register.simple_tag(takes_context=True)
@@ -128,8 +139,7 @@ def last_seen(context: template.Context, user: Any) -> str:
     uid = user_key(user)
     if uid is None:
         return ""
-    batch = _batch(context)
-    return last_seen_text(batch.get(uid), batch.last_seen(uid))
+    return last_seen_text(_batch(context).with_last_seen(uid))
 
 
 def _read(default: Any, fn: Any, *args: Any) -> Any:
