@@ -126,3 +126,12 @@ def test_readme_lists_each_check_once():
     explained = re.findall(r"`(?:presence_app\.)?[EW]\d{3}` \(([^)]*)", listing)
     assert len(explained) == len(set(explained))
     assert re.search(r", \(", listing) is None  # an explanation without its id
+
+
+@pytest.mark.parametrize("page", ["api.md", "templatetags.md", "signals.md", "websocket.md"])
+def test_reference_pages_explain_before_the_autodoc(page):
+    text = (DOCS / page).read_text()
+    before = text.split("```{eval-rst}")[0]
+    prose = re.sub(r"```.*?```", "", before, flags=re.S)
+    assert len(prose.split()) > 150, "a reference page needs prose, not only autodoc"
+    assert re.search(r"```(python|django|html|javascript)\n", before), "and an example"
