@@ -21,8 +21,8 @@
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
  * state (a room's or the watch list's snapshot), self (your own status), direct (a payload
  * presence.send_to_user() sent to all your tabs and devices), error, open, close,
- * unauthorized, message (any other frame: a project's own, on a socket whose consumer uses
- * PresenceConsumerMixin). Calls: join(room), leave(room), setStatus({state, message, emoji,
+ * unauthorized, message (a frame of the project's own, on a socket whose consumer uses
+ * PresenceConsumerMixin: never hello, heartbeat.ack, error or a presence.* frame). Calls: join(room), leave(room), setStatus({state, message, emoji,
  * expiresIn}), watch(ids), typing(room), members(room), get(userId), send(frame) (a project's
  * own frame, rate limited with the rest; false while disconnected), close().
  *
@@ -32,6 +32,9 @@
  *
  * <script src=".../presence.js" data-presence-connect data-presence-rooms="lobby doc-42"> connects
  * on load and puts the client at window.presence.
+ *
+ * From a bundler or <script type="module">: `import Presence from ".../presence.mjs"` (the same
+ * code: presence.mjs imports this file and exports what it defines; presence.d.ts has the types).
  */
 (function (global) {
   "use strict";
@@ -383,8 +386,14 @@
         case "error":
           this._error(msg);
           break;
+        case "heartbeat.ack": // heardAt is set: nothing else to do
+          break;
         default:
-          this._emit("message", msg);
+          // The project's own frames only: a protocol frame this version does not know (a
+          // newer server's presence.*) is not the project's to handle.
+          if (typeof msg.type === "string" && !msg.type.startsWith("presence.")) {
+            this._emit("message", msg);
+          }
           break;
       }
     }
@@ -644,7 +653,8 @@
   };
   global.Presence = Presence;
 
-  const script = global.document.currentScript;
+  // A classic <script> only: in a module (presence.mjs, a bundler) there is no currentScript.
+  const script = global.document ? global.document.currentScript : null;
   if (script && script.hasAttribute("data-presence-connect")) {
     const start = () => {
       global.presence = Presence.connect({
@@ -658,4 +668,4 @@
       start();
     }
   }
-})(window);
+})(typeof window !== "undefined" ? window : globalThis);
