@@ -84,6 +84,24 @@ MODULE_PAGE = """<!doctype html><html><head><title>module</title></head><body>
 </script></body></html>"""
 
 
+# The tags presence.js keeps live with no code of the page's own: the last seen text, a
+# permanent room's roster, and the page's own dot (online on the first page, before the socket).
+LIVE_PAGE = """{% load presence %}<!doctype html><html><head><title>live</title></head><body>
+<div id="me">{% presence_dot request.user %}</div>
+<div id="seen">{% last_seen other %}</div>
+<div id="roster">{% room_roster "team" %}</div>
+<script>window.firstPaint = document.querySelector("#me .presence-dot").className;</script>
+<script src="/static/presence_app/presence.js" data-presence-connect></script>
+</body></html>"""
+
+
+def live_view(request, other):
+    from django.template import engines
+
+    page = engines["django"].from_string(LIVE_PAGE)
+    return HttpResponse(page.render({"other": other}, request))
+
+
 def chat_view(request):
     return HttpResponse(CHAT_PAGE)
 
@@ -95,6 +113,7 @@ def module_view(request):
 urlpatterns = [
     path("e2e/<int:other>/", page_view),
     path("e2e-chat/", chat_view),
+    path("e2e-live/<int:other>/", live_view),
     path("e2e-module/", module_view),
     path("static/presence_app/<str:name>", script_view),
 ]
@@ -272,6 +291,62 @@ def test_two_browsers_see_each_other_live(redis_client):
             left = a.evaluate("events.filter(e => e[0] === 'leave').map(e => e[1])")
             assert str(bob.pk) in left
             a.evaluate("presence.close()")
+        finally:
+            browser.close()
+    channel_layers.backends.clear()
+
+
+def test_last_seen_roster_and_own_dot_are_live_without_page_code(redis_client):
+    from presence_app import rooms
+
+    alice, alice_cookie = login("alice")
+    bob, bob_cookie = login("bob")
+    bob.first_name, bob.last_name = "Bob", "Builder"
+    bob.save()
+    for user in (bob, alice):  # Bob joined the team first
+        rooms.add_member(user, "team")
+    channel_layers.backends.clear()
+    with (
+        presence_settings(ONLINE_WINDOW=1),  # Bob's page load keeps him online only 1 s
+        override_settings(ROOT_URLCONF=__name__),
+        Server() as server,
+        playwright.sync_playwright() as pw,
+    ):
+        browser = launch(pw)
+        try:
+            a = open_page(browser, server, alice_cookie, url=f"/e2e-live/{bob.pk}/")
+            # Alice's first page: her own dot online as the server drew it, before any socket.
+            assert "presence-online" in a.evaluate("firstPaint")
+            assert a.inner_text("#seen") == "not seen yet"
+            names = (
+                "Array.from(document.querySelectorAll('.presence-roster-name'), e => e.textContent)"
+            )
+            assert a.evaluate(names) == ["alice", "Bob Builder"]  # online first: alice, herself
+            a.wait_for_function("window.presence && presence.userId !== null")
+
+            # Bob comes: his last seen turns to "online now", his row moves up with a green dot.
+            b = open_page(browser, server, bob_cookie, url=f"/e2e-live/{alice.pk}/")
+            a.wait_for_function("document.querySelector('#seen').textContent === 'online now'")
+            row = f"document.querySelector('[data-presence-member=\"{bob.pk}\"]')"
+            a.wait_for_function(f"{row}.dataset.presenceState === 'online'")
+            assert a.evaluate(f"{row}.querySelector('.presence-dot').dataset.presenceState") == (
+                "online"
+            )
+            assert a.evaluate(f"{row}.querySelector('.presence-last-seen').textContent") == (
+                "online now"
+            )
+            assert a.evaluate(names) == ["Bob Builder", "alice"]  # both online: who joined first
+            assert b.inner_text("#seen") == "online now"  # Alice, as Bob's page drew her
+
+            # Bob goes: after the grace, "last seen just now", and he drops below the online.
+            b.context.close()
+            a.wait_for_function(
+                "document.querySelector('#seen').textContent === 'last seen just now'",
+                timeout=8000,
+            )
+            a.wait_for_function(f"{row}.dataset.presenceState === 'offline'")
+            assert a.evaluate(names) == ["alice", "Bob Builder"]
+            assert a.evaluate(f"{row}.classList.contains('presence-offline')")
         finally:
             browser.close()
     channel_layers.backends.clear()

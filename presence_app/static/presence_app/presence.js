@@ -28,7 +28,9 @@
  *
  * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
  * (online, idle, dnd, offline; invisible only on your own), data-presence-state, a title and an
- * aria-label; every element with data-presence-room-count="<room>" shows the room's count.
+ * aria-label; every element with data-presence-room-count="<room>" shows the room's count; a
+ * {% last_seen %} text (data-presence-last-seen) turns to "online now" / "last seen just now"
+ * as the user comes and goes, and a {% room_roster %} list keeps its online members first.
  *
  * <script src=".../presence.js" data-presence-connect data-presence-rooms="lobby doc-42"> connects
  * on load and puts the client at window.presence.
@@ -452,13 +454,40 @@
       if (!p) return;
       const state = STATES.includes(p.state) ? p.state : "offline";
       const label = this._label(p);
-      const selector = '[data-presence-user="' + CSS.escape(userId) + '"]';
-      for (const el of this.root.querySelectorAll(selector)) {
+      const id = CSS.escape(userId);
+      for (const el of this.root.querySelectorAll('[data-presence-user="' + id + '"]')) {
         for (const s of STATES) el.classList.toggle("presence-" + s, s === state);
         el.dataset.presenceState = state;
         el.title = label;
         el.setAttribute("aria-label", label);
       }
+      // {% last_seen %}: "online now" when they come, "last seen just now" when they go; a
+      // text the server wrote stays while nothing changes. Both texts come translated.
+      const online = ONLINE.has(state) ? "online" : "offline";
+      for (const el of this.root.querySelectorAll('[data-presence-last-seen="' + id + '"]')) {
+        if (el.dataset.presenceState === online) continue;
+        el.dataset.presenceState = online;
+        const text = online === "online" ? el.dataset.presenceTextOnline : el.dataset.presenceTextOffline;
+        if (text) el.textContent = text;
+      }
+      // {% room_roster %}: the member's row, and online members first.
+      const rosters = new Set();
+      for (const el of this.root.querySelectorAll('[data-presence-member="' + id + '"]')) {
+        if (el.dataset.presenceState === online) continue;
+        el.dataset.presenceState = online;
+        el.classList.toggle("presence-online", online === "online");
+        el.classList.toggle("presence-offline", online === "offline");
+        if (el.parentElement) rosters.add(el.parentElement);
+      }
+      for (const list of rosters) this._sortRoster(list);
+    }
+
+    _sortRoster(list) {
+      const rows = Array.from(list.children).filter((el) => el.dataset.presenceMember != null);
+      const rank = (el) => (el.dataset.presenceState === "online" ? 0 : 1);
+      const order = (el) => Number(el.dataset.presenceOrder) || 0;
+      rows.sort((a, b) => rank(a) - rank(b) || order(a) - order(b));
+      for (const el of rows) list.appendChild(el); // a no-op move for rows already in place
     }
 
     _paintCounts() {
