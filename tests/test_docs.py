@@ -128,7 +128,9 @@ def test_readme_lists_each_check_once():
     assert re.search(r", \(", listing) is None  # an explanation without its id
 
 
-@pytest.mark.parametrize("page", ["api.md", "templatetags.md", "signals.md", "websocket.md"])
+@pytest.mark.parametrize(
+    "page", ["api.md", "templatetags.md", "signals.md", "websocket.md", "drf.md"]
+)
 def test_reference_pages_explain_before_the_autodoc(page):
     text = (DOCS / page).read_text()
     before = text.split("```{eval-rst}")[0]
