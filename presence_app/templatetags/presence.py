@@ -280,3 +280,21 @@ def room_roster(context: template.Context, room: str) -> list[Any]:
         for m in members
     ]
     return Roster(room, members)
+
+
+@register.simple_tag
+def presence_sse_html_url(rooms: Any = "", users: Any = ()) -> str:
+    """The URL of the HTML presence stream for htmx (:mod:`presence_app.htmx`):
+    ``sse-connect="{% presence_sse_html_url rooms="lobby" users=people %}"``. ``rooms``: a name,
+    names separated by commas, or a list; ``users``: users or ids."""
+    from urllib.parse import urlencode
+
+    from django.urls import reverse
+
+    names = rooms.split(",") if isinstance(rooms, str) else [str(r) for r in rooms or ()]
+    query = {
+        "rooms": ",".join(n.strip() for n in names if n.strip()),
+        "users": ",".join(user_keys(users if not isinstance(users, str) else users.split(","))),
+    }
+    found = urlencode({k: v for k, v in query.items() if v}, safe=",")
+    return reverse("presence_app:sse-html") + (f"?{found}" if found else "")
