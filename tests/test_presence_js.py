@@ -86,7 +86,7 @@ MODULE_PAGE = """<!doctype html><html><head><title>module</title></head><body>
 
 # The tags presence.js keeps live with no code of the page's own: the last seen text, a
 # permanent room's roster, and the page's own dot (online on the first page, before the socket).
-LIVE_PAGE = """{% load presence %}<!doctype html><html><head><title>live</title></head><body>
+LIVE_PAGE = """{% load presence %}<!doctype html><html lang="en"><head><title>live</title></head><body>
 <div id="me">{% presence_dot request.user %}</div>
 <div id="seen">{% last_seen other %}</div>
 <div id="roster">{% room_roster "team" %}</div>
@@ -347,6 +347,13 @@ def test_last_seen_roster_and_own_dot_are_live_without_page_code(redis_client):
             a.wait_for_function(f"{row}.dataset.presenceState === 'offline'")
             assert a.evaluate(names) == ["alice", "Bob Builder"]
             assert a.evaluate(f"{row}.classList.contains('presence-offline')")
+            # The text ages on this browser's clock: two minutes on (moved back here rather
+            # than waited for), "last seen 2 minutes ago", in the server's words around Intl's.
+            a.evaluate(
+                "const el = document.querySelector('#seen .presence-last-seen');"
+                "el.dataset.presenceGoneAt = String(Date.now() - 125000); presence._ageTexts()"
+            )
+            assert a.inner_text("#seen") == "last seen 2 minutes ago"
         finally:
             browser.close()
     channel_layers.backends.clear()

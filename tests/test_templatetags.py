@@ -209,7 +209,8 @@ def test_last_seen_is_a_live_span_or_plain_text(people):
     assert html == (
         f'<span class="presence-last-seen" data-presence-last-seen="{di.pk}" '
         'data-presence-state="offline" data-presence-text-online="online now" '
-        'data-presence-text-offline="last seen just now">not seen yet</span>'
+        'data-presence-text-offline="last seen just now" '
+        'data-presence-text-ago="last seen %(when)s">not seen yet</span>'
     )
     assert 'data-presence-state="online"' in render("{% last_seen u %}", u=ann)
     assert render('<b title="{% last_seen u live=False %}">', u=ann) == '<b title="online now">'

@@ -109,7 +109,7 @@
       this.queue = [];
       this.tokens = 0;
       this.tokensAt = 0;
-      this.timers = {heartbeat: null, retry: null, drain: null, scan: null};
+      this.timers = {heartbeat: null, retry: null, drain: null, scan: null, ago: null};
 
       this._onActivity = this._onActivity.bind(this);
       this._onVisibility = this._onVisibility.bind(this);
@@ -469,6 +469,10 @@
         el.dataset.presenceState = online;
         const text = online === "online" ? el.dataset.presenceTextOnline : el.dataset.presenceTextOffline;
         if (text) el.textContent = text;
+        // Gone now: the text ages from here ("last seen 2 minutes ago"), on this browser's clock.
+        if (online === "offline") el.dataset.presenceGoneAt = String(Date.now());
+        else delete el.dataset.presenceGoneAt;
+        this._scheduleAgeing();
       }
       // {% room_roster %}: the member's row, and online members first.
       const rosters = new Set();
@@ -480,6 +484,33 @@
         if (el.parentElement) rosters.add(el.parentElement);
       }
       for (const list of rosters) this._sortRoster(list);
+    }
+
+    _scheduleAgeing() {
+      if (this.timers.ago || this.closed) return;
+      this.timers.ago = setInterval(() => this._ageTexts(), 30000);
+    }
+
+    // "last seen just now" a minute on: "last seen 1 minute ago" (data-presence-text-ago, the
+    // server's translated "last seen %(when)s", with the browser's Intl wording of the time).
+    _ageTexts() {
+      let ageing = 0;
+      for (const el of this.root.querySelectorAll("[data-presence-gone-at]")) {
+        const template = el.dataset.presenceTextAgo;
+        const seconds = (Date.now() - Number(el.dataset.presenceGoneAt)) / 1000;
+        ageing += 1;
+        if (!template || !(seconds >= 60) || typeof Intl === "undefined" || !Intl.RelativeTimeFormat) {
+          continue;
+        }
+        const lang = (this.root.documentElement || global.document.documentElement).lang || undefined;
+        const format = new Intl.RelativeTimeFormat(lang, {numeric: "always"});
+        const minutes = Math.floor(seconds / 60);
+        const hours = Math.floor(minutes / 60);
+        const when = hours >= 24 ? format.format(-Math.floor(hours / 24), "day")
+          : hours >= 1 ? format.format(-hours, "hour") : format.format(-minutes, "minute");
+        el.textContent = template.replace("%(when)s", when);
+      }
+      if (!ageing) this._clearTimer("ago");
     }
 
     _sortRoster(list) {
