@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import api, rest, sse
+from . import api, htmx, rest, sse
 
 app_name = "presence_app"
 
@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/rooms/<str:room>/members/", api.room_roster, name="api-room-members"),
     path("api/stream/<str:frame_type>/", rest.command, name="api-stream"),
     path("sse/", sse.stream, name="sse"),
+    path("sse/html/", htmx.stream, name="sse-html"),  # HTML events for htmx pages
 ]
