@@ -93,7 +93,8 @@ def test_a_list_reads_every_presence_in_one_round_trip(client, crowd, redis_call
     assert rows["user03"]["state"] == "dnd" and rows["user03"]["message"] == "Deep work"
     assert rows["user06"]["state"] == "offline"  # invisible, to everybody else
     assert set(rows["user00"]) == {
-        "user", "state", "last_seen", "last_active", "message", "emoji", "device"
+        "user", "state", "last_seen", "last_active", "message", "emoji", "device",
+        "last_seen_approx",
     }  # fmt: skip
 
 
@@ -143,6 +144,7 @@ def test_the_viewers_audience_applies(client, crowd):
         assert rows["user03"] == {
             "user": str(crowd[3].pk), "state": "offline", "last_seen": None,
             "last_active": None, "message": "", "emoji": "", "device": "",
+            "last_seen_approx": "",
         }  # fmt: skip
         # Signed out: a visitor is somebody too, and sees as the policy says.
         client.logout()
