@@ -110,7 +110,9 @@ def test_approximate_shows_a_rough_bucket_redis_and_database_alike(people, clien
             LastSeen.objects.update_or_create(
                 user=user, defaults={"last_seen_at": now - timedelta(days=days)}
             )
-        html = render("{% for u in us %}[{% last_seen u live=False %}]{% endfor %}", ann, us=[bob, cat])
+        html = render(
+            "{% for u in us %}[{% last_seen u live=False %}]{% endfor %}", ann, us=[bob, cat]
+        )
         assert html == "[last seen within a month][last seen a long time ago]"
 
 
