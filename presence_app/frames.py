@@ -38,6 +38,7 @@ async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
 async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:
     if frame.get("permanent") is True:  # ends the membership, joined here or not
         await rooms.aremove_member(session.user, frame.get("room"))
+        session.owed.discard(frame["room"])  # nor joined later, if an outage held it back
         if frame["room"] not in session.rooms:
             return
     await session.leave(frame.get("room"))
@@ -89,7 +90,20 @@ async def on_permanent_event(session: PresenceSession, event: dict[str, Any]) ->
     """The user became a member of a permanent room (:mod:`presence_app.rooms`) on another
     connection or by a call: this connection joins it too; a refusal goes to its browser."""
     if event.get("sender") != session.channel_name and not session.closed:
-        await handle(session, {"type": "join", "room": event.get("room")})
+        error = await join_unasked(session, event.get("room"))
+        if error is not None:
+            await session.send(error)
+
+
+async def join_unasked(session: PresenceSession, room: Any) -> dict[str, Any] | None:
+    """A join the connection makes by itself (a permanent room): applied like a join frame, and
+    the ``error`` frame of a refusal returned. The browser did not ask, so it will not ask again
+    after an outage's ``unavailable``: the session owes the room and joins it when Redis answers
+    (its recovery, on the next heartbeat)."""
+    error = await apply(session, {"type": "join", "room": room})
+    if error is not None and error["code"] == "unavailable" and isinstance(room, str):
+        session.owe(room)
+    return error
 
 
 async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import presence, protocol, tenants
 from .coalescer import get_coalescer
+from .protocol import FrameError
 from .store import UNAVAILABLE, UnknownConnection
 from .subscriptions import log_outage
 
@@ -56,6 +57,7 @@ class LeaseRecovery:
     lock: asyncio.Lock
     tasks: set[asyncio.Task[None]]
     rooms: set[str]
+    owed: set[str]
     watched: set[str]
     own_state: str
     user_id: str
@@ -66,6 +68,7 @@ class LeaseRecovery:
     outage_notice: Any
     send: Callable[[dict[str, Any]], Awaitable[None]]
     send_room_state: Callable[[str], Awaitable[None]]
+    join: Callable[[str], Awaitable[None]]
 
     def lease_lost(self) -> None:
         if not self.closed:
@@ -78,6 +81,13 @@ class LeaseRecovery:
         refused the join a moment after it took the connect) would otherwise stay lost."""
         if self.recovery_due and not self.recovering:
             self.lease_lost()
+
+    def owe(self, room: str) -> None:
+        """A room the connection joins by itself (a permanent one) met an outage: the browser
+        never asked for it, so it will not ask again. The recovery that the next heartbeat
+        starts (:meth:`finish_recovery`) joins it once Redis answers."""
+        self.owed.add(room)
+        self.recovery_due = True
 
     def lease_unavailable(self) -> None:
         if not self.closed and self.outage_notice.ready():
@@ -116,6 +126,7 @@ class LeaseRecovery:
             await self._reassert()
             for room in sorted(self.rooms):
                 await self.send_room_state(room)
+            await self._join_owed()
         except UNAVAILABLE as exc:
             # Redis answered a moment ago (it reported the lease missing), so this is most
             # likely a pooled connection that died with a Redis restart: check again with the
@@ -144,6 +155,20 @@ class LeaseRecovery:
         await presence.aconnect(self.conn_id, self.user_id, device=self.device)
         for room in sorted(self.rooms):
             await presence.ajoin(room, self.conn_id, self.user_id)
+        self.recovery_due = False
+
+    async def _join_owed(self) -> None:
+        """Joins the rooms an outage kept this connection out of (:meth:`owe`), each with its
+        ``CAN_JOIN`` and its state; a refusal other than the outage goes to the browser."""
+        if not self.owed:
+            return
+        self.recovery_due = True  # until the last of them is joined
+        for room in sorted(self.owed):
+            try:
+                await self.join(room)
+            except FrameError as exc:
+                await self.send(protocol.error_frame(exc.code, exc.detail, frame="join", room=room))
+            self.owed.discard(room)
         self.recovery_due = False
 
     async def _store_join(self, room: str) -> None:

@@ -148,8 +148,12 @@ class EventStream:
         hello["resumed"] = resume is not None
         await self.push(hello)
         wanted = resume[1] if resume is not None else []
-        for room in [*wanted, *await rooms.permanent_rooms_to_join(self.session.user, wanted)]:
+        for room in wanted:
             error = await frames.apply(self.session, {"type": "join", "room": room})
+            if error is not None:
+                await self.push(error)
+        for room in await rooms.permanent_rooms_to_join(self.session.user, wanted):
+            error = await frames.join_unasked(self.session, room)  # owed through an outage
             if error is not None:
                 await self.push(error)
 
