@@ -124,9 +124,14 @@ class LeaseRecovery:
     async def _try_recover(self) -> None:
         try:
             await self._reassert()
+            # Due until the browser has each room's state too: once the lease and the rooms are
+            # back the heartbeats report nothing missing, so a state read Redis refused here
+            # would otherwise never be sent (the browser would keep the members of before).
+            self.recovery_due = True
             for room in sorted(self.rooms):
                 await self.send_room_state(room)
             await self._join_owed()
+            self.recovery_due = False
         except UNAVAILABLE as exc:
             # Redis answered a moment ago (it reported the lease missing), so this is most
             # likely a pooled connection that died with a Redis restart: check again with the
@@ -160,16 +165,12 @@ class LeaseRecovery:
     async def _join_owed(self) -> None:
         """Joins the rooms an outage kept this connection out of (:meth:`owe`), each with its
         ``CAN_JOIN`` and its state; a refusal other than the outage goes to the browser."""
-        if not self.owed:
-            return
-        self.recovery_due = True  # until the last of them is joined
-        for room in sorted(self.owed):
+        for room in sorted(self.owed):  # the recovery stays due until the last is joined
             try:
                 await self.join(room)
             except FrameError as exc:
                 await self.send(protocol.error_frame(exc.code, exc.detail, frame="join", room=room))
             self.owed.discard(room)
-        self.recovery_due = False
 
     async def _store_join(self, room: str) -> None:
         try:

@@ -529,6 +529,35 @@ async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(al
     await a.close()
 
 
+async def test_a_recovery_cut_short_before_the_rooms_state_sends_it_later(alice, monkeypatch):
+    """Redis restarted empty; the recovery took the lease and the room again, then Redis failed
+    the read of the room's state (a pooled connection the restart broke, a moment's outage).
+    The lease and the room are there, so the heartbeats report nothing missing: the recovery
+    must still be due, and the next heartbeat sends the state. (It never came: the browser kept
+    the members of before the restart. Seen in test_redis_outage.py under load.)"""
+    a = await Socket.open(alice[1], name="alice")
+    await joined(a, "lobby")
+    real, failed = presence.aroom_members, asyncio.Event()
+
+    async def fail_once(*args, **kwargs):
+        if failed.is_set():
+            return await real(*args, **kwargs)
+        failed.set()
+        with presence_settings(REDIS_URL="redis://127.0.0.1:1/0"):  # the store's Redis away
+            return await real(*args, **kwargs)
+
+    monkeypatch.setattr(presence, "aroom_members", fail_once)
+    await sync_to_async(get_store().clear)()
+    a.drain()
+    a.beat(0.3)  # the next flush finds the lease missing: the recovery starts
+    await asyncio.wait_for(failed.wait(), 10)
+    assert (await a.wait_for("error", timeout=10))["code"] == "unavailable"
+    state = await a.wait_for("presence.state", timeout=10, room="lobby")
+    assert [m["user"] for m in state["members"]] == [a.user]
+    assert await get_async_store().room_members("lobby") == [a.user]
+    await a.close()
+
+
 async def test_redis_away_gets_unavailable_errors_not_a_crash(alice):
     a = await Socket.open(alice[1], name="alice")
     with presence_settings(REDIS_URL="redis://127.0.0.1:1/0"):
