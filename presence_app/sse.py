@@ -27,17 +27,15 @@ from collections.abc import AsyncIterator
 from contextlib import suppress
 from typing import Any
 
-from asgiref.sync import SyncToAsync
 from channels.layers import get_channel_layer
 from django.core import signing
-from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import get_token
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import conf, frames, protocol, rooms
+from . import conf, frames, lifecycle, protocol, rooms
 from .limits import TokenBucket
 from .session import PresenceSession
 from .store import UNAVAILABLE
@@ -108,31 +106,6 @@ async def let_go(layer: Any, channel: str) -> None:
         await pending
 
 
-def leave_request_thread() -> None:
-    """Lets the request's own thread go for the stream's life. Django runs each ASGI request in
-    a ``ThreadSensitiveContext``: its middleware's sync parts and the session's load run on a
-    thread of the request's own, kept (with the database connection it opened) until the
-    response ends, which for a stream is its whole life: most of what a stream cost beyond a
-    socket (docs/benchmarks.md, row 11). That thread closes its connections and ends; the
-    stream's later sync calls (hooks, the permanent rooms' query) run where a WebSocket's do,
-    on the process' shared thread. Django's close of the response, after the stream, gets a
-    thread for that moment."""
-    context = SyncToAsync.thread_sensitive_context.get(None)
-    if context is None:
-        return
-    executor = SyncToAsync.context_to_thread_executor.pop(context, None)
-    SyncToAsync.thread_sensitive_context.set(None)  # type: ignore[arg-type]  # this task's
-    if executor is not None:
-        executor.submit(_close_own_connections)  # in their thread: they are thread-bound
-        executor.shutdown(wait=False)
-
-
-def _close_own_connections() -> None:
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:  # a test's transaction is not ours to end
-            conn.close()
-
-
 def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
     """One SSE event: an optional ``id:`` and the frame as one ``data:`` line (JSON has no
     raw newlines)."""
@@ -156,6 +129,12 @@ class EventStream:
         )
         self.frames_bucket = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
         self.rooms_sent: list[str] | None = None
+        self.ending = False  # end() was called: the server is shutting down
+
+    def end(self) -> None:
+        """Ends the stream after the frames already queued (the server is shutting down)."""
+        self.ending = True
+        self.queue.put_nowait(None)
 
     async def push(self, frame: dict[str, Any]) -> None:
         """The session's ``send``: queued for the browser (never blocks the channel loop)."""
@@ -226,7 +205,8 @@ class EventStream:
         beat_at = loop.time() + interval
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()
-            leave_request_thread()
+            lifecycle.leave_request_thread()  # memory: docs/benchmarks.md, row 11
+            lifecycle.track(self)  # ended at once when the server is told to stop
             await self.start(resume)
             # Only now: the hello goes first (the layer keeps what arrives meanwhile).
             relay = asyncio.ensure_future(self.relay())
@@ -243,7 +223,10 @@ class EventStream:
                     yield b": keep-alive\n\n"
                     continue
                 if frame is None:
-                    logger.info("presence: an SSE stream fell %s frames behind; ended", MAX_QUEUED)
+                    if not self.ending:
+                        logger.info(
+                            "presence: an SSE stream fell %s frames behind; ended", MAX_QUEUED
+                        )
                     return
                 yield event_bytes(frame, self.next_id())
         finally:

@@ -211,7 +211,7 @@ async def test_an_open_stream_holds_no_thread_nor_database_connection(db, server
     """Django serves each ASGI request on a thread of its own (a ThreadSensitiveContext) that
     opens the session's database connection and lives until the response ends: for a stream,
     its whole life, 1.6-3x a socket's memory (docs/benchmarks.md, row 11). An open stream lets
-    both go (sse.leave_request_thread), and still works: its hello, a join, its close."""
+    both go (lifecycle.leave_request_thread), and still works: its hello, a join, its close."""
     users = db.users([f"s{i}" for i in range(STREAMS + 1)])
     server = await servers.astart(server=kind)
     database = os.path.realpath(db.path)
