@@ -181,7 +181,7 @@ class AsgiServer:
         ready_path: str = "/accounts/login/",
         access_log: bool = False,
         log_dir: Path | None = None,
-        graceful: float = 5,
+        graceful: int = 5,
     ) -> None:
         if server not in ("uvicorn", "daphne"):
             raise ValueError("server is 'uvicorn' or 'daphne'")
@@ -237,7 +237,7 @@ class AsgiServer:
             "--lifespan",
             "off",
             "--timeout-graceful-shutdown",
-            str(self.graceful),
+            str(int(self.graceful)),
             "--log-level",
             "info" if self.access_log else "warning",
             "--access-log" if self.access_log else "--no-access-log",

@@ -1,4 +1,4 @@
-"""A rolling deploy behind one address: two uvicorn processes behind a TCP front (front.py, a
+"""A rolling deploy behind one address: two uvicorn processes behind a TCP front (rolling.py, a
 load balancer's part), 40 heartbeating WebSockets and 10 SSE streams spread over them, all in one
 room. Process A gets SIGTERM and is started again, then process B. An observer on a third
 process, in the room and watching everybody, must hear nothing: no leave, no join, no offline,
@@ -26,7 +26,7 @@ from tests.timing import limit, said
 
 from .clients import Client, close_all, connect_all
 from .conftest import eventually
-from .front import Front
+from .rolling import Front, Rollout
 from .settings import TIMERS
 
 pytestmark = pytest.mark.timeout(180)
@@ -42,44 +42,6 @@ STOPPED = 1.0
 GRACE = 8.0
 OVERRIDES = {"DISCONNECT_GRACE": GRACE, "LEASE_TTL": 2 * GRACE}
 RETRY = 2.0  # sse.RETRY_MS
-
-
-async def keep_socket(client: Client, back: asyncio.Event, ended: list[float]) -> None:
-    """presence.js' socket: on a close, connect again (through the front) and re-join."""
-    loop = asyncio.get_running_loop()
-    while True:
-        await client.closed.wait()
-        ended.append(loop.time())
-        back.clear()
-        while True:
-            try:
-                await client.connect(timeout=5)
-                break
-            except Exception:  # nobody accepted yet: try again, as presence.js backs off
-                await asyncio.sleep(0.1)
-        client.beat(TIMERS["HEARTBEAT_INTERVAL"])
-        await client.join(ROOM, timeout=10)
-        back.set()
-
-
-async def keep_stream(stream: SseClient, back: asyncio.Event, ended: list[float]) -> None:
-    """presence.js' EventSource: on the stream's end, wait its retry, reconnect, resume."""
-    loop = asyncio.get_running_loop()
-    while True:
-        assert stream.task is not None
-        await asyncio.shield(stream.task)
-        ended.append(loop.time())
-        back.clear()
-        await asyncio.sleep(RETRY)
-        while True:
-            try:
-                await stream.connect(timeout=5, resume=True)
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
-        assert stream.hello["resumed"] is True
-        await stream.wait_for("presence.state", timeout=10, room=ROOM)  # unasked: resumed
-        back.set()
 
 
 async def test_a_rolling_restart_is_seen_by_nobody(db, servers, store):
@@ -123,50 +85,32 @@ async def test_a_rolling_restart_is_seen_by_nobody(db, servers, store):
         )
     )
 
-    loop = asyncio.get_running_loop()
-    backs = {name: asyncio.Event() for name in names}
-    ends: dict[str, list[float]] = {name: [] for name in names}
-    by_name = dict(zip(names, [*sockets, *streams], strict=True))
-
-    def connected(name: str) -> bool:
-        conn = by_name[name]
-        if isinstance(conn, Client):
-            return conn.open
-        return conn.task is not None and not conn.task.done()
-
-    def settled() -> bool:  # every connection open, and any that ended is back in the room
-        return all(connected(n) and (not ends[n] or backs[n].is_set()) for n in names)
-
-    def unsettled() -> list[str]:
-        return [n for n in names if not (connected(n) and (not ends[n] or backs[n].is_set()))]
-
-    keepers = [
-        asyncio.ensure_future(keep_socket(c, backs[n], ends[n]))
-        for n, c in zip(names, sockets, strict=False)
-    ] + [
-        asyncio.ensure_future(keep_stream(s, backs[n], ends[n]))
-        for n, s in zip(names[SOCKETS:], streams, strict=True)
-    ]
+    rollout = Rollout(
+        dict(zip(names, sockets, strict=False)),
+        dict(zip(names[SOCKETS:], streams, strict=True)),
+        room=ROOM,
+        heartbeat=TIMERS["HEARTBEAT_INTERVAL"],
+        retry=RETRY,
+    )
     try:
         for server in (a, b):
-            told = loop.time()
-            code = await asyncio.to_thread(server.stop, GRACEFUL + 10)
-            stopped = loop.time() - told
-            print(said(f"{server.name} stopped (graceful timeout {GRACEFUL} s)", stopped, STOPPED))
-            # uvicorn ends by raising the signal it caught again (-15), once shut down.
-            assert code in (0, -15), server.log()
-            assert "timeout graceful shutdown exceeded" not in server.log(None)
-            assert stopped <= limit(STOPPED), server.log()
-            await asyncio.to_thread(server.start)
-            # Those that were on it were closed, and are back through the front.
-            await eventually(settled, GRACE, "every connection back", detail=unsettled)
-            gone = [n for n in names if ends[n] and ends[n][-1] >= told]
+            # Gone at once, not after the graceful timeout; everybody back through the front,
+            # on the live process, within the grace.
+            done = await rollout.restart(server, GRACE)
             print(
-                f"{len(gone)} connections ({sum(n.startswith('sse') for n in gone)} streams) of "
-                f"{server.name} back through the front {loop.time() - told:.2f} s after its "
-                f"SIGTERM (grace {GRACE:g} s; streams wait their retry: {RETRY:g} s first)"
+                said(
+                    f"{server.name} stopped (graceful timeout {GRACEFUL} s)",
+                    done["stopped_s"],
+                    STOPPED,
+                ),
+                f"\n{done['moved']} connections ({done['moved_streams']} streams) of {server.name} "
+                f"back through the front {done['back_s']:.2f} s after its SIGTERM (grace "
+                f"{GRACE:g} s; streams wait their retry: {RETRY:g} s first)",
             )
-            assert gone, f"nobody was on {server.name}"
+            assert done["code"] in (0, -15), server.log()  # uvicorn raises the signal again
+            assert not done["graceful_exceeded"], server.log()
+            assert done["stopped_s"] <= limit(STOPPED), server.log()
+            assert done["moved"], f"nobody was on {server.name}"
             assert all_in()
         # The old connections' graces end and a sweep runs: still nothing heard.
         await asyncio.sleep(GRACE + TIMERS["SWEEP_INTERVAL"] + 1)  # a window for stray events
@@ -174,9 +118,7 @@ async def test_a_rolling_restart_is_seen_by_nobody(db, servers, store):
         assert heard == [], heard[:5]
         assert observer.open  # on the third process all along
     finally:
-        for keeper in keepers:
-            keeper.cancel()
-        await asyncio.gather(*keepers, return_exceptions=True)
+        await rollout.stop()
         await close_all([*sockets, observer])
         for stream in streams:
             await stream.close()
