@@ -1,6 +1,6 @@
 """What an SSE stream costs beside a WebSocket, in one run: ``python -m bench.sse_memory [N]``.
 
-One uvicorn process (tests/servers.py, bench/ws_settings.py: the project as shipped) is started
+One uvicorn process (``--server daphne``: daphne; tests/servers.py, bench/ws_settings.py: the project as shipped) is started
 per transport; a client in this process (bench/sse_client.py's ``Load``) opens one connection,
 closes it (start-up and first-use costs), then opens ``N`` more (default 200): presence SSE
 streams (``GET /presence/sse/``), then, on a fresh server, WebSockets (``/ws/presence/``). The
@@ -91,6 +91,7 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--group", default="lineno", choices=("lineno", "traceback", "filename"))
     parser.add_argument("--only", choices=("sse", "ws"))
+    parser.add_argument("--server", default="uvicorn", choices=("uvicorn", "daphne"))
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-sse-memory-"))
     with RedisServer() as redis_server:
