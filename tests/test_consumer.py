@@ -432,6 +432,11 @@ async def test_room_and_watch_limits_and_can_join(alice):
 
 
 # -- heartbeats, recovery, outages ---------------------------------------------------------------
+def renewed(calls: list[list[str]]) -> list[str]:
+    """The leases ("user|conn") the heartbeat script calls renewed."""
+    return [arg for call in calls for arg in call if "|" in arg]
+
+
 async def test_heartbeats_are_written_in_batches(alice, bob, carol):
     """27 heartbeat frames from 9 sockets: a handful of heartbeat script calls, counted by the
     real Redis (MONITOR), every lease renewed exactly once per frame, every frame acknowledged."""
@@ -443,8 +448,12 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol):
             for _ in range(3):
                 for s in socks:
                     await s.send(type="heartbeat")
-                await asyncio.sleep(0.6)
-            await asyncio.sleep(0.3)
+                await asyncio.sleep(0.6)  # pacing: each round after the last one's flush
+            # The last round's flush: waited for (a flush interval, held to the slack).
+            start = loop.time()
+            while len(renewed(monitor.script_calls(sha))) < 27:
+                assert loop.time() - start < limit(0.5), "the last round was not flushed"
+                await asyncio.sleep(0.02)
             calls = monitor.script_calls(sha)
             # Flushed within the interval: one lone heartbeat is written a flush interval later.
             start = loop.time()
@@ -453,10 +462,12 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol):
                 assert loop.time() - start < limit(0.5), "heartbeat not flushed within the interval"
                 await asyncio.sleep(0.02)
             print(said("a lone heartbeat written", loop.time() - start, 0.5))
-        members = [arg for call in calls for arg in call if "|" in arg]
+        members = renewed(calls)
         assert len(members) == 27
         assert {m.split("|")[0] for m in members} == {s.user for s in socks}
-        assert 3 <= len(calls) <= 6, calls
+        # One call per flush: 3 rounds, each in one flush or split over two (fewer when a slow
+        # loop let two rounds into one flush), never one per frame.
+        assert 1 <= len(calls) <= 6, calls
         # Every frame is answered at once, however its write is batched.
         acks = [sum(f["type"] == "heartbeat.ack" for f in s.drain()) for s in socks]
         assert acks == [4] + [3] * 8
