@@ -78,7 +78,9 @@ class PresenceConsumerMixin:
         await self.presence_send(await self.presence.open())
         # Members of permanent rooms are in them on every connection, unasked.
         for room in await rooms.permanent_rooms_to_join(user, []):
-            await frames.handle(self.presence, {"type": "join", "room": room})
+            error = await frames.join_unasked(self.presence, room)
+            if error is not None:
+                await self.presence_send(error)
         return True
 
     async def presence_disconnect(self) -> None:
