@@ -151,8 +151,7 @@ def presence_clock(monkeypatch: pytest.MonkeyPatch) -> PresenceClock:
     so timers (idle, leases, the disconnect grace) pass at once instead of in real seconds. Only
     presence's own clock moves: Django's, and Redis' key expiry, do not.
     """
-    from presence_app.store import AsyncStore, Store
-    from presence_app.store.base import BaseStore
+    from presence_app.store import AsyncStore, BaseStore, Store
 
     clock = PresenceClock(float(int(time.time())))
     # The methods each face defines, and the shared ones (the front door's reads plan them).
