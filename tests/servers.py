@@ -80,16 +80,21 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
+from project.demo.users import login_name
+
 specs = json.load(sys.stdin)
-User = get_user_model()
-names = [s["username"] for s in specs]
+User = get_user_model()  # any model: its USERNAME_FIELD holds the name (or name@example.com)
+field = User.USERNAME_FIELD
+logins = {s["username"]: login_name(s["username"]) for s in specs}
 User._default_manager.bulk_create(
-    [User(username=s["username"], is_staff=s.get("is_staff", False),
+    [User(**{field: logins[s["username"]]}, is_staff=s.get("is_staff", False),
           is_superuser=s.get("is_superuser", False),
           password=make_password(s.get("password"))) for s in specs],
     ignore_conflicts=True,
 )
-users = User._default_manager.in_bulk(names, field_name="username")
+found = User._default_manager.in_bulk(list(logins.values()), field_name=field)
+users = {name: found[login] for name, login in logins.items()}
+names = list(logins)
 perms = [s for spec in specs for s in spec.get("permissions", ())]
 if perms:
     from django.contrib.auth.models import Permission

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 
-from project.demo.users import ADMIN, DEMO_PASSWORD, DEMO_USERS
+from project.demo.users import ADMIN, DEMO_PASSWORD, DEMO_USERS, login_name
 
 
 @pytest.mark.django_db
@@ -13,6 +13,6 @@ def test_demo_users_are_created_once_and_can_log_in():
     call_command("demo_users", stdout=out)
     call_command("demo_users", stdout=StringIO())
     assert get_user_model().objects.count() == len(DEMO_USERS) + 1
-    assert authenticate(username=DEMO_USERS[0], password=DEMO_PASSWORD) is not None
-    assert authenticate(username=ADMIN[0], password=ADMIN[1]).is_superuser
+    assert authenticate(username=login_name(DEMO_USERS[0]), password=DEMO_PASSWORD) is not None
+    assert authenticate(username=login_name(ADMIN[0]), password=ADMIN[1]).is_superuser
     assert DEMO_PASSWORD in out.getvalue()
