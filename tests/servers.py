@@ -173,7 +173,8 @@ class Database:
 
 
 class AsgiServer:
-    """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess."""
+    """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess; or a
+    project's ``manage.py runserver`` (``server="runserver"``, ``manage``: its path)."""
 
     def __init__(
         self,
@@ -186,12 +187,14 @@ class AsgiServer:
         ready_path: str = "/accounts/login/",
         access_log: bool = False,
         log_dir: Path | None = None,
+        manage: str = "manage.py",
     ) -> None:
-        if server not in ("uvicorn", "daphne"):
-            raise ValueError("server is 'uvicorn' or 'daphne'")
+        if server not in ("uvicorn", "daphne", "runserver"):
+            raise ValueError("server is 'uvicorn', 'daphne' or 'runserver'")
         self.db = db
         self.kind = server
         self.app = app
+        self.manage = manage
         self.name = name
         self.ready_path = ready_path
         self.access_log = access_log
@@ -223,6 +226,16 @@ class AsgiServer:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def command(self) -> list[str]:
+        if self.kind == "runserver":
+            # daphne's runserver (daphne in INSTALLED_APPS): ASGI_APPLICATION, and with DEBUG
+            # the static files, as in development; ``manage``: the project's manage.py.
+            return [
+                sys.executable,
+                self.manage,
+                "runserver",
+                "--noreload",
+                f"127.0.0.1:{self.port}",
+            ]
         if self.kind == "daphne":
             args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
             if not self.access_log:

@@ -66,13 +66,15 @@ class Socket(FrameWaits):
         origin: bytes | None = ORIGIN,
         path: str = "/ws/presence/",
         name: str = "",
+        app: Any = None,
     ) -> Socket:
+        """A logged-in socket (``cookie``) on ``app`` (the demo's project.asgi by default)."""
         headers = []
         if origin is not None:
             headers.append((b"origin", origin))
         if cookie is not None:
             headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()))
-        sock = cls(WebsocketCommunicator(application(), path, headers=headers), name)
+        sock = cls(WebsocketCommunicator(app or application(), path, headers=headers), name)
         connected, _ = await sock.comm.connect(timeout=5)
         assert connected
         sock.hello = await sock.wait_for("hello")
