@@ -25,7 +25,7 @@ PASSWORD = "tutorial-pw"
 
 
 @pytest.fixture(scope="module")
-def tutorial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AsgiServer, dict]]:
+def tutorial_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Database, dict]:
     from django.conf import settings
 
     db = Database(
@@ -34,21 +34,35 @@ def tutorial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AsgiSer
         env={
             "PYTHONPATH": f"{TUTORIAL}{os.pathsep}{ROOT}",  # the tutorial's apps are top-level
             "REDIS_URL": settings.REDIS_URL,
-            "PRESENCE_KEY_PREFIX": f"tutorial-{uuid.uuid4().hex[:8]}",
         },
     ).migrate()
     db.manage("check", "--fail-level", "WARNING")  # presence's system checks pass too
-    users = db.users(["alice", "bob"], password=PASSWORD)
-    server = AsgiServer(
-        db, server="runserver", manage=str(TUTORIAL / "manage.py"), name="tutorial"
-    ).start()
+    return db, db.users(["alice", "bob"], password=PASSWORD)
+
+
+#: How the how-to serves the project in development, static files included: daphne's runserver
+#: (the tutorial's way), and uvicorn on asgi.py's ASGIStaticFilesHandler.
+SERVERS = {
+    "runserver": {"server": "runserver", "manage": str(TUTORIAL / "manage.py")},
+    "uvicorn": {"server": "uvicorn", "app": "mysite.asgi:application"},
+}
+
+
+@pytest.fixture(params=list(SERVERS))
+def tutorial(
+    request: pytest.FixtureRequest, tutorial_db: tuple[Database, dict]
+) -> Iterator[tuple[AsgiServer, dict]]:
+    db, users = tutorial_db
+    prefix = {"PRESENCE_KEY_PREFIX": f"tutorial-{uuid.uuid4().hex[:8]}"}  # a fresh presence
+    server = AsgiServer(db, env=prefix, name=f"tutorial-{request.param}", **SERVERS[request.param])
+    server.start()
     yield server, users
     server.stop()
 
 
 def login(browser: Any, server: AsgiServer, email: str, path: str) -> Any:
     """A page of ``email``'s, logged in through the login form ``@login_required`` sent it to."""
-    page = browser.new_context().new_page()
+    page = browser.new_context().new_page()  # a browser of its own: no cookies of another
     page.set_default_timeout(8000)
     page.goto(server.url + path)
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
@@ -66,7 +80,7 @@ def dot(page: Any, email: str) -> Any:
 def test_two_users_see_each_other_and_chat_in_the_tutorial_room(browser, tutorial):
     server, users = tutorial
     alice, bob = "alice@example.com", "bob@example.com"
-    # The static files are served (daphne's runserver, DEBUG): presence.js and its CSS.
+    # The static files are served (in development, DEBUG): presence.js and its CSS.
     for path in ("/static/presence_app/presence.js", "/static/presence_app/css/presence.css"):
         assert server.get(path)[0] == 200, server.log()
 

@@ -11,6 +11,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
 django_asgi_app = get_asgi_application()
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+if settings.DEBUG:
+    # Development under uvicorn (or any ASGI server): the static files (presence.js), as
+    # daphne's runserver serves them. In production, collectstatic and WhiteNoise or nginx.
+    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
 application = ProtocolTypeRouter(
     {
