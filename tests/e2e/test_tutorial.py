@@ -30,7 +30,7 @@ def tutorial_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Database, dic
 
     db = Database(
         tmp_path_factory.mktemp("tutorial") / "db.sqlite3",
-        settings="mysite.test_settings",
+        settings="mysite.suite_settings",
         env={
             "PYTHONPATH": f"{TUTORIAL}{os.pathsep}{ROOT}",  # the tutorial's apps are top-level
             "REDIS_URL": settings.REDIS_URL,

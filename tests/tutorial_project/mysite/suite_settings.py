@@ -24,3 +24,4 @@ PRESENCE = {
     "TOUCH_INTERVAL": 1,
 }
 CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{PREFIX}"  # noqa: F405
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT", STATIC_ROOT)  # noqa: F405
