@@ -92,3 +92,14 @@ async def test_an_anonymous_chat_socket_is_closed_with_4401(fast):
     assert connected
     assert await comm.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
     assert await get_async_store().room_members("lobby") == []
+
+
+async def test_a_room_name_presence_refuses_leaves_the_chat_working(fast):
+    """The tutorial's ``\\w+`` admits "_staff"; ROOM_NAME_PATTERN does not (the how-to says so)."""
+    _, cookie = await make_user("ann")
+    ann = await Socket.open(cookie, path="/ws/chat/_staff/", app=chat_app(), name="ann")
+    error = await ann.wait_for("error", frame="join")
+    assert error["code"] == "invalid"
+    await ann.send_text(json.dumps({"message": "still here"}))
+    assert await chat_text(ann) == {"message": "still here"}
+    await ann.close()
