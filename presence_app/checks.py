@@ -319,12 +319,15 @@ def check_project(app_configs=None, **kwargs) -> list:
     500, a socket closed at once or a page that never goes live."""
     messages: list = []
     engine = getattr(settings, "SESSION_ENGINE", "")
-    if engine in DB_SESSION_ENGINES and not _installed("django.contrib.sessions"):
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
+    # Only a site that uses sessions (a token-authenticated one may have no sessions app).
+    uses_sessions = any(m.endswith("SessionMiddleware") for m in middleware)
+    if uses_sessions and engine in DB_SESSION_ENGINES and not _installed("django.contrib.sessions"):
         messages.append(
             Error(
                 f"SESSION_ENGINE is {engine!r} but django.contrib.sessions is not in "
                 "INSTALLED_APPS: the socket and the SSE stream know their user from the session, "
-                "and reading it fails (the WebSocket handshake and logins end in errors).",
+                "and reading it fails (logins and the WebSocket handshake end in errors).",
                 hint="Add 'django.contrib.sessions' to INSTALLED_APPS (and run migrate), or use "
                 "another SESSION_ENGINE (e.g. 'django.contrib.sessions.backends.signed_cookies').",
                 id="presence_app.E020",
@@ -363,16 +366,16 @@ def check_project(app_configs=None, **kwargs) -> list:
             )
         )
     if _installed("daphne") and not getattr(settings, "ASGI_APPLICATION", None):
+        # A warning: a project may run daphne on an explicit application path instead.
         messages.append(
-            Error(
+            Warning(
                 "daphne is in INSTALLED_APPS but ASGI_APPLICATION is not set: its runserver "
                 "cannot start, and nothing serves the presence WebSocket.",
                 hint="Set ASGI_APPLICATION = 'mysite.asgi.application' (your asgi.py's "
                 "ProtocolTypeRouter with presence_app.routing.websocket_urlpatterns).",
-                id="presence_app.E022",
+                id="presence_app.W024",
             )
         )
-    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
     if "presence_app.middleware.PresenceMiddleware" in middleware and not any(
         m.endswith("AuthenticationMiddleware") for m in middleware
     ):

@@ -65,6 +65,10 @@ def test_database_sessions_without_the_sessions_app():
     signed = "django.contrib.sessions.backends.signed_cookies"
     found = project_ids(INSTALLED_APPS=without("django.contrib.sessions"), SESSION_ENGINE=signed)
     assert "presence_app.E020" not in found
+    # A site without sessions at all (token authentication, say) is not told to add them.
+    middleware = [m for m in settings.MIDDLEWARE if not m.endswith("SessionMiddleware")]
+    found = project_ids(INSTALLED_APPS=without("django.contrib.sessions"), MIDDLEWARE=middleware)
+    assert "presence_app.E020" not in found
 
 
 def test_staticfiles_without_a_static_url():
@@ -82,8 +86,8 @@ def test_no_channel_layer():
 
 def test_daphne_without_an_asgi_application():
     apps = ["daphne", *settings.INSTALLED_APPS]
-    assert "presence_app.E022" in project_ids(INSTALLED_APPS=apps, ASGI_APPLICATION=None)
-    assert "presence_app.E022" not in project_ids(INSTALLED_APPS=apps)
+    assert "presence_app.W024" in project_ids(INSTALLED_APPS=apps, ASGI_APPLICATION=None)
+    assert "presence_app.W024" not in project_ids(INSTALLED_APPS=apps)
 
 
 def test_presence_middleware_without_authentication():
