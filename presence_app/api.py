@@ -17,13 +17,17 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import conf, presence, rooms, rules
+from . import audience, conf, presence, rooms, rules, visibility
 from .failopen import breaker
-from .lookup import user_key, users_in_order
+from .lookup import users_in_order
 from .ratelimit import bounded_ids, rate_limited
 from .store import UNAVAILABLE, InvalidInput, Presence
 
 MAX_PER_PAGE = 100
+#: The deepest offset ``?page=`` reaches; past it a list is read on with ``?cursor=``.
+MAX_PAGE_OFFSET = 10_000
+#: The largest cursor the API takes (beyond any online list on one Redis).
+MAX_CURSOR = 10**9
 
 
 class BadRequest(Exception):
@@ -64,11 +68,29 @@ def _unavailable() -> JsonResponse:
 
 
 def _int(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
+    """``?name=``, a whole number from ``low`` to ``high`` (400 otherwise: never clipped)."""
+    raw = request.GET.get(name, default)
     try:
-        value = int(request.GET.get(name, default))
+        value = int(raw)
     except ValueError:
-        raise BadRequest(_("%(name)s must be a whole number.") % {"name": name}) from None
-    return min(max(value, low), high)
+        value = None
+    if value is None or not low <= value <= high:
+        raise BadRequest(
+            _("%(name)s must be a whole number from %(low)s to %(high)s.")
+            % {"name": name, "low": low, "high": high}
+        )
+    return value
+
+
+def _page(request: HttpRequest, per_page: int) -> tuple[int, int]:
+    """``(page, offset)`` of ``?page=``, refused past ``MAX_PAGE_OFFSET``."""
+    page = _int(request, "page", 1, 1, MAX_CURSOR)
+    if (page - 1) * per_page > MAX_PAGE_OFFSET:
+        raise BadRequest(
+            _("Pages past the first %(max)s users are read with the cursor (?cursor=).")
+            % {"max": MAX_PAGE_OFFSET}
+        )
+    return page, (page - 1) * per_page
 
 
 def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
@@ -92,27 +114,39 @@ def users(request: HttpRequest) -> dict[str, Any]:
     if len(ids) > conf.get("MAX_WATCHED_USERS"):
         limit = conf.get("MAX_WATCHED_USERS")
         raise BadRequest(_("Too many ids: at most %(max)s.") % {"max": limit})
-    presences = presence.get_many(ids, viewer=user_key(request.user))
+    presences = presence.get_many(ids, viewer=request.user)
     return {"users": [p.as_dict() for p in presences.values()]}
 
 
 @rate_limited
 @api_view
 def online(request: HttpRequest) -> dict[str, Any]:
-    """``?page=1&per_page=50``: online users, most recently seen first, with their presence."""
+    """``?per_page=50`` and ``?page=1`` (the first ``MAX_PAGE_OFFSET`` users) or ``?cursor=``
+    (the previous page's ``next``): online users, most recently seen first, with their
+    presence. Under an ``AUDIENCE`` policy ``count`` covers the ``AUDIENCE_SCAN_LIMIT`` most
+    recently seen."""
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
-    page = _int(request, "page", 1, 1, 10**6)
     reads = presence.Reads()
-    viewer = user_key(request.user)
-    ids, total = presence.batch(
-        reads.online(offset=(page - 1) * per_page, limit=per_page, viewer=viewer),
-        reads.online_count(viewer=viewer),
-    )
+    viewer = visibility.viewer_of(request.user, audience.Decisions())
+    if "cursor" in request.GET:
+        page, cursor = None, _int(request, "cursor", 0, 0, MAX_CURSOR)
+        (ids, after), total = presence.batch(
+            reads.online_page(per_page, cursor, viewer=viewer), reads.online_count(viewer=viewer)
+        )
+    else:
+        page, offset = _page(request, per_page)
+        ids, total = presence.batch(
+            reads.online(offset=offset, limit=per_page + 1, viewer=viewer),
+            reads.online_count(viewer=viewer),
+        )
+        after = offset + per_page if len(ids) > per_page and not viewer.filtered else None
+        ids = ids[:per_page]
     presences = presence.get_many(ids, viewer=viewer) if ids else {}
     return {
         "count": total,
         "page": page,
         "num_pages": max(1, -(-total // per_page)),
+        "next": after,
         "results": _with_names(presences),
     }
 
@@ -147,18 +181,29 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
         raise InvalidInput("the room name is not valid UTF-8 text")
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    ids = presence.room_members(room, viewer=user_key(request.user))
-    presences = presence.get_many(ids, viewer=user_key(request.user)) if ids else {}
+    viewer = visibility.viewer_of(request.user, audience.Decisions())
+    ids = presence.room_members(room, viewer=viewer)
+    presences = presence.get_many(ids, viewer=viewer) if ids else {}
     return {"room": room, "count": len(ids), "members": _with_names(presences)}
 
 
+@rate_limited
 @api_view
 def room_roster(request: HttpRequest, room: str) -> dict[str, Any]:
-    """Every member of the permanent ``room`` (presence_app/rooms.py), offline ones with their
-    last seen: one query and one round trip."""
+    """The members of the permanent ``room`` (presence_app/rooms.py), offline ones with their
+    last seen, a page at a time (``?page=1&per_page=50``): one query and one round trip."""
     if not _raw_path_is_utf8(request):
         raise InvalidInput("the room name is not valid UTF-8 text")
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    members = rooms.members(room, viewer=user_key(request.user))
-    return {"room": room, "count": len(members), "members": [m.as_dict() for m in members]}
+    per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
+    total = rooms.member_count(room)
+    page = _int(request, "page", 1, 1, max(1, -(-total // per_page)))
+    members = rooms.members(room, viewer=request.user, offset=(page - 1) * per_page, limit=per_page)
+    return {
+        "room": room,
+        "count": total,
+        "page": page,
+        "num_pages": max(1, -(-total // per_page)),
+        "members": [m.as_dict() for m in members],
+    }

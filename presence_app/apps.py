@@ -10,9 +10,17 @@ class PresenceConfig(AppConfig):
     def ready(self) -> None:
         # Register the checks and the setting_changed receivers (breaker, hooks, and the
         # stores: presence imports connection).
+        from django.conf import settings
+        from django.db.models.signals import post_delete
+
         from . import checks, failopen, hooks, presence  # noqa: F401
-        from .lastseen import on_user_offline
-        from .signals import user_offline
+        from .lastseen import on_user_deleted, on_user_forgotten, on_user_offline
+        from .signals import user_forgotten, user_offline
 
         # Offline transitions make the last seen durable (LastSeen), whoever observed them.
         user_offline.connect(on_user_offline, dispatch_uid="presence_app.lastseen")
+        # A deleted user is forgotten (presence.forget), and so are a forgotten user's rows.
+        user_forgotten.connect(on_user_forgotten, dispatch_uid="presence_app.lastseen.erase")
+        post_delete.connect(
+            on_user_deleted, sender=settings.AUTH_USER_MODEL, dispatch_uid="presence_app.erase"
+        )

@@ -78,6 +78,11 @@ DEFAULTS: dict[str, Any] = {
     "AUDIENCE": None,
     # How long a connection remembers the AUDIENCE answers it got (its events then cost no call).
     "AUDIENCE_CACHE_SECONDS": 60,
+    # Under an AUDIENCE policy, one list or count reads at most this many online ids (one policy
+    # call a thousand): deeper pages go on from a cursor, and counts past it are lower bounds.
+    "AUDIENCE_SCAN_LIMIT": 10_000,
+    # How many permanent rooms one user may be a member of (each is a database row).
+    "MAX_PERMANENT_ROOMS": 500,
     # A room's snapshot goes out in frames of at most this many members.
     "ROOM_SNAPSHOT_PAGE": 200,
     # Workspaces: a callable or dotted path to tenant(request_or_scope) -> a key or None; each

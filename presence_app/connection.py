@@ -318,7 +318,7 @@ def get_async_store() -> AsyncStore:
     if store is None:
         store = stores[tenant] = AsyncStore(stores[None].client, store_config(tenant))
     if tenant is not None:
-        tenants.amark(stores[None], tenant)
+        tenants.mark_async(stores[None], tenant)
     return store
 
 

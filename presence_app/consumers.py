@@ -150,9 +150,17 @@ class PresenceConsumerMixin:
             await self.presence_send(event)
 
     async def presence_permanent(self, event: dict[str, Any]) -> None:
-        """The user became a member of a permanent room (on any connection): join it here."""
+        """The user's access to a room changed (a new membership, a revocation): apply it."""
         if self.presence is not None:
-            await frames.on_permanent_event(self.presence, event)
+            await frames.on_own_event(self.presence, event)
+
+    presence_revoke = presence_permanent
+
+    async def presence_forgotten(self, event: dict[str, Any]) -> None:
+        """The user was erased (``presence.forget``): the socket closes, for good (4401)."""
+        if self.presence is not None:
+            await self.presence.close(forgotten=True)
+            await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
 
 
 class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonWebsocketConsumer):

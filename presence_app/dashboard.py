@@ -19,8 +19,8 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
-from . import audience, presence, rules
-from .lookup import user_key, users_in_order
+from . import audience, presence, rules, visibility
+from .lookup import users_in_order
 from .store import Presence, StateCounts
 
 PER_PAGE = 50
@@ -167,19 +167,23 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
     """The dashboard's context; raises the Redis connection errors (the view shows a banner)."""
     reads = presence.Reads()
     reveal = bool(request.user.is_superuser)
-    viewer = user_key(request.user)
-    # Superusers see everybody; anybody else the users their AUDIENCE shows them, in the lists,
+    # Superusers see the truth; anybody else the users their AUDIENCE shows them, in the lists,
     # the per-state counts and the rooms' counts alike (the chart is the site's own samples).
-    policy = not reveal and audience.active()
+    viewer = visibility.viewer_of(
+        presence.TRUSTED if reveal else request.user, audience.Decisions()
+    )
+    policy = viewer.filtered
     now = time.time()
     offset = (page - 1) * PER_PAGE
     # Counted for the whole site in the page's round trip, or for this viewer on their own.
-    site_wide = () if policy else (reads.state_counts(), reads.rooms(ROOMS))
+    site_wide = (
+        () if policy else (reads.state_counts(viewer=viewer), reads.rooms(ROOMS, viewer=viewer))
+    )
     if query:
         # The search runs in the database; Redis tells which of the matches are online.
         candidates = _usernames_matching(query)
         found, history, *counted = presence.batch(
-            reads.get_many(candidates, viewer=viewer, reveal_all=reveal),
+            reads.get_many(candidates, viewer=viewer),
             reads.history(now - DAY),
             *site_wide,
         )
@@ -188,20 +192,15 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         total = len(matches)
         ids = [p.user_id for p in matches[offset : offset + PER_PAGE]]
         presences = {uid: found[uid] for uid in ids}
-        user_rooms = presence.user_rooms_many(ids)
+        user_rooms = presence.user_rooms_many(ids, viewer=viewer)
     else:
         ids, history, *counted = presence.batch(
-            reads.online(
-                offset=offset,
-                limit=PER_PAGE,
-                include_invisible=reveal,
-                viewer=viewer if policy else None,
-            ),
+            reads.online(offset=offset, limit=PER_PAGE, include_invisible=True, viewer=viewer),
             reads.history(now - DAY),
             *site_wide,
         )
         presences, user_rooms = presence.batch(
-            reads.get_many(ids, viewer=viewer, reveal_all=reveal), reads.user_rooms_many(ids)
+            reads.get_many(ids, viewer=viewer), reads.user_rooms_many(ids, viewer=viewer)
         )
     counts, rooms = counted or (
         presence.state_counts(viewer=viewer),

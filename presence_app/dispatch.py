@@ -178,3 +178,27 @@ async def send_to_user(user_id: str, payload: Any, *, layer: Any = None) -> None
     layer = layer or get_channel_layer()
     if layer is not None:
         await layer.group_send(self_group(user_id), message_event(payload))
+
+
+async def end_connections(user_id: str, *, layer: Any = None) -> None:
+    """Ends every connection of ``user_id``, on every process: the user is being erased."""
+    layer = layer or get_channel_layer()
+    if layer is not None:
+        await layer.group_send(self_group(user_id), {"type": "presence.forgotten"})
+
+
+async def announce_forgotten(user_id: str) -> None:
+    """Fires ``user_forgotten``: the receivers erase their copies of the user."""
+    for receiver, result in await signals.user_forgotten.asend_robust(None, user_id=user_id):
+        if isinstance(result, Exception):
+            logger.error(
+                "presence: receiver %r of user_forgotten failed", receiver, exc_info=result
+            )
+
+
+async def revoke(user_id: str, room: str, *, layer: Any = None) -> None:
+    """Tells every connection of ``user_id`` to leave ``room`` (they sit in the user's private
+    group; see :func:`presence_app.frames.on_own_event`)."""
+    layer = layer or get_channel_layer()
+    if layer is not None:
+        await layer.group_send(self_group(user_id), {"type": "presence.revoke", "room": room})

@@ -85,11 +85,21 @@ async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
         await session.send(error)
 
 
-async def on_permanent_event(session: PresenceSession, event: dict[str, Any]) -> None:
-    """The user became a member of a permanent room (:mod:`presence_app.rooms`) on another
-    connection or by a call: this connection joins it too; a refusal goes to its browser."""
-    if event.get("sender") != session.channel_name and not session.closed:
-        await handle(session, {"type": "join", "room": event.get("room")})
+async def on_own_event(session: PresenceSession, event: dict[str, Any]) -> None:
+    """An event to the user's own connections about their access to a room:
+    ``presence.permanent`` (they became a member of a permanent room, on another connection or
+    by a call: this connection joins it too, a refusal goes to its browser) or
+    ``presence.revoke`` (access taken away: this connection leaves the room now)."""
+    if session.closed or not isinstance(event.get("room"), str):
+        return
+    if event.get("type") == "presence.revoke":
+        await session.revoke(event["room"])
+    elif event.get("sender") != session.channel_name:
+        await handle(session, {"type": "join", "room": event["room"]})
+
+
+#: The ``presence.*`` events of the user's own group that change what a connection is in.
+OWN_EVENTS = frozenset({"presence.permanent", "presence.revoke"})
 
 
 async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ def job_lock(job: str, timeout: float) -> Any:
     return get_store().job_lock(job, timeout=timeout)
 
 
-def ajob_lock(job: str, timeout: float) -> Any:
+def async_job_lock(job: str, timeout: float) -> Any:
     """:func:`job_lock` for async code (``await lock.acquire()``)."""
     return get_async_store().job_lock(job, timeout=timeout)
 

@@ -7,15 +7,21 @@ each (``presence flush``, every ``FLUSH_INTERVAL`` seconds).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db import transaction
 
 from . import presence
+from .lookup import pk_of
 from .models import LastSeen
+from .store import UNAVAILABLE
+
+logger = logging.getLogger("presence_app")
 
 Row = tuple[str, datetime, str]  # (user id, last seen at, device)
 
@@ -65,19 +71,60 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
     """
     written, offset = 0, 0
     while True:
-        ids = presence.online(offset=offset, limit=batch, now=now)
+        # Invisible users are not listed, and their frozen last seen stays as it is.
+        ids = presence.online(offset=offset, limit=batch, now=now, viewer=presence.TRUSTED)
         if not ids:
             return written
-        # The public view: an invisible user is not listed, and their frozen last seen stays.
-        presences = presence.get_many(ids, now=now)
+        presences = presence.get_many(ids, now=now, viewer=presence.TRUSTED)
         written += record(
             (uid, p.last_seen_at, p.device)
             for uid, p in presences.items()
-            if p.is_online and p.last_seen_at is not None
+            if p.is_online and p.state != "invisible" and p.last_seen_at is not None
         )
         if len(ids) < batch:
             return written
         offset += batch
+
+
+def on_user_forgotten(sender: Any, *, user_id: str, **kwargs: Any) -> None:
+    """Receiver of ``user_forgotten``: deletes the user's ``LastSeen`` row and memberships."""
+    from .models import RoomMembership
+
+    pk = pk_of(user_id)
+    if pk is not None:
+        LastSeen.objects.filter(user_id=pk).delete()
+        RoomMembership.objects.filter(user_id=pk).delete()
+
+
+def stored_rows(user_id: str) -> dict[str, Any]:
+    """The database's rows of ``user_id``: their last seen and their permanent rooms."""
+    from .models import RoomMembership
+
+    pk = pk_of(user_id)
+    row = LastSeen.objects.filter(user_id=pk).first() if pk is not None else None
+    memberships = RoomMembership.objects.filter(user_id=pk) if pk is not None else []
+    return {
+        "last_seen": None
+        if row is None
+        else {"at": row.last_seen_at.isoformat(), "device": row.device},
+        "permanent_rooms": [
+            {"room": m.room, "joined_at": m.joined_at.isoformat()} for m in memberships
+        ],
+    }
+
+
+def on_user_deleted(sender: Any, *, instance: Any, **kwargs: Any) -> None:
+    """Receiver of the user model's ``post_delete``: the user is forgotten once the deletion
+    commits. Redis away does not stop a deletion: the keys expire by themselves."""
+    uid = str(instance.pk)
+
+    def forget() -> None:
+        try:
+            presence.forget(uid)
+        except UNAVAILABLE as exc:
+            logger.warning("presence: could not erase deleted user %s from Redis: %s", uid, exc)
+
+    transaction.on_commit(forget)
 
 
 def on_user_offline(sender: Any, *, user_id: str, at: float | datetime, **kwargs: Any) -> None:

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from . import audience, presence, rules
+from . import audience, presence, rules, visibility
 from .failopen import breaker
 from .store import UNAVAILABLE, InvalidInput, Presence
 
@@ -60,13 +60,12 @@ def users_in_order(user_ids: Iterable[str]) -> list[Any]:
 
 
 class PresenceBatch:
-    """Presences read for one viewer, fetched in as few round trips as the page allows."""
+    """Presences read for one viewer (a user, ``ANONYMOUS``, or ``TRUSTED`` for superuser
+    views), fetched in as few round trips as the page allows."""
 
-    def __init__(self, viewer: Any = None, reveal_all: bool = False) -> None:
-        self.viewer = viewer
-        self.reveal_all = reveal_all
-        # The AUDIENCE answers of the prefetches: a hidden user gets no LastSeen row either.
-        self.decisions = audience.Decisions()
+    def __init__(self, viewer: Any = presence.ANONYMOUS) -> None:
+        # The AUDIENCE answers of the prefetches, kept: the LastSeen fallback asks none again.
+        self.viewer = visibility.viewer_of(viewer, audience.Decisions())
         self.presences: dict[str, Presence] = {}
         self.durable: dict[str, datetime | None] = {}
         self.available = True
@@ -78,11 +77,7 @@ class PresenceBatch:
             return
         if self.available and not breaker.is_open:
             try:
-                vid = None if self.viewer in (None, presence.ANONYMOUS) else str(self.viewer)
-                with audience.remembering(vid, self.decisions):
-                    self.presences.update(
-                        presence.get_many(missing, viewer=self.viewer, reveal_all=self.reveal_all)
-                    )
+                self.presences.update(presence.get_many(missing, viewer=self.viewer))
                 return
             except UNAVAILABLE as exc:
                 breaker.trip(exc, "a presence read")
@@ -94,24 +89,25 @@ class PresenceBatch:
         return self.presences[uid]
 
     def last_seen(self, uid: str) -> datetime | None:
-        """Redis' last seen, else the LastSeen row's (one query for all users still missing)."""
-        seen = self.get(uid).last_seen_at
-        if seen is not None or self.decisions.seen.get(uid, (True,))[0] is False:
-            return seen
-        if uid not in self.durable:
+        """Redis' last seen, else the LastSeen row's (one query for all users still missing),
+        as the viewer may see it: with Redis away too, the policy decides."""
+        p = self.get(uid)
+        if p.last_seen is None and uid not in self.durable:
             from .models import LastSeen
 
             wanted = {
                 pk_of(u): u
-                for u, p in self.presences.items()
-                if p.last_seen is None and u not in self.durable
+                for u, q in self.presences.items()
+                if q.last_seen is None and u not in self.durable
             }
             wanted.pop(None, None)
             self.durable.update(dict.fromkeys(wanted.values()))
+            visibility.admitted(self.viewer, list(wanted.values()))  # remembered: one call
             rows = LastSeen.objects.filter(user_id__in=list(wanted))
             for pk, at in rows.values_list("user_id", "last_seen_at"):
                 self.durable[wanted[pk]] = at
-        return self.durable.get(uid)
+        allowed = visibility.admitted(self.viewer, [uid])
+        return visibility.last_seen(self.viewer, p, allowed, self.durable.get(uid))
 
 
 def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:
@@ -125,7 +121,7 @@ def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:
         user = getattr(request, "user", None)
         signed_in = getattr(user, "is_authenticated", False)
         # A visitor is somebody too: the AUDIENCE policy decides what they see.
-        batch = PresenceBatch(user_key(user) if signed_in else presence.ANONYMOUS)
+        batch = PresenceBatch(user if signed_in else presence.ANONYMOUS)
         if owner is not None:
             setattr(owner, ATTR, batch)
     return batch

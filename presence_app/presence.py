@@ -14,24 +14,31 @@ So ``presence.set_status(user, "dnd")`` from a view turns the user's dot red in 
 and ``presence.sweep()`` from a cron job fires ``user_offline`` (which writes ``LastSeen``).
 Users may be given as user objects, primary keys or id strings. Each function has an ``a``-
 prefixed twin for async code (``aget``, ``ajoin``, ...), the way Django names its own. Who may
-enter a room is :func:`can_join` / :func:`acan_join` (the ``CAN_JOIN`` hook); whom a user's
-presence is shown to is the ``AUDIENCE`` policy (:mod:`presence_app.audience`), applied by every
-read given a ``viewer`` (``ANONYMOUS`` for a signed-out visitor; no viewer: the server's own read).
+enter a room is :func:`can_join` / :func:`acan_join` (the ``CAN_JOIN`` hook).
+
+Every read states its viewer (:mod:`presence_app.visibility`): a user sees what the ``AUDIENCE``
+policy lets them; a read without one reads as a signed-out visitor (``ANONYMOUS``); the site's own
+code spells ``viewer=presence.TRUSTED`` to read the truth, invisible users included. Every
+result passes the one redaction in :mod:`presence_app.visibility` on its way out.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, replace
+from functools import wraps
 from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from . import audience, dispatch, hooks, rules
-from .audience import ANONYMOUS
+from . import audience, conf, dispatch, hooks, rules, visibility
 from .connection import get_async_store, get_store
-from .store import InvalidInput, Presence, StateCounts, Transition
+from .store import InvalidInput, StateCounts, Transition
+from .store import Presence as Presence
+from .visibility import ANONYMOUS, Viewer, redact, viewer_of
+from .visibility import TRUSTED as TRUSTED
 
 User = Any  # a user object, a primary key or an id string
 
@@ -181,6 +188,43 @@ async def asend_to_user(user: User, payload: Any) -> None:
     await dispatch.send_to_user(rules.user_id(user), _payload(payload))
 
 
+# -- who may be in a room ----------------------------------------------------------------------
+def revoke(user: User, room: str) -> None:
+    """Takes ``user``'s live connections (sockets and streams, on every process) out of
+    ``room`` now, each with a leave to the room: access to it was taken away. A later join, a
+    reconnect and a resumed stream ask ``CAN_JOIN`` again."""
+    async_to_sync(arevoke)(user, room)
+
+
+async def arevoke(user: User, room: str) -> None:
+    """:func:`revoke` for async code."""
+    await dispatch.revoke(rules.user_id(user), rules.room(room))
+
+
+# -- erasure ----------------------------------------------------------------------------------
+def forget(user: User) -> list[Transition]:
+    """Erases ``user`` (the right to be forgotten): their live connections end, everything
+    Redis keeps of them is deleted (leaves and offline announced, as a sweep would), then their
+    ``LastSeen`` row and room memberships (the ``user_forgotten`` signal). Run by itself when a
+    user is deleted."""
+    return async_to_sync(aforget)(user)
+
+
+async def aforget(user: User) -> list[Transition]:
+    """:func:`forget` for async code."""
+    uid = rules.user_id(user)
+    await dispatch.end_connections(uid)  # first: no connection of theirs takes a lease back
+    transitions = await _achange("forget", uid)
+    await dispatch.announce_forgotten(uid)  # the rows go after the offline wrote its own
+    return transitions
+
+
+def export(user: User) -> dict[str, Any]:
+    """What Redis keeps about ``user``: their record, their scores in the indexes and their
+    connections, as JSON-ready data (``manage.py presence export USER`` adds the rows)."""
+    return get_store().export(rules.user_id(user))
+
+
 # -- who may enter a room ---------------------------------------------------------------------
 def can_join(user: Any, room: str) -> bool:
     """May ``user`` (a user object) enter, and so see, ``room``? The ``CAN_JOIN`` hook decides
@@ -193,104 +237,215 @@ async def acan_join(user: Any, room: str) -> bool:
     return await hooks.acan_join(user, rules.room(room))
 
 
-# -- reads ------------------------------------------------------------------------------------
-def get(
-    user: User, *, viewer: User | None = None, reveal_all: bool = False, now: float | None = None
-) -> Presence:
+# -- reads: each defined once -----------------------------------------------------------------
+# A read is a generator: it yields what it needs, a store plan (``lambda planned: Plan``, one
+# round trip) or the policy's answer for a list (an _Ask), and returns its result. The sync
+# function runs it with _drive, the ``a`` twin with _adrive, and batch() runs the first plans of
+# several reads in one round trip. Every result passes visibility's redaction on its way out.
+Read = Generator[Any, Any, Any]
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """The ``AUDIENCE`` policy's answer for ``ids``, as ``viewer``: a set, or None (no policy)."""
+
+    viewer: Viewer
+    ids: list[str]
+
+
+def _drive(read: Read, store: Any, reply: Any = None) -> Any:
+    while True:
+        try:
+            need = read.send(reply)
+        except StopIteration as done:
+            return done.value
+        if isinstance(need, _Ask):
+            reply = visibility.admitted(need.viewer, need.ids)
+        else:
+            reply = store.run(need(store.planned))
+
+
+async def _adrive(read: Read, store: Any) -> Any:
+    reply = None
+    while True:
+        try:
+            need = read.send(reply)
+        except StopIteration as done:
+            return done.value
+        if isinstance(need, _Ask):
+            reply = await visibility.aadmitted(need.viewer, need.ids)
+        else:
+            reply = await store.run(need(store.planned))
+
+
+def _sync(definition: Callable[..., Read]) -> Callable[..., Any]:
+    @wraps(definition)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        store = get_store()
+        return _drive(definition(*args, **kwargs), store)
+
+    read.__name__ = read.__qualname__ = definition.__name__.lstrip("_")
+    return read
+
+
+def _async(definition: Callable[..., Read]) -> Callable[..., Any]:
+    @wraps(definition)
+    async def read(*args: Any, **kwargs: Any) -> Any:
+        return await _adrive(definition(*args, **kwargs), get_async_store())
+
+    read.__name__ = read.__qualname__ = "a" + definition.__name__.lstrip("_")
+    read.__doc__ = f":func:`{definition.__name__.lstrip('_')}` for async code."
+    return read
+
+
+def _allowed(viewer: Viewer, ids: list[str]) -> Read:
+    """The policy's answer for ``ids`` (no call, and no step, without a policy)."""
+    return (yield _Ask(viewer, ids)) if viewer.filtered and ids else None
+
+
+def _get(user: User, *, viewer: Any = ANONYMOUS, now: float | None = None) -> Read:
     """One user's :class:`~presence_app.store.Presence` as ``viewer`` may see it (an invisible
-    user reads as offline to everybody but themself; ``reveal_all`` is for superuser views).
-    Outside the user's ``AUDIENCE`` the viewer reads them the same way."""
-    uid = rules.user_id(user)
-    vid, policy = _viewer_policy(viewer, reveal_all)
-    found = get_store().get(uid, viewer=vid, reveal_all=reveal_all, now=now)
-    return found if not policy or uid in audience.visible(vid, [uid]) else Presence(uid)
+    user reads as offline to everybody but themself and ``TRUSTED`` reads; outside the user's
+    ``AUDIENCE`` the viewer reads them the same way)."""
+    uid, v = rules.user_id(user), viewer_of(viewer)
+    found = yield lambda s: s.get_many([uid], **v.store_args, now=now)
+    allowed = yield from _allowed(v, [uid])
+    return redact(v, found[uid], allowed)
 
 
-def get_many(
-    users: Iterable[User],
-    *,
-    viewer: User | None = None,
-    reveal_all: bool = False,
-    now: float | None = None,
-) -> dict[str, Presence]:
+def _get_many(users: Iterable[User], *, viewer: Any = ANONYMOUS, now: float | None = None) -> Read:
     """``{user_id: Presence}`` for any number of users, in one round trip, in the order given
     (and one ``AUDIENCE`` call)."""
-    vid, policy = _viewer_policy(viewer, reveal_all)
-    found = get_store().get_many(rules.user_ids(users), viewer=vid, reveal_all=reveal_all, now=now)
-    return audience.mask(found, audience.visible(vid, found)) if policy else found
+    ids, v = rules.user_ids(users), viewer_of(viewer)
+    found = yield lambda s: s.get_many(ids, **v.store_args, now=now)
+    allowed = yield from _allowed(v, ids)
+    return visibility.redact_all(v, found, allowed)
 
 
-def online(
+def _scan_limit() -> int:
+    return max(audience.SCAN_CHUNK, int(conf.get("AUDIENCE_SCAN_LIMIT")))
+
+
+def _online_page(
+    limit: int = 50,
+    cursor: int = 0,
+    window: float | None = None,
+    now: float | None = None,
+    *,
+    viewer: Any = ANONYMOUS,
+    include_invisible: bool = False,
+) -> Read:
+    """A page of online users, most recently seen first, and the cursor of the next page (None
+    after the last): ``(ids, next_cursor)``. Under an ``AUDIENCE`` policy the list is read in
+    chunks of ``audience.SCAN_CHUNK``, one policy call a chunk, and a page reads at most
+    ``AUDIENCE_SCAN_LIMIT`` ids: a page of users the viewer may not see ends early, with a
+    cursor to go on from. ``include_invisible`` lists invisible users too, for ``TRUSTED``
+    reads only."""
+    v = viewer_of(viewer)
+    cursor, limit = max(0, int(cursor)), max(0, int(limit))
+    if not v.filtered:
+        hidden_too = include_invisible and v.trusted
+        ids = yield lambda s: s.online(window, cursor, limit + 1, now, include_invisible=hidden_too)
+        return ids[:limit], (cursor + limit if len(ids) > limit else None)
+    out: list[str] = []
+    pos, budget = cursor, _scan_limit()
+    while len(out) < limit and pos - cursor < budget:
+        chunk = yield lambda s, at=pos: s.online(window, at, audience.SCAN_CHUNK, now)
+        allowed = yield from _allowed(v, chunk)
+        for n, uid in enumerate(chunk):
+            if len(out) == limit:
+                return out, pos + n
+            if uid in allowed:
+                out.append(uid)
+        pos += len(chunk)
+        if len(chunk) < audience.SCAN_CHUNK:
+            return out, None
+    return out, pos
+
+
+def _online(
     window: float | None = None,
     offset: int = 0,
     limit: int | None = None,
     now: float | None = None,
     *,
+    viewer: Any = ANONYMOUS,
     include_invisible: bool = False,
-    viewer: User | None = None,
-) -> list[str]:
-    """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``; with a
-    ``viewer`` and an ``AUDIENCE`` policy, those the viewer may see (one call per 1,000)."""
-    store = get_store()
-    vid, policy = _viewer_policy(viewer)
-    if not policy:
-        return store.online(window, offset, limit, now, include_invisible=include_invisible)
-    return audience.scan(
-        lambda pos, n: store.online(window, pos, n, now, include_invisible=include_invisible),
-        vid,
-        offset,
-        limit,
-    )
+) -> Read:
+    """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``. Under
+    an ``AUDIENCE`` policy, those ``viewer`` may see among the ``AUDIENCE_SCAN_LIMIT`` most
+    recently seen (deep pages: :func:`online_page`'s cursor). ``include_invisible`` lists
+    invisible users too, for ``TRUSTED`` reads only."""
+    v = viewer_of(viewer)
+    if not v.filtered:
+        hidden_too = include_invisible and v.trusted
+        return (yield lambda s: s.online(window, offset, limit, now, include_invisible=hidden_too))
+    wanted = _scan_limit() if limit is None else max(0, int(offset)) + max(0, int(limit))
+    ids, _ = yield from _online_page(wanted, 0, window, now, viewer=v)
+    return ids[max(0, int(offset)) :]
 
 
-def online_count(
-    window: float | None = None, now: float | None = None, *, viewer: User | None = None
-) -> int:
-    """How many users are online (visible ones; with a ``viewer``, visible to them)."""
-    vid, policy = _viewer_policy(viewer)
-    if not policy:
-        return get_store().online_count(window, now)
-    return len(online(window, now=now, viewer=viewer))
+def _online_count(
+    window: float | None = None, now: float | None = None, *, viewer: Any = ANONYMOUS
+) -> Read:
+    """How many users are online, counted in Redis (invisible ones are not: see
+    :func:`state_counts`). Under an ``AUDIENCE`` policy, how many of the
+    ``AUDIENCE_SCAN_LIMIT`` most recently seen ``viewer`` may see (at most that many policy
+    ids: the cost is bounded, the count is a lower bound past it)."""
+    v = viewer_of(viewer)
+    if not v.filtered:
+        return (yield lambda s: s.online_count(window, now))
+    ids, _ = yield from _online_page(_scan_limit(), 0, window, now, viewer=v)
+    return len(ids)
 
 
-def room_members(room: str, now: float | None = None, *, viewer: User | None = None) -> list[str]:
-    """Ids of the visible users in ``room``, in the order they came (as ``viewer`` sees them)."""
-    ids = get_store().room_members(rules.room(room), now)
-    vid, policy = _viewer_policy(viewer)
-    return audience.keep(ids, audience.visible(vid, ids)) if policy and ids else ids
+def _room_members(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
+    """Ids of the visible users in ``room``, in the order they came (as ``viewer`` sees them).
+    Whether the viewer may see the room at all is ``CAN_JOIN``'s: entry points ask first."""
+    name, v = rules.room(room), viewer_of(viewer)
+    ids = yield lambda s: s.room_members(name, now)
+    allowed = yield from _allowed(v, ids)
+    return visibility.redact_ids(v, ids, allowed)
 
 
-def room_count(room: str, now: float | None = None, *, viewer: User | None = None) -> int:
+def _room_count(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
     """How many visible users are in ``room`` (as ``viewer`` sees them)."""
-    if _viewer_policy(viewer)[1]:
-        return len(room_members(room, now, viewer=viewer))
-    return get_store().room_count(rules.room(room), now)
+    return len((yield from _room_members(room, now, viewer=viewer)))
 
 
-def rooms(limit: int = 100, *, viewer: User | None = None) -> list[tuple[str, int]]:
-    """The busiest occupied rooms, ``[(room, members)]``. With a ``viewer`` and an ``AUDIENCE``
-    policy, of those, the rooms with members the viewer may see, counting only them (one round
-    trip, one policy call a room)."""
-    found = get_store().rooms(limit)
-    if not _viewer_policy(viewer)[1] or not found:
+def _rooms(limit: int = 100, *, viewer: Any = ANONYMOUS) -> Read:
+    """The busiest occupied rooms, ``[(room, members)]``. Under an ``AUDIENCE`` policy, the
+    rooms with members the viewer may see, counting only them (one round trip for the members,
+    one policy call a room). Whether a viewer may see a room is ``CAN_JOIN``'s to say."""
+    v = viewer_of(viewer)
+    found = yield lambda s: s.rooms(limit)
+    if not v.filtered or not found:
         return found
-    reads = Reads()
-    members = batch(*(reads.room_members(room, viewer=viewer) for room, _ in found))
-    counted = [(room, len(ids)) for (room, _), ids in zip(found, members, strict=True) if ids]
+    members = yield lambda s: s.gather(*(s.room_members(room) for room, _ in found))
+    counted = []
+    for (room, _), ids in zip(found, members, strict=True):
+        allowed = yield from _allowed(v, ids)
+        if shown := visibility.redact_ids(v, ids, allowed):
+            counted.append((room, len(shown)))
     return sorted(counted, key=lambda item: -item[1])
 
 
-def state_counts(
-    limit: int = 10_000, now: float | None = None, *, viewer: User | None = None
-) -> StateCounts:
+def _state_counts(
+    limit: int = 10_000, now: float | None = None, *, viewer: Any = ANONYMOUS
+) -> Read:
     """Online users by state (for dashboards), the states read for the ``limit`` most recently
-    seen. With a ``viewer`` and an ``AUDIENCE`` policy, of the users the viewer may see."""
-    if not _viewer_policy(viewer)[1]:
-        return get_store().state_counts(limit, now)
-    ids = online(now=now, viewer=viewer)
+    seen. Under an ``AUDIENCE`` policy, of the users the viewer may see among the
+    ``AUDIENCE_SCAN_LIMIT`` most recently seen. Invisible users are counted for ``TRUSTED``
+    reads only."""
+    v = viewer_of(viewer)
+    if not v.filtered:
+        counts = yield lambda s: s.state_counts(limit, now)
+        return counts if v.trusted else replace(counts, invisible=0)
+    ids, _ = yield from _online_page(_scan_limit(), 0, None, now, viewer=v)
     # The ids are those the policy admitted (invisible users are not among them): their states
     # read as the public sees them, without asking the policy again.
-    states = Counter(p.state for p in get_store().get_many(ids[:limit], now=now).values())
+    found = yield lambda s: s.get_many(ids[:limit], now=now)
+    states = Counter(p.state for p in found.values())
     return StateCounts(
         online=states["online"],
         idle=states["idle"],
@@ -300,136 +455,95 @@ def state_counts(
     )
 
 
-def user_rooms_many(users: Iterable[User]) -> dict[str, list[str]]:
-    """``{user_id: rooms}`` in one round trip (show it only where the user may be seen)."""
-    return get_store().user_rooms_many(rules.user_ids(users))
+def _user_rooms_many(users: Iterable[User], *, viewer: Any = ANONYMOUS) -> Read:
+    """``{user_id: rooms}`` in one round trip: a user's rooms show only where the user is
+    online to ``viewer`` (an invisible user's, or a hidden one's, read as none)."""
+    ids, v = rules.user_ids(users), viewer_of(viewer)
+    if v.trusted:
+        return (yield lambda s: s.user_rooms_many(ids))
+    rooms, found = yield lambda s: s.gather(s.user_rooms_many(ids), s.get_many(ids, **v.store_args))
+    allowed = yield from _allowed(v, ids)
+    return {uid: rooms[uid] if redact(v, found[uid], allowed).is_online else [] for uid in ids}
 
 
-def history(since: float) -> list[tuple[int, int]]:
-    """The per-minute online samples since ``since``: ``[(minute, count)]``, oldest first."""
-    return get_store().history(since)
+def _history(since: float) -> Read:
+    """The per-minute online samples since ``since``: ``[(minute, count)]``, oldest first (the
+    site's public count: the same for every viewer)."""
+    return (yield lambda s: s.history(since))
+
+
+get, aget = _sync(_get), _async(_get)
+get_many, aget_many = _sync(_get_many), _async(_get_many)
+online, aonline = _sync(_online), _async(_online)
+online_page, aonline_page = _sync(_online_page), _async(_online_page)
+online_count, aonline_count = _sync(_online_count), _async(_online_count)
+room_members, aroom_members = _sync(_room_members), _async(_room_members)
+room_count, aroom_count = _sync(_room_count), _async(_room_count)
+rooms, arooms = _sync(_rooms), _async(_rooms)
+state_counts, astate_counts = _sync(_state_counts), _async(_state_counts)
+user_rooms_many, auser_rooms_many = _sync(_user_rooms_many), _async(_user_rooms_many)
+history, ahistory = _sync(_history), _async(_history)
+
+#: Every read, by name: the sync function, its async twin and the batched plan share it.
+READS = {
+    f.__name__.lstrip("_"): f
+    for f in (
+        _get,
+        _get_many,
+        _online,
+        _online_page,
+        _online_count,
+        _room_members,
+        _room_count,
+        _rooms,
+        _state_counts,
+        _user_rooms_many,
+        _history,
+    )
+}
 
 
 class Reads:
     """Reads to run together in one round trip with :func:`batch`: each method takes the same
     arguments as the function of the same name and returns a plan, not a result."""
 
-    def __init__(self) -> None:
-        self._planned = get_store().planned
-
-    def get_many(
-        self,
-        users: Iterable[User],
-        *,
-        viewer: User | None = None,
-        reveal_all: bool = False,
-        now: float | None = None,
-    ) -> Any:
-        vid, policy = _viewer_policy(viewer, reveal_all)
-        plan = self._planned.get_many(
-            rules.user_ids(users), viewer=vid, reveal_all=reveal_all, now=now
-        )
-        return (
-            _Then(plan, lambda found: audience.mask(found, audience.visible(vid, found)))
-            if policy
-            else plan
-        )
-
-    def online(
-        self,
-        window: float | None = None,
-        offset: int = 0,
-        limit: int | None = None,
-        now: float | None = None,
-        *,
-        include_invisible: bool = False,
-        viewer: User | None = None,
-    ) -> Any:
-        vid, policy = _viewer_policy(viewer)
-        if not policy:
-            return self._planned.online(
-                window, offset, limit, now, include_invisible=include_invisible
-            )
-        # The first chunk rides in the batch; a page that needs more reads on afterwards.
-        store = get_store()
-
-        def fetch(pos: int, n: int) -> list[str]:
-            return store.online(window, pos, n, now, include_invisible=include_invisible)
-
-        return _Then(
-            self._planned.online(
-                window, 0, audience.SCAN_CHUNK, now, include_invisible=include_invisible
-            ),
-            lambda first: audience.scan(fetch, vid, offset, limit, first),
-        )
-
-    def online_count(
-        self, window: float | None = None, now: float | None = None, *, viewer: User | None = None
-    ) -> Any:
-        if not _viewer_policy(viewer)[1]:
-            return self._planned.online_count(window, now)
-        return _Then(self.online(window, now=now, viewer=viewer), len)
-
-    def room_members(
-        self, room: str, now: float | None = None, *, viewer: User | None = None
-    ) -> Any:
-        vid, policy = _viewer_policy(viewer)
-        plan = self._planned.room_members(rules.room(room), now)
-        return (
-            _Then(plan, lambda ids: audience.keep(ids, audience.visible(vid, ids)))
-            if policy
-            else plan
-        )
-
-    def rooms(self, limit: int = 100) -> Any:
-        return self._planned.rooms(limit)
-
-    def state_counts(self, limit: int = 10_000, now: float | None = None) -> Any:
-        return self._planned.state_counts(limit, now)
-
-    def user_rooms_many(self, users: Iterable[User]) -> Any:
-        return self._planned.user_rooms_many(rules.user_ids(users))
-
-    def history(self, since: float) -> Any:
-        return self._planned.history(since)
+    def __getattr__(self, name: str) -> Callable[..., Read]:
+        try:
+            return READS[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
-def batch(*plans: Any) -> list[Any]:
-    """Runs :class:`Reads` plans in one round trip; their results in order.
+def batch(*reads: Read) -> list[Any]:
+    """Runs :class:`Reads` plans together: their first round trips as one, then each read's
+    further steps (a policy call, a page that needs more) in turn. Their results in order.
 
     Example::
 
         r = presence.Reads()
         ids, counts = presence.batch(r.online(limit=50), r.state_counts())
     """
-    results = get_store().gather(*(_Then.inner(p) for p in plans))
-    return [p.finish(r) if isinstance(p, _Then) else r for p, r in zip(plans, results, strict=True)]
-
-
-class _Then:
-    """A read plan whose result is finished in Python after the round trip (the policy)."""
-
-    def __init__(self, plan: Any, then: Any) -> None:
-        self.plan, self.then = plan, then
-
-    def finish(self, result: Any) -> Any:
-        return self.then(self.plan.finish(result) if isinstance(self.plan, _Then) else result)
-
-    @staticmethod
-    def inner(plan: Any) -> Any:
-        while isinstance(plan, _Then):
-            plan = plan.plan
-        return plan
-
-
-def _viewer(viewer: User | None) -> str | None:
-    return None if viewer is None or viewer is ANONYMOUS else rules.user_id(viewer)
-
-
-def _viewer_policy(viewer: User | None, reveal_all: bool = False) -> tuple[str | None, bool]:
-    """(the viewer's id for the store, whether the ``AUDIENCE`` policy applies to the read)."""
-    vid = _viewer(viewer)
-    return vid, viewer is not None and not reveal_all and audience.active()
+    store = get_store()
+    firsts: list[Any] = []
+    results: list[Any] = [None] * len(reads)
+    for n, read in enumerate(reads):
+        try:
+            firsts.append(read.send(None))
+        except StopIteration as done:
+            firsts.append(None)
+            results[n] = done.value
+    planned = [(n, need) for n, need in enumerate(firsts) if callable(need)]
+    replies = store.gather(*(need(store.planned) for _, need in planned)) if planned else []
+    first_replies = dict(zip((n for n, _ in planned), replies, strict=True))
+    for n, (read, need) in enumerate(zip(reads, firsts, strict=True)):
+        if need is None:
+            continue
+        if isinstance(need, _Ask):
+            reply = visibility.admitted(need.viewer, need.ids)
+        else:
+            reply = first_replies[n]
+        results[n] = _drive(read, store, reply)
+    return results
 
 
 # -- async twins ------------------------------------------------------------------------------
@@ -501,69 +615,3 @@ async def aset_status(
 
 async def asweep(now: float | None = None) -> list[Transition]:
     return await _achange("sweep", now)
-
-
-async def aget(
-    user: User, *, viewer: User | None = None, reveal_all: bool = False, now: float | None = None
-) -> Presence:
-    uid = rules.user_id(user)
-    vid, policy = _viewer_policy(viewer, reveal_all)
-    found = await get_async_store().get(uid, viewer=vid, reveal_all=reveal_all, now=now)
-    return found if not policy or uid in await audience.avisible(vid, [uid]) else Presence(uid)
-
-
-async def aget_many(
-    users: Iterable[User],
-    *,
-    viewer: User | None = None,
-    reveal_all: bool = False,
-    now: float | None = None,
-) -> dict[str, Presence]:
-    vid, policy = _viewer_policy(viewer, reveal_all)
-    found = await get_async_store().get_many(
-        rules.user_ids(users), viewer=vid, reveal_all=reveal_all, now=now
-    )
-    return audience.mask(found, await audience.avisible(vid, found)) if policy else found
-
-
-async def aonline(
-    window: float | None = None,
-    offset: int = 0,
-    limit: int | None = None,
-    now: float | None = None,
-    *,
-    include_invisible: bool = False,
-    viewer: User | None = None,
-) -> list[str]:
-    store = get_async_store()
-    vid, policy = _viewer_policy(viewer)
-    if not policy:
-        return await store.online(window, offset, limit, now, include_invisible=include_invisible)
-    return await audience.ascan(
-        lambda pos, n: store.online(window, pos, n, now, include_invisible=include_invisible),
-        vid,
-        offset,
-        limit,
-    )
-
-
-async def aonline_count(
-    window: float | None = None, now: float | None = None, *, viewer: User | None = None
-) -> int:
-    if not _viewer_policy(viewer)[1]:
-        return await get_async_store().online_count(window, now)
-    return len(await aonline(window, now=now, viewer=viewer))
-
-
-async def aroom_members(
-    room: str, now: float | None = None, *, viewer: User | None = None
-) -> list[str]:
-    ids = await get_async_store().room_members(rules.room(room), now)
-    vid, policy = _viewer_policy(viewer)
-    return audience.keep(ids, await audience.avisible(vid, ids)) if policy and ids else ids
-
-
-async def aroom_count(room: str, now: float | None = None, *, viewer: User | None = None) -> int:
-    if _viewer_policy(viewer)[1]:
-        return len(await aroom_members(room, now, viewer=viewer))
-    return await get_async_store().room_count(rules.room(room), now)

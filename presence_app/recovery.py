@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import presence, protocol, tenants
+from . import dispatch, presence, protocol, tenants
 from .coalescer import get_coalescer
 from .store import UNAVAILABLE, UnknownConnection
 from .subscriptions import log_outage
@@ -55,6 +55,7 @@ class LeaseRecovery:
     recovering: bool
     lock: asyncio.Lock
     tasks: set[asyncio.Task[None]]
+    user: Any
     rooms: set[str]
     watched: set[str]
     own_state: str
@@ -143,8 +144,22 @@ class LeaseRecovery:
             await presence.aset_status(self.user_id, self.own_state)
         await presence.aconnect(self.conn_id, self.user_id, device=self.device)
         for room in sorted(self.rooms):
+            # A connection taken again is let into its rooms again only as a new one would be.
+            if not await presence.acan_join(self.user, room):
+                await self.refused(room)
+                continue
             await presence.ajoin(room, self.conn_id, self.user_id)
         self.recovery_due = False
+
+    async def refused(self, room: str) -> None:
+        """``CAN_JOIN`` no longer admits this connection to ``room``: out of it, browser told."""
+        self.rooms.discard(room)
+        await self.groups.discard([dispatch.room_group(room)])
+        await self.send(
+            protocol.error_frame(
+                "forbidden", "You may no longer be in this room.", frame="join", room=room
+            )
+        )
 
     async def _store_join(self, room: str) -> None:
         try:

@@ -27,8 +27,8 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from . import conf, dispatch, presence, rules
-from .store import Presence
+from . import audience, conf, dispatch, presence, rules, visibility
+from .store import InvalidInput, Presence
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ async def aadd_member(user: Any, room: str, *, sender: str | None = None) -> boo
     """:func:`add_member` for async code (``sender``: the channel that joined already)."""
     room = rules.room(room)
     created = await database_sync_to_async(_save)(user, room)
+    if created is None:
+        limit = int(conf.get("MAX_PERMANENT_ROOMS"))
+        raise InvalidInput(f"A user may be a member of at most {limit} permanent rooms.")
     layer = get_channel_layer()
     if layer is not None:
         await layer.group_send(
@@ -75,13 +78,30 @@ async def aadd_member(user: Any, room: str, *, sender: str | None = None) -> boo
     return created
 
 
-def _save(user: Any, room: str) -> bool:
+def _save(user: Any, room: str) -> bool | None:
+    """True: a new membership; False: one already; None: the user has ``MAX_PERMANENT_ROOMS``."""
+    rows = _membership().objects.filter(user_id=_pk(user))
+    if rows.filter(room=room).exists():
+        return False
+    if rows.count() >= int(conf.get("MAX_PERMANENT_ROOMS")):
+        return None
     return _membership().objects.get_or_create(user_id=_pk(user), room=room)[1]
 
 
 def remove_member(user: Any, room: str) -> bool:
-    """Ends the membership (the live connections stay in the room until they leave it)."""
-    deleted, _ = _membership().objects.filter(user_id=_pk(user), room=rules.room(room)).delete()
+    """Ends the membership; the user's live connections leave the room now (as
+    :func:`presence.revoke` does). False when there was none."""
+    return async_to_sync(aremove_member)(user, room)
+
+
+async def aremove_member(user: Any, room: str) -> bool:
+    """:func:`remove_member` for async code."""
+    room = rules.room(room)
+    deleted, _ = await database_sync_to_async(
+        _membership().objects.filter(user_id=_pk(user), room=room).delete
+    )()
+    if deleted:
+        await presence.arevoke(user, room)
     return bool(deleted)
 
 
@@ -90,27 +110,35 @@ def member_rooms(user: Any) -> list[str]:
     return list(_membership().objects.filter(user_id=_pk(user)).values_list("room", flat=True))
 
 
-aremove_member = database_sync_to_async(remove_member)
-
-
-def members(room: str, *, viewer: Any = None) -> list[Member]:
-    """Every member of the permanent ``room`` in the order they joined, online or not, with
-    their presence (as ``viewer`` may see it) and last seen: one query, one Redis round trip."""
+def members(
+    room: str, *, viewer: Any = presence.ANONYMOUS, offset: int = 0, limit: int | None = None
+) -> list[Member]:
+    """The members of the permanent ``room`` in the order they joined (``offset`` / ``limit``
+    of them), online or not, with their presence and last seen as ``viewer`` may see them:
+    one query, one Redis round trip, one ``AUDIENCE`` call."""
     rows = list(
         _membership()
         .objects.filter(room=rules.room(room))
         .select_related("user", "user__presence_last_seen")
-        .order_by("joined_at", "pk")
+        .order_by("joined_at", "pk")[offset : None if limit is None else offset + limit]
     )
-    ids = [str(row.user_id) for row in rows]
-    presences = presence.get_many(ids, viewer=viewer) if ids else {}
+    ids = [rules.user_id(row.user) for row in rows]
+    v = visibility.viewer_of(viewer, audience.Decisions())  # the two reads below: one call
+    presences = presence.get_many(ids, viewer=v) if ids else {}
+    allowed = visibility.admitted(v, ids)
     out = []
     for row, uid in zip(rows, ids, strict=True):
-        p = presences[uid]
         durable = getattr(row.user, "presence_last_seen", None)
-        seen = p.last_seen_at or (durable.last_seen_at if durable is not None else None)
-        out.append(Member(row.user, p, seen, row.joined_at))
+        seen = visibility.last_seen(
+            v, presences[uid], allowed, durable.last_seen_at if durable is not None else None
+        )
+        out.append(Member(row.user, presences[uid], seen, row.joined_at))
     return out
+
+
+def member_count(room: str) -> int:
+    """How many members the permanent ``room`` has."""
+    return _membership().objects.filter(room=rules.room(room)).count()
 
 
 async def permanent_rooms_to_join(user: Any, skip: list[str]) -> list[str]:

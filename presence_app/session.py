@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import audience, conf, dispatch, presence, protocol, rules, tenants
+from . import audience, conf, dispatch, presence, protocol, rules, tenants, visibility
 from .coalescer import get_coalescer
 from .limits import Throttle
 from .protocol import FrameError
@@ -75,7 +75,8 @@ class PresenceSession(LeaseRecovery):
         )
         self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
         self.groups = Subscriptions(layer, channel_name, self.user_id)
-        self.decisions = audience.Decisions()  # what this viewer may see (AUDIENCE), for a while
+        # Who reads through this connection, with the AUDIENCE answers it got, for a while.
+        self.viewer = visibility.viewer_of(self.user_id, audience.Decisions())
         self.recent = RecentUpdates()  # an update comes once per group it concerns
 
     # -- life --------------------------------------------------------------------------------
@@ -87,15 +88,16 @@ class PresenceSession(LeaseRecovery):
         try:
             await self.groups.add_all(self.rooms, self.watched)
             await presence.aconnect(self.conn_id, self.user_id, device=self.device)
-            me = await presence.aget(self.user_id, viewer=self.user_id)
+            me = await presence.aget(self.user_id, viewer=self.viewer)
             self.own_state = me.state
         except UNAVAILABLE as exc:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
     @in_tenant
-    async def close(self) -> None:
-        """A clean close: the lease is cut to the grace; the rooms hear of it after that."""
+    async def close(self, *, forgotten: bool = False) -> None:
+        """A clean close: the lease is cut to the grace; the rooms hear of it after that.
+        ``forgotten``: the user was erased (:func:`presence.forget`), nothing is left to cut."""
         if self.closed:
             return
         self.closed = True
@@ -104,7 +106,8 @@ class PresenceSession(LeaseRecovery):
             task.cancel()
         async with self.lock:
             try:
-                await presence.adisconnect(self.conn_id, self.user_id)
+                if not forgotten:
+                    await presence.adisconnect(self.conn_id, self.user_id)
             except UNAVAILABLE as exc:
                 log_outage(exc)  # the lease then runs out by itself
             await self.groups.discard(self.groups.all(self.rooms, self.watched))
@@ -165,6 +168,27 @@ class PresenceSession(LeaseRecovery):
             await self.send(event)
 
     @in_tenant
+    async def revoke(self, room: str) -> None:
+        """Access to ``room`` was taken away (:func:`presence.revoke`, an ended membership):
+        out of it now, with a leave, and the browser told why."""
+        async with self.lock:
+            if room not in self.rooms or self.closed:
+                return
+            await self.leave(room)
+        await self.refused(room)
+
+    @in_tenant
+    async def drop_stale(self, rooms: list[str]) -> None:
+        """Leaves, in the store, the ``rooms`` a resumed lease still holds but this connection
+        was not let back into (``CAN_JOIN`` now refuses them)."""
+        try:
+            for room in rooms:
+                if room not in self.rooms:
+                    await presence.aleave(room, self.conn_id, self.user_id)
+        except UNAVAILABLE as exc:
+            log_outage(exc)  # the lease's grace ends the membership instead
+
+    @in_tenant
     async def set_status(self, **fields: Any) -> None:
         # The front door tells the user's own sockets (this one included) their true state.
         await presence.aset_status(self.user_id, **fields)
@@ -192,24 +216,21 @@ class PresenceSession(LeaseRecovery):
         await self.groups.discard([dispatch.watchers_group(u) for u in removed])
         self.watched = target
         if shown:
-            with audience.remembering(self.user_id, self.decisions):
-                presences = await presence.aget_many(shown, viewer=self.user_id)
+            presences = await presence.aget_many(shown, viewer=self.viewer)
             await self.send(protocol.state_frame(presences.values(), watch=True))
 
     @in_tenant
     async def send_room_state(self, room: str) -> None:
         """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
         the browser held, the next ones add to it, ``more`` is false on the last. A page costs
-        one round trip and one ``AUDIENCE`` call; members outside the viewer's audience are
-        left out (they read as offline, and room members are online by definition)."""
-        ids = await presence.aroom_members(room)
+        one round trip; members outside the viewer's audience are left out (the policy's
+        answers come from this connection's memory of them, or one call for the list)."""
+        ids = await presence.aroom_members(room, viewer=self.viewer)
         size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
         pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
-        hide = audience.active()
         for n, page in enumerate(pages):
-            with audience.remembering(self.user_id, self.decisions):
-                presences = await presence.aget_many(page, viewer=self.user_id) if page else {}
-            shown = [p for p in presences.values() if p.is_online or not hide]
+            presences = await presence.aget_many(page, viewer=self.viewer) if page else {}
+            shown = [p for p in presences.values() if p.is_online]
             await self.send(protocol.state_frame(shown, room=room, page=n, more=n + 1 < len(pages)))
 
     # -- events from the channel layer ----------------------------------------------------------
@@ -225,13 +246,12 @@ class PresenceSession(LeaseRecovery):
             self.own_state = event["state"]
             await self.send(event)
             return
-        subject = event.get("user")
         if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
             return  # left (its own leave came from leave()), or not in yet (the snapshot is next)
-        if subject != self.user_id and audience.active():
-            with audience.remembering(self.user_id, self.decisions):
-                if subject not in await audience.avisible(self.user_id, [subject]):
-                    return
-        if event.get("type") == "presence.update" and not self.recent.first_time(event):
+        allowed = await visibility.aadmitted(self.viewer, [str(event.get("user", ""))])
+        shown = visibility.redact_event(self.viewer, event, allowed)
+        if shown is None:
             return
-        await self.send(event)
+        if shown.get("type") == "presence.update" and not self.recent.first_time(shown):
+            return
+        await self.send(shown)

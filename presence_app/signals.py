@@ -12,6 +12,10 @@ receiver is logged and never breaks the sender (``asend_robust``).
   last seen.
 - ``status_changed``: an online user's public state, message or emoji changed (dnd,
   idle <-> online).
+
+``user_forgotten`` is sent (``sender=None``, ``user_id``) when :func:`presence.forget` erased a
+user from Redis: the app's own receiver deletes their ``LastSeen`` row and room memberships;
+a project may erase its own copies.
 """
 
 from django.dispatch import Signal
@@ -19,3 +23,4 @@ from django.dispatch import Signal
 user_online = Signal()
 user_offline = Signal()
 status_changed = Signal()
+user_forgotten = Signal()

@@ -149,9 +149,13 @@ class EventStream:
         await self.push(hello)
         wanted = resume[1] if resume is not None else []
         for room in [*wanted, *await rooms.permanent_rooms_to_join(self.session.user, wanted)]:
+            # CAN_JOIN is asked again for every room a resume names, as on a first join.
             error = await frames.apply(self.session, {"type": "join", "room": room})
             if error is not None:
                 await self.push(error)
+        # The resumed lease still holds, in Redis, the rooms it was in: those refused now
+        # are left, with a leave to their members.
+        await self.session.drop_stale(wanted)
 
     async def relay(self) -> None:
         """The channel's loop: layer events to the browser, REST calls to the session."""
@@ -162,8 +166,11 @@ class EventStream:
                     await self.apply_rest(message)
                 elif message.get("type") == "presence.message":
                     await self.push(message)  # send_to_user: the user's own, no audience applies
-                elif message.get("type") == "presence.permanent":
-                    await frames.on_permanent_event(self.session, message)
+                elif message.get("type") in frames.OWN_EVENTS:
+                    await frames.on_own_event(self.session, message)
+                elif message.get("type") == "presence.forgotten":
+                    await self.session.close(forgotten=True)  # the user was erased
+                    self.queue.put_nowait(None)  # the end of the stream
                 elif str(message.get("type", "")).startswith("presence."):
                     await self.session.event(message)
             except Exception:
@@ -211,7 +218,8 @@ class EventStream:
                     yield b": keep-alive\n\n"
                     continue
                 if frame is None:
-                    logger.info("presence: an SSE stream fell %s frames behind; ended", MAX_QUEUED)
+                    if not self.session.closed:
+                        logger.info("presence: an SSE stream fell %s frames behind", MAX_QUEUED)
                     return
                 yield event_bytes(frame, self.next_id())
         finally:

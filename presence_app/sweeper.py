@@ -48,10 +48,12 @@ async def asweep_once(now: float | None = None, *, force: bool = False) -> list[
 async def _asweep_space(now: float | None, force: bool) -> list[Transition] | None:
     if not force:
         interval = float(conf.get("SWEEP_INTERVAL"))
-        if not await housekeeping.ajob_lock("sweep", timeout=interval).acquire():
+        if not await housekeeping.async_job_lock("sweep", timeout=interval).acquire():
             return None
     transitions = await presence.asweep(now)  # announced: leaves, offlines (LastSeen), idles
-    await housekeeping.arecord_sample(await presence.aonline_count(now=now), now)
+    await housekeeping.arecord_sample(
+        await presence.aonline_count(now=now, viewer=presence.TRUSTED), now
+    )
     await aflush_if_due()
     return transitions
 
@@ -60,7 +62,7 @@ async def aflush_if_due() -> None:
     """Every FLUSH_INTERVAL, one process copies online users' last seen to the database
     (a lock that is never released, like the sweep's, paces the fleet)."""
     interval = float(conf.get("FLUSH_INTERVAL"))
-    if await housekeeping.ajob_lock("flush", timeout=interval).acquire():
+    if await housekeeping.async_job_lock("flush", timeout=interval).acquire():
         from channels.db import database_sync_to_async
 
         from .lastseen import flush

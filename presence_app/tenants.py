@@ -28,9 +28,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from asgiref.sync import async_to_sync, iscoroutinefunction
-from channels.db import database_sync_to_async
-
 from . import conf, hooks
 from .limits import Throttle
 from .store import UNAVAILABLE, InvalidInput
@@ -87,20 +84,12 @@ def current_prefix() -> str:
 
 def resolve(source: Any) -> str | None:
     """The tenant of a request or an ASGI scope (the ``TENANT`` hook; None without one)."""
-    hook = hooks.hook("TENANT")
-    if hook is None:
-        return None
-    return check(async_to_sync(hook)(source) if iscoroutinefunction(hook) else hook(source))
+    return check(hooks.call("TENANT", source))
 
 
 async def aresolve(source: Any) -> str | None:
     """:func:`resolve` for async code (a sync hook runs in a thread: it may use the ORM)."""
-    hook = hooks.hook("TENANT")
-    if hook is None:
-        return None
-    if iscoroutinefunction(hook):
-        return check(await hook(source))
-    return check(await database_sync_to_async(hook)(source))
+    return check(await hooks.acall("TENANT", source))
 
 
 def forget_marks() -> None:
@@ -120,7 +109,7 @@ def mark(store: Any, key: str | None) -> None:
         _marked.forget(key)  # the call that follows fails open on its own; record it next time
 
 
-def amark(store: Any, key: str | None) -> None:
+def mark_async(store: Any, key: str | None) -> None:
     """:func:`mark` with an async store: written in the background (callers are sync)."""
     if key is None or not _marked.ready(key):
         return

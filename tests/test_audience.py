@@ -87,6 +87,7 @@ def build(site, client) -> None:
             "invisible" if kind == "invisible" else "dnd" if kind == "dnd" else None,
             message=f"msg {uid}",
             now=at,
+            mood=f"mood {uid}",
         )
         for room in sorted(rooms):
             presence.join(room, f"{uid}-c", uid, now=at)
@@ -135,6 +136,7 @@ def test_every_read_matches_the_model(redis_client, site):
                     assert seen == Presence(subject)  # nothing else: no last seen, no text
                 elif kind == "invisible" and vid != subject:
                     assert (seen.message, seen.emoji, seen.device) == ("", "", "")
+                    assert seen.meta == {}  # failed on 89165fe: the metadata showed
                 elif kind == "gone":
                     assert seen.last_seen is not None  # the durable fact the audience may see
             online = {s for s in USERS if model_state(site, vid, s) in ("online", "dnd")}
@@ -142,7 +144,8 @@ def test_every_read_matches_the_model(redis_client, site):
             assert presence.online_count(now=t, viewer=viewer) == len(online)
             for room in ROOMS:
                 members = presence.room_members(room, t, viewer=viewer)
-                assert members == [m for m in presence.room_members(room, t) if m in online]
+                everyone = presence.room_members(room, t, viewer=presence.TRUSTED)
+                assert members == [m for m in everyone if m in online]
                 assert presence.room_count(room, t, viewer=viewer) == len(members)
             # The dashboard's counts: by state, and the rooms' (a room with nobody left out)
             CALLS.clear()
@@ -169,11 +172,19 @@ def test_every_read_matches_the_model(redis_client, site):
             assert got_many == many
             assert set(got_online) == online and got_count == len(online)
             assert got_room == presence.room_members("lobby", t, viewer=viewer)
-        # The server's own reads (no viewer) and reveal_all skip the policy.
-        truth = {s for s in USERS if site["kinds"][USERS.index(s)] in ("online", "dnd")}
-        assert set(presence.online(now=t)) == truth
-        revealed = presence.get_many(USERS, viewer="u0", reveal_all=True, now=t)
-        assert {s for s, p in revealed.items() if p.state in ("online", "dnd")} == truth
+        # A read that names no viewer is a signed-out visitor's, never more.
+        assert presence.get_many(USERS, now=t) == presence.get_many(
+            USERS, viewer=presence.ANONYMOUS, now=t
+        )
+        assert presence.online(now=t) == presence.online(now=t, viewer=presence.ANONYMOUS)
+        # The site's own reads, spelled TRUSTED, skip the policy and see invisible users.
+        kinds = dict(zip(USERS, site["kinds"], strict=True))
+        truth = {s for s in USERS if kinds[s] in ("online", "dnd")}
+        assert set(presence.online(now=t, viewer=presence.TRUSTED)) == truth
+        revealed = presence.get_many(USERS, viewer=presence.TRUSTED, now=t)
+        assert {s for s, p in revealed.items() if p.is_online} == truth | {
+            s for s in USERS if kinds[s] == "invisible"
+        }
 
 
 @pytest.mark.django_db

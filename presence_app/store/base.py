@@ -104,6 +104,11 @@ class BaseStore(_Samples):
         middleware's batches); returns their transitions, each shard's in the order given."""
         return self.run(self.plans.touch_many(items, now))
 
+    def forget(self, user_id, now: float | None = None):
+        """Erasure: ends the user's presence (leaves and offline announced, as the sweep does)
+        and deletes every key of theirs. Returns the transitions."""
+        return self.run(self.plans.forget(user_id, now))
+
     def activity(self, user_id, now: float | None = None):
         """The person did something on a live connection: resets idle, and only that (the
         lease keeps them online; an HTTP window would outlive their last tab)."""
@@ -214,6 +219,11 @@ class BaseStore(_Samples):
             return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
         return self.run(Plan(calls, finish))
+
+    def export(self, user_id):
+        """Everything the store keeps of one user, as plain data (``presence export``): their
+        record's fields, their scores in the indexes and their connections."""
+        return self.run(self.plans.export(user_id))
 
     def user_rooms(self, user_id):
         """The rooms ``user_id`` is in through any of their connections (visible or not)."""

@@ -18,6 +18,8 @@ from typing import Any
 from .keys import CONN_SEP, KeySpace, shard_of
 from .types import (
     CONTROL_CHARACTERS,
+    RECORD_FIELDS,
+    SEP,
     InvalidInput,
     Presence,
     StateCounts,
@@ -243,6 +245,30 @@ class _ReadPlans:
 
         return Plan(calls, finish)
 
+    def export(self, user_id: Any) -> Plan:
+        uid = user_id_of(user_id)
+        tag = self.keys.tag_for_user(uid)
+        indexes = {"seen": KeySpace.seen, "hidden": KeySpace.hidden}
+        indexes |= {"until": KeySpace.until, "active": KeySpace.active}
+        calls = [Call("", (), ("GET", KeySpace.user(tag, uid)))]
+        calls += [Call("", (), ("ZSCORE", key(tag), uid)) for key in indexes.values()]
+
+        def finish(replies: list[Any]) -> dict[str, Any]:
+            raw, *scores = replies
+            text = _str(raw) if raw else ""
+            fields = zip(RECORD_FIELDS, text.split(SEP) if text else [], strict=False)
+            record = {name: value for name, value in fields if value}
+            return {
+                "user": uid,
+                "record": record,
+                "indexes": {
+                    name: float(v) for name, v in zip(indexes, scores, strict=True) if v is not None
+                },
+                "connections": sorted(json.loads(record["conns"])) if "conns" in record else [],
+            }
+
+        return Plan(calls, finish)
+
     def room_members(self, room: str, now: float | None) -> Plan:
         name = room_of(room)
         calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
@@ -318,6 +344,9 @@ class Planner(_ReadPlans):
 
     def activity(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("activity", user_id, now)
+
+    def forget(self, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("forget", user_id, now)
 
     def connect(self, conn_id: str, user_id: Any, device: str | None, now: float | None) -> Plan:
         dev = _text(device or "", MAX_DEVICE_LENGTH, "device")

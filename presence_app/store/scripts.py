@@ -11,6 +11,7 @@ NAMES = (
     "connect",
     "counts",
     "disconnect",
+    "forget",
     "get_many",
     "heartbeat",
     "join",

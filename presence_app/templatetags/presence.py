@@ -145,7 +145,7 @@ def _read(default: Any, fn: Any, *args: Any) -> Any:
 
 def _viewer(context: template.Context) -> Any:
     """The request's user as the ``AUDIENCE`` viewer (``ANONYMOUS`` when signed out)."""
-    return _batch(context).viewer or presence.ANONYMOUS
+    return _batch(context).viewer
 
 
 @register.simple_tag(takes_context=True)
@@ -183,4 +183,4 @@ def room_roster(context: template.Context, room: str) -> list[Any]:
     user = getattr(context.get("request"), "user", None)
     if user is None or not presence.can_join(user, room):
         return []
-    return _read([], lambda: rooms.members(room, viewer=user_key(user)))
+    return _read([], lambda: rooms.members(room, viewer=_viewer(context)))

@@ -1,14 +1,17 @@
-"""``manage.py presence stats | sweep [--loop] | flush [--loop] | clear [--yes] | upgrade [--force]``."""
+"""``manage.py presence stats | sweep [--loop] | flush [--loop] | export USER | clear [--yes] |
+upgrade [--force]``."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, housekeeping, lastseen, presence, sweeper
+from ... import conf, housekeeping, lastseen, presence, rules, sweeper
 from ...models import LastSeen
 from ...store import UNAVAILABLE, PresenceError
 
@@ -23,6 +26,8 @@ class Command(BaseCommand):
         sweep.add_argument("--loop", action="store_true", help="Repeat every SWEEP_INTERVAL.")
         flush = sub.add_parser("flush", help="Copy online users' last seen to the database.")
         flush.add_argument("--loop", action="store_true", help="Repeat every FLUSH_INTERVAL.")
+        export = sub.add_parser("export", help="Print what presence stores about one user.")
+        export.add_argument("user", help="The user's id (primary key) or username.")
         clear = sub.add_parser("clear", help="Delete every presence key in Redis.")
         clear.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
         upgrade = sub.add_parser(
@@ -40,10 +45,19 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("Stopped.")
 
+    def do_export(self, *, user: str, **options: Any) -> None:
+        User = get_user_model()
+        found = User._default_manager.filter(**{User.USERNAME_FIELD: user}).first()
+        uid = rules.user_id(found) if found is not None else user
+        stored = {**presence.export(uid), **lastseen.stored_rows(uid)}
+        self.stdout.write(json.dumps(stored, indent=2, sort_keys=True))
+
     def do_stats(self, **options: Any) -> None:
         reads = presence.Reads()
         counts, rooms, samples = presence.batch(
-            reads.state_counts(), reads.rooms(10), reads.history(time.time() - 24 * 3600)
+            reads.state_counts(viewer=presence.TRUSTED),
+            reads.rooms(10, viewer=presence.TRUSTED),
+            reads.history(time.time() - 24 * 3600),
         )
         self.stdout.write(
             f"online: {counts.total} (online {counts.online}, idle {counts.idle}, "

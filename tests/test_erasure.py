@@ -1,0 +1,87 @@
+"""The right to erasure: ``presence.forget(user)`` (and deleting a Django user) removes every key
+and row of that user, announces them offline and ends their connections; ``manage.py presence
+export USER`` prints what is stored about one user. On the real Redis and channel layer."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.management import call_command
+
+from presence_app import presence, rooms
+from presence_app.connection import get_store
+from presence_app.models import LastSeen, RoomMembership
+
+from .frame_waits import CLOSED
+from .ws import Socket, make_user, presence_settings, shutdown
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def keys_naming(client, uid: str) -> list[str]:
+    """Every key, sorted-set member or record in Redis that names ``uid``."""
+    found = []
+    for key in client.scan_iter("*"):
+        name = key.decode()
+        if uid in name.split(":")[-1]:
+            found.append(name)
+        elif client.type(key) == b"zset":
+            if any(m.decode().split("|")[0] == uid for m in client.zrange(key, 0, -1)):
+                found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("how", ["forget", "delete the user"])
+async def test_a_forgotten_user_leaves_nothing_behind(redis_client, how):
+    with presence_settings(PERMANENT_ROOMS=True):
+        try:
+            (_, alice), (bob, cookie) = await make_user("alice"), await make_user("bob")
+            await sync_to_async(rooms.add_member)(bob, "team")
+            watcher, sock = await Socket.open(alice, name="a"), await Socket.open(cookie, name="b")
+            uid = str(bob.pk)
+            await watcher.send(type="watch", users=[uid])
+            await watcher.wait_for("presence.state", watch=True)
+            await watcher.send(type="join", room="team")
+            await watcher.wait_for("presence.state", room="team")
+            await sock.wait_for("presence.state", room="team")  # joined by itself
+            await sync_to_async(presence.set_status)(bob, "dnd", message="hi", mood="x")
+            await sync_to_async(LastSeen.objects.create)(user=bob, last_seen_at="2026-01-01T00:00Z")
+            assert keys_naming(redis_client, uid)
+
+            if how == "forget":
+                await presence.aforget(bob)
+            else:
+                await sync_to_async(bob.delete)()
+            await watcher.wait_for("presence.leave", room="team", user=uid)
+            await watcher.wait_for("presence.update", state="offline", user=uid)
+            assert (await sock.wait_for(CLOSED))["code"] == 4401  # for good: no reconnect
+            assert await presence.aroom_members("team") == [watcher.user]  # the others stay
+            assert keys_naming(redis_client, uid) == []
+            assert not await sync_to_async(LastSeen.objects.filter(user_id=bob.pk).exists)()
+            assert not await sync_to_async(RoomMembership.objects.filter(user_id=bob.pk).exists)()
+            assert (await presence.aget(uid, viewer=presence.TRUSTED)).last_seen is None
+            await watcher.close()
+        finally:
+            await shutdown()
+
+
+def test_export_prints_what_is_stored_about_one_user(redis_client, django_user_model):
+    ann = django_user_model.objects.create_user("ann")
+    presence.connect("ann-1", ann, device="phone")
+    presence.join("lobby", "ann-1", ann)
+    presence.set_status(ann, "dnd", message="Focus")
+    rooms.add_member(ann, "team")
+    LastSeen.objects.create(user=ann, last_seen_at="2026-01-01T00:00Z", device="phone")
+    out = StringIO()
+    call_command("presence", "export", "ann", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["user"] == str(ann.pk)
+    assert data["record"]["st"] == "dnd" and data["record"]["msg"] == "Focus"
+    assert data["connections"] == ["ann-1"] and "seen" in data["indexes"]
+    assert data["last_seen"]["device"] == "phone"
+    assert [m["room"] for m in data["permanent_rooms"]] == ["team"]
+    presence.forget(ann)
+    assert presence.export(ann)["record"] == {} and get_store().online() == []
