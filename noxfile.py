@@ -155,6 +155,8 @@ UUID_USER_TESTS = [
     "tests/test_lastseen.py",
     "tests/test_demo_users.py",
     "tests/test_tutorial_consumer.py",
+    "tests/test_erasure.py",
+    "tests/test_visibility.py",
     "tests/reliability/test_sse.py",
     "tests/reliability/test_mixin.py",
     "tests/e2e/test_sse.py",
