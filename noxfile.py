@@ -12,6 +12,9 @@
   (tests/settings_uuid.py), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
+- ``drf``: ``presence_app[drf]`` with Django REST framework, on the oldest and newest Django.
+- ``js``: presence.js parses, presence.mjs imports, and presence.d.ts type-checks an example
+  under ``tsc --noEmit`` (TypeScript from npm, into ``.nox/js``).
 
 The whole suite, browser and reliability tests included, is `make test` (Python 3.11,
 requirements.txt's pins): one cell, run first by CI.
@@ -218,6 +221,54 @@ def lint(session: nox.Session) -> None:
     """The pre-commit hooks on every file: ruff check and ruff format with pyproject's rules."""
     session.install("pre-commit")
     session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure", *session.posargs)
+
+
+@nox.session(python=NEWEST[0])
+@nox.parametrize("django", [CELLS[0][1], NEWEST[1]])
+def drf(session: nox.Session, django: str) -> None:
+    """presence_app[drf] (Django REST framework's serializer field and filter) on the oldest
+    and the newest Django: the other cells skip tests/test_drf.py, without DRF installed."""
+    install(session, ".[drf]", f"django~={django}.0", "--group", "test")
+    session.run(
+        "pytest", "-p", "no:cacheprovider", "-q", "tests/test_drf.py", *session.posargs,
+        env={"REDIS_URL": ""},
+    )  # fmt: skip
+
+
+# The TypeScript compiler that checks presence.d.ts (npm; installed into .nox/js, not the repo).
+TYPESCRIPT = "typescript@5.9.3"
+
+
+@nox.session(python=False)
+def js(session: nox.Session) -> None:
+    """presence.js parses, presence.mjs imports in Node, and presence.d.ts type-checks a
+    project's example (tests/typescript/example.ts) under `tsc --noEmit --strict`."""
+    static = "presence_app/static/presence_app"
+    session.run("node", "--check", f"{static}/presence.js", external=True)
+    session.run(
+        "node",
+        "--input-type=module",
+        "-e",
+        f"import P, {{connect}} from '{ROOT / static / 'presence.mjs'}';"
+        "if (typeof connect !== 'function' || P.connect !== globalThis.Presence.connect)"
+        " throw new Error('presence.mjs exports no connect');",
+        external=True,
+    )
+    prefix = ROOT / ".nox" / "js"
+    session.run(
+        "npm",
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--no-save",
+        "--prefix",
+        str(prefix),
+        TYPESCRIPT,
+        external=True,
+    )
+    tsc = str(prefix / "node_modules" / ".bin" / "tsc")
+    session.run(tsc, "--version", external=True)
+    session.run(tsc, "-p", "tests/typescript/tsconfig.json", external=True)
 
 
 @nox.session(python=NEWEST[0])

@@ -43,30 +43,40 @@ html_theme = "furo"
 html_title = f"presence_app {release}"
 
 
-# -- settings.md: the default column comes from presence_app.conf.DEFAULTS ---------------------
-SETTING_ROW = re.compile(r"^\| `([A-Z_]+)` \|(?! default)", re.M)
+# -- settings.md: its default column must be presence_app.conf.DEFAULTS ----------------------
+# The table carries the defaults itself (Python literals), so that it reads the same on GitHub;
+# the build only checks it (tests/test_docs.py does too).
+SETTING_ROW = re.compile(r"^\| `([A-Z_]+)` \| `(.*?)` \|", re.M)
 
 
-def fill_defaults(app, docname, source):
-    """Gives every row of the settings table its default from DEFAULTS, and fails the build
-    (a warning, an error under -W) when a setting is missing from the page or unknown to it."""
+def check_defaults(app, docname, source):
+    """Fails the build (a warning, an error under -W) when a setting is missing from the page,
+    unknown to DEFAULTS, or documented with another default."""
     if docname != "settings":
         return
-    text = source[0]
-    documented = SETTING_ROW.findall(text)
+    import ast
+
     from sphinx.util import logging
 
     log = logging.getLogger(__name__)
+    documented = dict(SETTING_ROW.findall(source[0]))
     for name in sorted(set(DEFAULTS) - set(documented)):
         log.warning("settings.md does not document PRESENCE[%r]", name, location="settings")
     for name in sorted(set(documented) - set(DEFAULTS)):
         log.warning("settings.md documents %r, which is not in DEFAULTS", name, location="settings")
-
-    def row(match):
-        value = repr(DEFAULTS.get(match.group(1))).replace("|", "\\|")
-        return f"{match.group(0)} `{value}` |"
-
-    source[0] = SETTING_ROW.sub(row, text)
+    for name in sorted(set(documented) & set(DEFAULTS)):
+        try:
+            value = ast.literal_eval(documented[name].replace("\\|", "|"))
+        except (ValueError, SyntaxError):
+            value = documented[name]
+        if value != DEFAULTS[name]:
+            log.warning(
+                "settings.md gives PRESENCE[%r] the default %s; presence_app.conf says %r",
+                name,
+                documented[name],
+                DEFAULTS[name],
+                location="settings",
+            )
 
 
 def optional_pages(app, docname, source):
@@ -76,5 +86,5 @@ def optional_pages(app, docname, source):
 
 
 def setup(app):
-    app.connect("source-read", fill_defaults)
+    app.connect("source-read", check_defaults)
     app.connect("source-read", optional_pages)

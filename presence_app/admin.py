@@ -37,11 +37,16 @@ class LastSeenAdmin(admin.ModelAdmin):
     dashboard_template = "admin/presence_app/dashboard.html"
     dashboard_body_template = "admin/presence_app/dashboard_body.html"
 
-    # Rows are written by the presence machinery only (like a log): view and delete, no edits.
+    # Rows are written by the presence machinery only (like a log): read-only, for superusers
+    # too. No "Delete selected" either: a deleted row would only come back at the user's next
+    # sign of life (deleting the user deletes their row).
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def get_search_fields(self, request: HttpRequest) -> list[str]:

@@ -6,8 +6,9 @@ size; invisible users read as offline to everybody but themselves. Redis away: 5
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -15,7 +16,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, JsonResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_http_methods
 
 from . import audience, conf, presence, rooms, rules, visibility
 from .failopen import breaker
@@ -34,11 +36,14 @@ class BadRequest(Exception):
     """A query parameter the API refuses; answered with 400 and the message."""
 
 
-def api_view(view: Callable[..., dict[str, Any]]) -> Callable[..., JsonResponse]:
-    """Login required, GET only, never cached; the view returns a dict, errors become JSON."""
+def api_view(
+    view: Callable[..., dict[str, Any]], methods: tuple[str, ...] = ("GET",)
+) -> Callable[..., JsonResponse]:
+    """Login required, GET only (unless the view says), never cached; the view returns a dict,
+    errors become JSON."""
 
     @never_cache
-    @require_GET
+    @require_http_methods(list(methods))
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         if not request.user.is_authenticated:
@@ -116,6 +121,26 @@ def users(request: HttpRequest) -> dict[str, Any]:
         raise BadRequest(_("Too many ids: at most %(max)s.") % {"max": limit})
     presences = presence.get_many(ids, viewer=request.user)
     return {"users": [p.as_dict() for p in presences.values()]}
+
+
+@rate_limited
+@csrf_protect
+@partial(api_view, methods=("GET", "POST"))
+def privacy(request: HttpRequest) -> dict[str, Any]:
+    """The signed-in user's choice of who sees their last seen: ``GET`` reads it, ``POST``
+    (JSON ``{"last_seen": "everyone" | "audience" | "nobody", "approximate": bool}``, either
+    or both) changes it."""
+    if request.method == "POST":
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError:
+            raise BadRequest(_("The body is not valid JSON.")) from None
+        if not isinstance(body, dict):
+            raise BadRequest(_("The body is a JSON object."))
+        choice = presence.set_privacy(request.user, body.get("last_seen"), body.get("approximate"))
+    else:
+        choice = presence.get_privacy(request.user)
+    return {"last_seen": choice.visible_to, "approximate": choice.approximate}
 
 
 @rate_limited

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 from urllib.parse import urlparse
@@ -51,10 +52,13 @@ def check_settings(app_configs=None, **kwargs) -> list:
     errors: list = []
     unknown = sorted(set(s) - set(conf.DEFAULTS))
     if unknown:
+        close = sorted({m for n in unknown for m in difflib.get_close_matches(n, conf.DEFAULTS, 1)})
         errors.append(
             Warning(
                 f"Unknown PRESENCE setting(s): {', '.join(unknown)}.",
-                hint="Check the spelling against the README's configuration table.",
+                hint=f"Did you mean {', '.join(close)}?"
+                if close
+                else f"The settings are: {', '.join(sorted(conf.DEFAULTS))}.",
                 id="presence_app.W002",
             )
         )
@@ -179,7 +183,8 @@ def _cluster_errors(s: dict[str, Any]) -> list:
             Warning(
                 "PRESENCE['CLUSTER'] is on with SHARDS = 1: every key then shares one hash tag, so "
                 "one slot on one node holds all of presence and the other nodes idle.",
-                hint="Set SHARDS to a few times the number of masters (docs/scaling.md: 24 for 8).",
+                hint="Set SHARDS to a few times the number of masters (24 for 8), before going live: "
+                "changing it moves users between shards.",
                 id="presence_app.W004",
             )
         )
@@ -260,7 +265,8 @@ def check_channel_layer(app_configs=None, **kwargs) -> list:
             "CHANNEL_LAYERS['default'] uses channels-redis' RedisChannelLayer without a "
             "socket_timeout: with redis-py 8 idle WebSocket consumers are cut off after 5 seconds.",
             hint='Give each host as {"address": URL, "socket_timeout": None, '
-            '"socket_keepalive": True}, or use RedisPubSubChannelLayer (docs/scaling.md).',
+            '"socket_keepalive": True}, or use channels_redis.pubsub.RedisPubSubChannelLayer '
+            "(one PUBLISH per event, nothing dropped in bursts).",
             id="presence_app.W003",
         )
     ]

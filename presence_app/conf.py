@@ -81,6 +81,11 @@ DEFAULTS: dict[str, Any] = {
     # Under an AUDIENCE policy, one list or count reads at most this many online ids (one policy
     # call a thousand): deeper pages go on from a cursor, and counts past it are lower bounds.
     "AUDIENCE_SCAN_LIMIT": 10_000,
+    # Each user's choice of who sees their last seen (everyone, audience, nobody) and whether
+    # exactly (presence_app/privacy.py): one indexed query per list read while on.
+    "LAST_SEEN_PRIVACY": False,
+    # With LAST_SEEN_PRIVACY: a user who shows their last seen to nobody sees nobody's.
+    "LAST_SEEN_RECIPROCAL": False,
     # How many permanent rooms one user may be a member of (each is a database row).
     "MAX_PERMANENT_ROOMS": 500,
     # A room's snapshot goes out in frames of at most this many members.

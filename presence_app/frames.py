@@ -47,6 +47,14 @@ async def on_status(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.set_status(**protocol.status_fields(frame))
 
 
+async def on_privacy(session: PresenceSession, frame: dict[str, Any]) -> None:
+    """``last_seen`` (everyone, audience, nobody) and/or ``approximate``: the user's choice of
+    who sees their last seen; the whole choice comes back as a ``privacy`` frame."""
+    if frame.get("last_seen") is None and frame.get("approximate") is None:
+        raise FrameError("invalid", 'a privacy frame sets "last_seen", "approximate" or both')
+    await session.set_privacy(frame.get("last_seen"), frame.get("approximate"))
+
+
 async def on_typing(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.typing(frame.get("room"))
 
@@ -73,6 +81,7 @@ HANDLERS: dict[str, Handler] = {
     "join": on_join,
     "leave": on_leave,
     "status": on_status,
+    "privacy": on_privacy,
     "typing": on_typing,
     "watch": on_watch,
 }

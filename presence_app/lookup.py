@@ -68,6 +68,7 @@ class PresenceBatch:
         self.viewer = visibility.viewer_of(viewer, audience.Decisions())
         self.presences: dict[str, Presence] = {}
         self.durable: dict[str, datetime | None] = {}
+        self.sights: dict[str, visibility.Sight] = {}
         self.available = True
 
     def prefetch(self, user_ids: Iterable[str]) -> None:
@@ -88,9 +89,10 @@ class PresenceBatch:
         self.prefetch([uid])
         return self.presences[uid]
 
-    def last_seen(self, uid: str) -> datetime | None:
-        """Redis' last seen, else the LastSeen row's (one query for all users still missing),
-        as the viewer may see it: with Redis away too, the policy decides."""
+    def with_last_seen(self, uid: str) -> Presence:
+        """``uid``'s presence with the LastSeen row's last seen where Redis has none (one query
+        for all users still missing), as the viewer may see it: with Redis away too, the policy
+        and the users' privacy decide."""
         p = self.get(uid)
         if p.last_seen is None and uid not in self.durable:
             from .models import LastSeen
@@ -102,12 +104,16 @@ class PresenceBatch:
             }
             wanted.pop(None, None)
             self.durable.update(dict.fromkeys(wanted.values()))
-            visibility.admitted(self.viewer, list(wanted.values()))  # remembered: one call
             rows = LastSeen.objects.filter(user_id__in=list(wanted))
             for pk, at in rows.values_list("user_id", "last_seen_at"):
                 self.durable[wanted[pk]] = at
-        allowed = visibility.admitted(self.viewer, [uid])
-        return visibility.last_seen(self.viewer, p, allowed, self.durable.get(uid))
+            found = [u for u in wanted.values() if self.durable[u] is not None]
+            seen = visibility.sight(self.viewer, found)  # one call, one query for the page
+            self.sights.update(dict.fromkeys(found, seen))
+        durable = self.durable.get(uid)
+        if durable is None:
+            return p
+        return visibility.with_durable(self.viewer, p, self.sights[uid], durable)
 
 
 def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:

@@ -28,6 +28,9 @@ from .touches import batcher
 
 #: Users whose last touch this process remembers (more are forgotten early: an extra touch).
 THROTTLE_SIZE = 50_000
+#: Set on a request this middleware keeps its user online by: the template tags then read the
+#: request's own user as online on the page it renders, before the background write lands.
+TOUCHED = "_presence_touched"
 
 
 class PresenceMiddleware:
@@ -45,18 +48,22 @@ class PresenceMiddleware:
         if self.async_mode:
             return self.__acall__(request)
         # TENANT: the request's views, tags and API calls read and write in its workspace.
+        wanted = self._wanted(request)
+        setattr(request, TOUCHED, wanted)
         with tenants.activate(tenants.resolve(request)) as tenant:
             response = self.get_response(request)
-        if self._wanted(request):
+        if wanted and not breaker.is_open:
             uid = self._due(getattr(request, "user", None), tenant)
             if uid is not None:
                 batcher.add(uid, is_activity(request), tenant)
         return response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        wanted = self._wanted(request) and hasattr(request, "auser")
+        setattr(request, TOUCHED, wanted)
         with tenants.activate(await tenants.aresolve(request)) as tenant:
             response = await self.get_response(request)
-        if self._wanted(request) and hasattr(request, "auser"):
+        if wanted and not breaker.is_open:
             user = _loaded_user(request)
             uid = self._due(user if user is not None else await request.auser(), tenant)
             if uid is not None:

@@ -83,3 +83,34 @@ class RoomMembership(models.Model):
             room(self.room)
         except InvalidInput as exc:
             raise ValidationError({"room": str(exc)}) from None
+
+
+class LastSeenPrivacy(models.Model):
+    """Who may see a user's last seen, and how exactly (a row only for users who chose).
+
+    ``visible_to``: ``everyone`` who may see the user at all, their ``audience`` (signed-in
+    viewers the ``AUDIENCE`` policy admits; never a signed-out visitor) or ``nobody``.
+    ``approximate``: "recently", "within a week", "within a month" instead of the time.
+    Online users show online either way: this is about when they were last seen.
+    """
+
+    EVERYONE, AUDIENCE, NOBODY = "everyone", "audience", "nobody"
+    CHOICES = [(EVERYONE, _("everyone")), (AUDIENCE, _("my audience")), (NOBODY, _("nobody"))]
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="presence_privacy",
+        verbose_name=_("user"),
+    )
+    visible_to = models.CharField(
+        _("last seen visible to"), max_length=16, choices=CHOICES, default=EVERYONE
+    )
+    approximate = models.BooleanField(_("approximate last seen"), default=False)
+
+    class Meta:
+        verbose_name = _("last seen privacy")
+        verbose_name_plural = _("last seen privacy")
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.visible_to}{' (approximate)' if self.approximate else ''}"

@@ -33,7 +33,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from . import audience, conf, dispatch, hooks, rules, visibility
+from . import audience, conf, dispatch, hooks, privacy, rules, visibility
 from .connection import get_async_store, get_store
 from .store import InvalidInput, StateCounts, Transition
 from .store import Presence as Presence
@@ -201,6 +201,30 @@ async def arevoke(user: User, room: str) -> None:
     await dispatch.revoke(rules.user_id(user), rules.room(room))
 
 
+# -- privacy ----------------------------------------------------------------------------------
+def set_privacy(
+    user: User, last_seen: str | None = None, approximate: bool | None = None
+) -> privacy.Choice:
+    """Who may see ``user``'s last seen: ``"everyone"`` who may see them, their
+    ``"audience"`` (signed-in viewers the ``AUDIENCE`` policy admits) or ``"nobody"``; and
+    ``approximate`` ("recently", "within a week", ...) or exact. None keeps a part. Applies
+    with ``LAST_SEEN_PRIVACY`` on; returns the whole choice."""
+    return privacy.save(user, last_seen, approximate)
+
+
+async def aset_privacy(
+    user: User, last_seen: str | None = None, approximate: bool | None = None
+) -> privacy.Choice:
+    """:func:`set_privacy` for async code."""
+    return await privacy.asave(user, last_seen, approximate)
+
+
+def get_privacy(user: User) -> privacy.Choice:
+    """``user``'s own choice (the default when they made none)."""
+    uid = rules.user_id(user)
+    return privacy.choices([uid]).get(uid, privacy.DEFAULT)
+
+
 # -- erasure ----------------------------------------------------------------------------------
 def forget(user: User) -> list[Transition]:
     """Erases ``user`` (the right to be forgotten): their live connections end, everything
@@ -247,10 +271,12 @@ Read = Generator[Any, Any, Any]
 
 @dataclass(frozen=True)
 class _Ask:
-    """The ``AUDIENCE`` policy's answer for ``ids``, as ``viewer``: a set, or None (no policy)."""
+    """What ``viewer`` may learn of ``ids`` (a :class:`~presence_app.visibility.Sight`): the
+    ``AUDIENCE`` policy's answer and, for ``last_seen``, the users' privacy choices."""
 
     viewer: Viewer
     ids: list[str]
+    last_seen: bool = True
 
 
 def _drive(read: Read, store: Any, reply: Any = None) -> Any:
@@ -260,7 +286,7 @@ def _drive(read: Read, store: Any, reply: Any = None) -> Any:
         except StopIteration as done:
             return done.value
         if isinstance(need, _Ask):
-            reply = visibility.admitted(need.viewer, need.ids)
+            reply = visibility.sight(need.viewer, need.ids, need.last_seen)
         else:
             reply = store.run(need(store.planned))
 
@@ -273,7 +299,7 @@ async def _adrive(read: Read, store: Any) -> Any:
         except StopIteration as done:
             return done.value
         if isinstance(need, _Ask):
-            reply = await visibility.aadmitted(need.viewer, need.ids)
+            reply = await visibility.asight(need.viewer, need.ids, need.last_seen)
         else:
             reply = await store.run(need(store.planned))
 
@@ -298,9 +324,16 @@ def _async(definition: Callable[..., Read]) -> Callable[..., Any]:
     return read
 
 
-def _allowed(viewer: Viewer, ids: list[str]) -> Read:
-    """The policy's answer for ``ids`` (no call, and no step, without a policy)."""
-    return (yield _Ask(viewer, ids)) if viewer.filtered and ids else None
+def _sight(viewer: Viewer, ids: list[str], last_seen: bool = True) -> Read:
+    """What ``viewer`` may learn of ``ids`` (no call, no query, no step when nothing decides)."""
+    if ids and visibility.needs_sight(viewer, last_seen):
+        return (yield _Ask(viewer, ids, last_seen))
+    return visibility.CLEAR
+
+
+def _listed(viewer: Viewer, ids: list[str]) -> Read:
+    """A list of users (online, in a room) as ``viewer`` may see it: the policy decides."""
+    return visibility.redact_ids(viewer, ids, (yield from _sight(viewer, ids, last_seen=False)))
 
 
 def _get(user: User, *, viewer: Any = ANONYMOUS, now: float | None = None) -> Read:
@@ -309,8 +342,7 @@ def _get(user: User, *, viewer: Any = ANONYMOUS, now: float | None = None) -> Re
     ``AUDIENCE`` the viewer reads them the same way)."""
     uid, v = rules.user_id(user), viewer_of(viewer)
     found = yield lambda s: s.get_many([uid], **v.store_args, now=now)
-    allowed = yield from _allowed(v, [uid])
-    return redact(v, found[uid], allowed)
+    return redact(v, found[uid], (yield from _sight(v, [uid])), now)
 
 
 def _get_many(users: Iterable[User], *, viewer: Any = ANONYMOUS, now: float | None = None) -> Read:
@@ -318,8 +350,7 @@ def _get_many(users: Iterable[User], *, viewer: Any = ANONYMOUS, now: float | No
     (and one ``AUDIENCE`` call)."""
     ids, v = rules.user_ids(users), viewer_of(viewer)
     found = yield lambda s: s.get_many(ids, **v.store_args, now=now)
-    allowed = yield from _allowed(v, ids)
-    return visibility.redact_all(v, found, allowed)
+    return visibility.redact_all(v, found, (yield from _sight(v, ids)), now)
 
 
 def _scan_limit() -> int:
@@ -351,11 +382,11 @@ def _online_page(
     pos, budget = cursor, _scan_limit()
     while len(out) < limit and pos - cursor < budget:
         chunk = yield lambda s, at=pos: s.online(window, at, audience.SCAN_CHUNK, now)
-        allowed = yield from _allowed(v, chunk)
+        shown = set((yield from _listed(v, chunk)))
         for n, uid in enumerate(chunk):
             if len(out) == limit:
                 return out, pos + n
-            if uid in allowed:
+            if uid in shown:
                 out.append(uid)
         pos += len(chunk)
         if len(chunk) < audience.SCAN_CHUNK:
@@ -404,8 +435,7 @@ def _room_members(room: str, now: float | None = None, *, viewer: Any = ANONYMOU
     Whether the viewer may see the room at all is ``CAN_JOIN``'s: entry points ask first."""
     name, v = rules.room(room), viewer_of(viewer)
     ids = yield lambda s: s.room_members(name, now)
-    allowed = yield from _allowed(v, ids)
-    return visibility.redact_ids(v, ids, allowed)
+    return (yield from _listed(v, ids))
 
 
 def _room_count(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
@@ -424,8 +454,7 @@ def _rooms(limit: int = 100, *, viewer: Any = ANONYMOUS) -> Read:
     members = yield lambda s: s.gather(*(s.room_members(room) for room, _ in found))
     counted = []
     for (room, _), ids in zip(found, members, strict=True):
-        allowed = yield from _allowed(v, ids)
-        if shown := visibility.redact_ids(v, ids, allowed):
+        if shown := (yield from _listed(v, ids)):
             counted.append((room, len(shown)))
     return sorted(counted, key=lambda item: -item[1])
 
@@ -462,8 +491,8 @@ def _user_rooms_many(users: Iterable[User], *, viewer: Any = ANONYMOUS) -> Read:
     if v.trusted:
         return (yield lambda s: s.user_rooms_many(ids))
     rooms, found = yield lambda s: s.gather(s.user_rooms_many(ids), s.get_many(ids, **v.store_args))
-    allowed = yield from _allowed(v, ids)
-    return {uid: rooms[uid] if redact(v, found[uid], allowed).is_online else [] for uid in ids}
+    seen = yield from _sight(v, ids, last_seen=False)
+    return {uid: rooms[uid] if redact(v, found[uid], seen).is_online else [] for uid in ids}
 
 
 def _history(since: float) -> Read:
@@ -539,7 +568,7 @@ def batch(*reads: Read) -> list[Any]:
         if need is None:
             continue
         if isinstance(need, _Ask):
-            reply = visibility.admitted(need.viewer, need.ids)
+            reply = visibility.sight(need.viewer, need.ids, need.last_seen)
         else:
             reply = first_replies[n]
         results[n] = _drive(read, store, reply)

@@ -87,6 +87,11 @@ def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def privacy_frame(choice: Any) -> dict[str, Any]:
+    """A user's own last-seen privacy choice (:mod:`presence_app.privacy`)."""
+    return {"type": "privacy", "last_seen": choice.visible_to, "approximate": choice.approximate}
+
+
 def hello(
     user_id: str, me: Presence | None, settings: dict[str, Any], activity_interval: float
 ) -> dict[str, Any]:

@@ -125,14 +125,14 @@ def members(
     ids = [rules.user_id(row.user) for row in rows]
     v = visibility.viewer_of(viewer, audience.Decisions())  # the two reads below: one call
     presences = presence.get_many(ids, viewer=v) if ids else {}
-    allowed = visibility.admitted(v, ids)
+    seen = visibility.sight(v, ids)
     out = []
     for row, uid in zip(rows, ids, strict=True):
         durable = getattr(row.user, "presence_last_seen", None)
-        seen = visibility.last_seen(
-            v, presences[uid], allowed, durable.last_seen_at if durable is not None else None
+        p = visibility.with_durable(
+            v, presences[uid], seen, durable.last_seen_at if durable is not None else None
         )
-        out.append(Member(row.user, presences[uid], seen, row.joined_at))
+        out.append(Member(row.user, p, p.last_seen_at, row.joined_at))
     return out
 
 

@@ -194,6 +194,12 @@ class PresenceSession(LeaseRecovery):
         await presence.aset_status(self.user_id, **fields)
 
     @in_tenant
+    async def set_privacy(self, last_seen: str | None, approximate: bool | None) -> None:
+        """The user's choice of who sees their last seen; the whole choice is sent back."""
+        choice = await presence.aset_privacy(self.user_id, last_seen, approximate)
+        await self.send(protocol.privacy_frame(choice))
+
+    @in_tenant
     async def typing(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
@@ -248,8 +254,11 @@ class PresenceSession(LeaseRecovery):
             return
         if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
             return  # left (its own leave came from leave()), or not in yet (the snapshot is next)
-        allowed = await visibility.aadmitted(self.viewer, [str(event.get("user", ""))])
-        shown = visibility.redact_event(self.viewer, event, allowed)
+        # The subject's privacy matters only when the event tells when they were last seen.
+        seen = await visibility.asight(
+            self.viewer, [str(event.get("user", ""))], last_seen=event.get("state") == "offline"
+        )
+        shown = visibility.redact_event(self.viewer, event, seen)
         if shown is None:
             return
         if shown.get("type") == "presence.update" and not self.recent.first_time(shown):

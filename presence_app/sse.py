@@ -221,7 +221,7 @@ class EventStream:
                     if not self.session.closed:
                         logger.info("presence: an SSE stream fell %s frames behind", MAX_QUEUED)
                     return
-                yield event_bytes(frame, self.next_id())
+                yield await self.encode(frame)
         finally:
             if relay is not None:
                 relay.cancel()
@@ -230,6 +230,10 @@ class EventStream:
             else:
                 await let_go(self.layer, self.channel)
             await asyncio.shield(self.session.close())
+
+    async def encode(self, frame: dict[str, Any]) -> bytes:
+        """A frame as the stream's bytes: here one JSON event (presence_app.htmx renders HTML)."""
+        return event_bytes(frame, self.next_id())
 
     def next_id(self) -> str | None:
         """A new ``id:`` when the rooms changed since the last one (the browser keeps the last

@@ -2,15 +2,17 @@
 
 from django.urls import path
 
-from . import api, rest, sse
+from . import api, htmx, rest, sse
 
 app_name = "presence_app"
 
 urlpatterns = [
     path("api/users/", api.users, name="api-users"),
     path("api/online/", api.online, name="api-online"),
+    path("api/privacy/", api.privacy, name="api-privacy"),
     path("api/rooms/<str:room>/", api.room, name="api-room"),
     path("api/rooms/<str:room>/members/", api.room_roster, name="api-room-members"),
     path("api/stream/<str:frame_type>/", rest.command, name="api-stream"),
     path("sse/", sse.stream, name="sse"),
+    path("sse/html/", htmx.stream, name="sse-html"),  # HTML events for htmx pages
 ]

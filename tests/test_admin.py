@@ -152,6 +152,28 @@ def test_the_last_seen_change_list_shows_live_status(client, admin_user, people,
     assert client.get("/admin/presence_app/lastseen/", {"q": "ann"}).context["cl"].result_count == 1
 
 
+def test_the_last_seen_admin_is_read_only(client, admin_user, people):
+    row = LastSeen.objects.create(user=people["ann"], last_seen_at="2026-01-01T00:00Z")
+    client.force_login(admin_user)  # a superuser: every permission Django would grant
+    response = client.get("/admin/presence_app/lastseen/")
+    assert response.status_code == 200
+    assert "delete_selected" not in response.context["cl"].model_admin.get_actions(
+        response.wsgi_request
+    )
+    assert "delete_selected" not in response.content.decode()
+    # Neither the action posted by hand nor the delete view removes a row.
+    client.post(
+        "/admin/presence_app/lastseen/",
+        {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"},
+    )
+    assert client.get(f"/admin/presence_app/lastseen/{row.pk}/delete/").status_code == 403
+    assert client.post(f"/admin/presence_app/lastseen/{row.pk}/delete/").status_code == 403
+    assert client.get("/admin/presence_app/lastseen/add/").status_code == 403
+    change = client.get(f"/admin/presence_app/lastseen/{row.pk}/change/")
+    assert change.status_code == 200 and not change.context["has_change_permission"]
+    assert LastSeen.objects.filter(pk=row.pk).exists()
+
+
 def test_the_admin_index_links_to_the_dashboard(client, viewer):
     client.force_login(viewer)
     index = client.get(reverse("admin:index")).content.decode()

@@ -4,6 +4,7 @@ re-joins its room after its socket drops or its link goes dead."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -51,13 +52,70 @@ def page_view(request, other):
     return HttpResponse(PAGE.format(other=other))
 
 
-def script_view(request):
-    return HttpResponse(SCRIPT.read_text(), content_type="text/javascript")
+def script_view(request, name):
+    return HttpResponse((SCRIPT.parent / name).read_text(), content_type="text/javascript")
+
+
+# The project's own frames beside presence on the demo's chat socket (ws/chat/): the message
+# event must hear only those. Every frame the socket delivers is logged too (frames).
+CHAT_PAGE = """<!doctype html><html><head><title>chat</title></head><body>
+<script src="/static/presence_app/presence.js"></script>
+<script>
+  window.frames_seen = [];
+  window.messages = [];
+  const receive = Presence.Client.prototype._receive;
+  Presence.Client.prototype._receive = function (text) {
+    frames_seen.push(JSON.parse(text).type);
+    return receive.call(this, text);
+  };
+  window.presence = Presence.connect({url: "ws://" + location.host + "/ws/chat/",
+                                      rooms: ["lobby"]});
+  presence.on("message", (frame) => messages.push(frame));
+</script></body></html>"""
+
+# presence.mjs, as a bundler or a <script type="module"> uses it.
+MODULE_PAGE = """<!doctype html><html><head><title>module</title></head><body>
+<span id="me" class="presence-dot" data-presence-user="{me}"></span>
+<script type="module">
+  import Presence, {{connect, PresenceClient}} from "/static/presence_app/presence.mjs";
+  window.client = connect({{rooms: ["lobby"]}});
+  window.same = Presence === window.Presence && client instanceof PresenceClient;
+  window.opened = new Promise((resolve) => client.on("open", resolve));
+</script></body></html>"""
+
+
+# The tags presence.js keeps live with no code of the page's own: the last seen text, a
+# permanent room's roster, and the page's own dot (online on the first page, before the socket).
+LIVE_PAGE = """{% load presence %}<!doctype html><html lang="en"><head><title>live</title></head><body>
+<div id="me">{% presence_dot request.user %}</div>
+<div id="seen">{% last_seen other %}</div>
+<div id="roster">{% room_roster "team" %}</div>
+<script>window.firstPaint = document.querySelector("#me .presence-dot").className;</script>
+<script src="/static/presence_app/presence.js" data-presence-connect></script>
+</body></html>"""
+
+
+def live_view(request, other):
+    from django.template import engines
+
+    page = engines["django"].from_string(LIVE_PAGE)
+    return HttpResponse(page.render({"other": other}, request))
+
+
+def chat_view(request):
+    return HttpResponse(CHAT_PAGE)
+
+
+def module_view(request):
+    return HttpResponse(MODULE_PAGE.format(me=request.user.pk))
 
 
 urlpatterns = [
     path("e2e/<int:other>/", page_view),
-    path("static/presence_app/presence.js", script_view),
+    path("e2e-chat/", chat_view),
+    path("e2e-live/<int:other>/", live_view),
+    path("e2e-module/", module_view),
+    path("static/presence_app/<str:name>", script_view),
 ]
 
 
@@ -98,14 +156,60 @@ def login(username: str):
     return user, client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-def open_page(browser, server: Server, cookie: str, other: int):
+def open_page(browser, server: Server, cookie: str, other: int | None = None, url: str = ""):
     context = browser.new_context()
     context.add_cookies(
         [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": server.url}]
     )
     page = context.new_page()
-    page.goto(f"{server.url}/e2e/{other}/")
+    page.goto(f"{server.url}{url or f'/e2e/{other}/'}")
     return page
+
+
+@contextlib.contextmanager
+def served():
+    """The test server and a headless Chromium, on short timers. Users log in before: the
+    database is not for Playwright's thread, which runs an event loop."""
+    channel_layers.backends.clear()
+    with (
+        presence_settings(),
+        override_settings(ROOT_URLCONF=__name__),
+        Server() as server,
+        playwright.sync_playwright() as pw,
+    ):
+        browser = launch(pw)
+        try:
+            yield server, browser
+        finally:
+            browser.close()
+    channel_layers.backends.clear()
+
+
+def test_the_message_event_hears_only_the_projects_own_frames(redis_client):
+    _, cookie = login("alice")
+    with served() as (server, browser):
+        page = open_page(browser, server, cookie, url="/e2e-chat/")
+        page.wait_for_function("presence.members('lobby').length === 1")
+        # A heartbeat now, not in HEARTBEAT_INTERVAL: its answer (heartbeat.ack) comes at once.
+        page.evaluate("presence._beat()")
+        page.wait_for_function("frames_seen.includes('heartbeat.ack')")
+        assert page.evaluate("presence.send({type: 'chat.message', room: 'lobby', text: 'hi'})")
+        page.wait_for_function("frames_seen.includes('chat.message')")
+        seen = page.evaluate("frames_seen")
+        assert {"hello", "presence.state", "heartbeat.ack", "chat.message"} <= set(seen)
+        messages = page.evaluate("messages")
+        assert [(m["type"], m["text"]) for m in messages] == [("chat.message", "hi")]
+
+
+def test_presence_mjs_is_an_es_module_of_the_same_client(redis_client):
+    user, cookie = login("alice")
+    with served() as (server, browser):
+        page = open_page(browser, server, cookie, url="/e2e-module/")
+        hello = page.evaluate("opened")
+        assert hello["user"] == str(user.pk)
+        assert page.evaluate("same") is True
+        page.wait_for_function("client.members('lobby').length === 1")
+        page.wait_for_function("document.getElementById('me').dataset.presenceState === 'online'")
 
 
 def wait_class(page, state: str) -> None:
@@ -187,6 +291,69 @@ def test_two_browsers_see_each_other_live(redis_client):
             left = a.evaluate("events.filter(e => e[0] === 'leave').map(e => e[1])")
             assert str(bob.pk) in left
             a.evaluate("presence.close()")
+        finally:
+            browser.close()
+    channel_layers.backends.clear()
+
+
+def test_last_seen_roster_and_own_dot_are_live_without_page_code(redis_client):
+    from presence_app import rooms
+
+    alice, alice_cookie = login("alice")
+    bob, bob_cookie = login("bob")
+    bob.first_name, bob.last_name = "Bob", "Builder"
+    bob.save()
+    for user in (bob, alice):  # Bob joined the team first
+        rooms.add_member(user, "team")
+    channel_layers.backends.clear()
+    with (
+        presence_settings(ONLINE_WINDOW=1),  # Bob's page load keeps him online only 1 s
+        override_settings(ROOT_URLCONF=__name__),
+        Server() as server,
+        playwright.sync_playwright() as pw,
+    ):
+        browser = launch(pw)
+        try:
+            a = open_page(browser, server, alice_cookie, url=f"/e2e-live/{bob.pk}/")
+            # Alice's first page: her own dot online as the server drew it, before any socket.
+            assert "presence-online" in a.evaluate("firstPaint")
+            assert a.inner_text("#seen") == "not seen yet"
+            names = (
+                "Array.from(document.querySelectorAll('.presence-roster-name'), e => e.textContent)"
+            )
+            assert a.evaluate(names) == ["alice", "Bob Builder"]  # online first: alice, herself
+            a.wait_for_function("window.presence && presence.userId !== null")
+
+            # Bob comes: his last seen turns to "online now", his row moves up with a green dot.
+            b = open_page(browser, server, bob_cookie, url=f"/e2e-live/{alice.pk}/")
+            a.wait_for_function("document.querySelector('#seen').textContent === 'online now'")
+            row = f"document.querySelector('[data-presence-member=\"{bob.pk}\"]')"
+            a.wait_for_function(f"{row}.dataset.presenceState === 'online'")
+            assert a.evaluate(f"{row}.querySelector('.presence-dot').dataset.presenceState") == (
+                "online"
+            )
+            assert a.evaluate(f"{row}.querySelector('.presence-last-seen').textContent") == (
+                "online now"
+            )
+            assert a.evaluate(names) == ["Bob Builder", "alice"]  # both online: who joined first
+            assert b.inner_text("#seen") == "online now"  # Alice, as Bob's page drew her
+
+            # Bob goes: after the grace, "last seen just now", and he drops below the online.
+            b.context.close()
+            a.wait_for_function(
+                "document.querySelector('#seen').textContent === 'last seen just now'",
+                timeout=8000,
+            )
+            a.wait_for_function(f"{row}.dataset.presenceState === 'offline'")
+            assert a.evaluate(names) == ["alice", "Bob Builder"]
+            assert a.evaluate(f"{row}.classList.contains('presence-offline')")
+            # The text ages on this browser's clock: two minutes on (moved back here rather
+            # than waited for), "last seen 2 minutes ago", in the server's words around Intl's.
+            a.evaluate(
+                "const el = document.querySelector('#seen .presence-last-seen');"
+                "el.dataset.presenceGoneAt = String(Date.now() - 125000); presence._ageTexts()"
+            )
+            assert a.inner_text("#seen") == "last seen 2 minutes ago"
         finally:
             browser.close()
     channel_layers.backends.clear()

@@ -10,7 +10,7 @@ import pkgutil
 import time
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, iscoroutinefunction
 
 import presence_app
 from presence_app import presence
@@ -76,6 +76,6 @@ def test_the_a_prefix_means_a_coroutine_everywhere():
         for name, value in names.items():
             twin = names.get(name[1:]) if name.startswith("a") else None
             # "aX" beside "X": the async twin, which must be awaited.
-            if callable(twin) and callable(value) and not inspect.iscoroutinefunction(value):
+            if callable(twin) and callable(value) and not iscoroutinefunction(value):
                 offenders.append(f"{info.name}.{name}")
     assert offenders == []

@@ -132,8 +132,10 @@ def test_4_an_invisible_users_metadata_reaches_nobody_else(team):
 def test_6_with_redis_away_the_durable_fallback_asks_the_policy(team, redis_down):
     ann, bob, cat = team
     for user in (bob, cat):
-        LastSeen.objects.create(user=user, last_seen_at=datetime(2026, 1, 1, tzinfo=UTC))
-    source = "{% for u in users %}[{% last_seen u %}]{% endfor %}"
+        LastSeen.objects.update_or_create(
+            user=user, defaults={"last_seen_at": datetime(2026, 1, 1, tzinfo=UTC)}
+        )
+    source = "{% for u in users %}[{% last_seen u live=False %}]{% endfor %}"
     with with_policy():
         html = render(source, ann, users=[bob, cat])
     assert html.startswith("[last seen ") and html.endswith("[not seen yet]"), html

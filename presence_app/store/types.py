@@ -64,6 +64,9 @@ class Presence:
     emoji: str = ""
     device: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Set instead of ``last_seen`` when the user shows theirs only roughly: "recently",
+    #: "within_week", "within_month" or "long_ago" (the front door's privacy, never the store).
+    last_seen_approx: str = ""
 
     @property
     def is_online(self) -> bool:
@@ -87,6 +90,7 @@ class Presence:
             "message": self.message,
             "emoji": self.emoji,
             "device": self.device,
+            "last_seen_approx": self.last_seen_approx,
         }
 
     @classmethod

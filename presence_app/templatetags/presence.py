@@ -8,6 +8,7 @@ themselves; with Redis away everybody reads offline and the page still renders.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 from html import escape
 from typing import Any
@@ -22,6 +23,7 @@ from django.utils.translation import gettext_lazy
 from .. import presence
 from ..failopen import breaker
 from ..lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
+from ..middleware import TOUCHED, is_activity
 from ..store import UNAVAILABLE, Presence
 
 register = template.Library()
@@ -37,6 +39,35 @@ LABELS = {
 
 def _batch(context: template.Context) -> PresenceBatch:
     return batch_for(context.get("request"), holder=context)
+
+
+def _presence(context: template.Context, uid: str) -> Presence:
+    """``uid``'s presence from the request's batch; the request's own user is not offline.
+
+    PresenceMiddleware writes a request's sign of life after the response (in a background
+    batch), so the first page after logging in would read its own user as offline. When the
+    request's own user reads offline on a request the middleware keeps them online by, the
+    touch is written now (one round trip, once a request, only then) and read again: their
+    true state (online, or the invisible or dnd they had set) on the very first page.
+    """
+    batch = _batch(context)
+    found = batch.get(uid)
+    request = context.get("request")
+    if (
+        found.state != "offline"
+        or uid != batch.viewer.id
+        or not batch.available
+        or getattr(request, TOUCHED, False) is not True
+    ):
+        return found
+    setattr(request, TOUCHED, "written")  # once: the touch below is this request's
+    try:
+        presence.touch(uid, activity=is_activity(request))
+        batch.presences.pop(uid, None)
+        return batch.get(uid)
+    except UNAVAILABLE as exc:
+        breaker.trip(exc, "a presence tag")
+        return found
 
 
 @lru_cache(maxsize=256)
@@ -68,12 +99,36 @@ def dot_html(presence: Presence) -> SafeString:
     )
 
 
-def last_seen_text(presence: Presence, seen: Any) -> str:
+#: What an approximate last seen reads as (presence_app.privacy's buckets).
+ROUGHLY = {
+    "recently": gettext_lazy("last seen recently"),
+    "within_week": gettext_lazy("last seen within a week"),
+    "within_month": gettext_lazy("last seen within a month"),
+    "long_ago": gettext_lazy("last seen a long time ago"),
+}
+
+
+def last_seen_text(presence: Presence) -> str:
     if presence.is_online:
         return _("online now")
-    if seen is None:
+    if presence.last_seen_approx:
+        return str(ROUGHLY.get(presence.last_seen_approx, ""))
+    if presence.last_seen is None:
         return _("not seen yet")
-    return _("last seen %(when)s") % {"when": naturaltime(seen)}
+    return _("last seen %(when)s") % {"when": naturaltime(presence.last_seen_at)}
+
+
+def last_seen_html(presence: Presence) -> SafeString:
+    """The "last seen" text in a span presence.js keeps live: "online now" when the user
+    comes online, "last seen just now" when they go (both translated here, on the server)."""
+    state = "online" if presence.is_online else "offline"
+    return mark_safe(  # every value is escaped here
+        f'<span class="presence-last-seen" data-presence-last-seen="{escape(presence.user_id)}" '
+        f'data-presence-state="{state}" data-presence-text-online="{escape(_("online now"))}" '
+        f'data-presence-text-offline="{escape(_("last seen just now"))}" '
+        f'data-presence-text-ago="{escape(_("last seen %(when)s"))}">'
+        f"{escape(last_seen_text(presence))}</span>"
+    )
 
 
 @register.simple_tag(takes_context=True)
@@ -92,7 +147,7 @@ def presence_dot(context: template.Context, user: Any) -> str:
     if isinstance(user, Presence):
         return dot_html(user)
     uid = user_key(user)
-    return "" if uid is None else dot_html(_batch(context).get(uid))
+    return "" if uid is None else dot_html(_presence(context, uid))
 
 
 @register.simple_tag(takes_context=True)
@@ -100,7 +155,7 @@ def presence_of(context: template.Context, user: Any) -> Presence | None:
     """A user's Presence (state, message, emoji, last seen ...), from the request's batch:
     ``{% presence_of user as p %}{{ p.emoji }} {{ p.message }}``."""
     uid = user_key(user)
-    return None if uid is None else _batch(context).get(uid)
+    return None if uid is None else _presence(context, uid)
 
 
 @register.filter
@@ -123,13 +178,16 @@ def presence_state(presence: Presence) -> str:
 
 
 @register.simple_tag(takes_context=True)
-def last_seen(context: template.Context, user: Any) -> str:
-    """ "online now", "last seen 3 minutes ago" (Redis, else the LastSeen row) or "not seen yet"."""
+def last_seen(context: template.Context, user: Any, live: bool = True) -> str:
+    """ "online now", "last seen 3 minutes ago" (Redis, else the LastSeen row) or "not seen yet",
+    in a ``<span class="presence-last-seen">`` that presence.js keeps live (``live=False``: the
+    text alone, e.g. for an attribute)."""
     uid = user_key(user)
     if uid is None:
         return ""
-    batch = _batch(context)
-    return last_seen_text(batch.get(uid), batch.last_seen(uid))
+    _presence(context, uid)  # the request's own user: online on their first page too
+    found = _batch(context).with_last_seen(uid)
+    return last_seen_html(found) if live else last_seen_text(found)
 
 
 def _read(default: Any, fn: Any, *args: Any) -> Any:
@@ -173,14 +231,82 @@ def room_members(context: template.Context, room: str) -> list[Any]:
     return users_in_order(_read([], lambda: presence.room_members(room, viewer=_viewer(context))))
 
 
+def display_name(user: Any) -> str:
+    """A user's name for people: the full name if the model has one, else the username."""
+    full = getattr(user, "get_full_name", None)
+    name = full() if callable(full) else ""
+    return str(name or (user.get_username() if hasattr(user, "get_username") else user))
+
+
+class Roster(list):
+    """A permanent room's members (``{% room_roster r as members %}``: a list of
+    :class:`~presence_app.rooms.Member`) that renders as a roster presence.js keeps live when
+    the tag is used alone (``{% room_roster r %}``): each member's dot, name and "last seen",
+    online members first."""
+
+    def __init__(self, room: str, members: list[Any]) -> None:
+        super().__init__(members)
+        self.room = room
+
+    def __html__(self) -> str:
+        rows = sorted((not m.presence.is_online, n, m) for n, m in enumerate(self))
+        items = []
+        for _offline, n, m in rows:  # online first, then in the order they joined
+            p = m.presence
+            state = "online" if p.is_online else "offline"
+            items.append(
+                f'<li class="presence-roster-member presence-{state}" '
+                f'data-presence-member="{escape(p.user_id)}" data-presence-state="{state}" '
+                f'data-presence-order="{n}">{dot_html(p)} '
+                f'<span class="presence-roster-name">{escape(display_name(m.user))}</span> '
+                f"{last_seen_html(p)}</li>"
+            )
+        return (
+            f'<ul class="presence-roster" data-presence-roster="{escape(self.room)}">'
+            f"{''.join(items)}</ul>"
+        )
+
+    def __str__(self) -> str:
+        return self.__html__()
+
+
 @register.simple_tag(takes_context=True)
 def room_roster(context: template.Context, room: str) -> list[Any]:
     """Every member of the permanent ``room``, offline ones too: ``{% room_roster r as
     members %}``, each with ``.user``, ``.presence`` and ``.last_seen`` (one query, one round
-    trip; see presence_app/rooms.py). Empty for a viewer ``CAN_JOIN`` keeps out."""
+    trip; see presence_app/rooms.py). Empty for a viewer ``CAN_JOIN`` keeps out. Alone,
+    ``{% room_roster r %}`` renders the live roster (:class:`Roster`)."""
     from .. import rooms
 
-    user = getattr(context.get("request"), "user", None)
+    request = context.get("request")
+    user = getattr(request, "user", None)
     if user is None or not presence.can_join(user, room):
-        return []
-    return _read([], lambda: rooms.members(room, viewer=_viewer(context)))
+        return Roster(room, [])
+    members = _read([], lambda: rooms.members(room, viewer=_viewer(context)))
+    # The request's own user as the other tags show them (not offline on their own page).
+    viewer = _batch(context).viewer.id
+    members = [
+        dataclasses.replace(m, presence=_presence(context, viewer))
+        if m.presence.user_id == viewer and m.presence.state == "offline"
+        else m
+        for m in members
+    ]
+    return Roster(room, members)
+
+
+@register.simple_tag
+def presence_sse_html_url(rooms: Any = "", users: Any = ()) -> str:
+    """The URL of the HTML presence stream for htmx (:mod:`presence_app.htmx`):
+    ``sse-connect="{% presence_sse_html_url rooms="lobby" users=people %}"``. ``rooms``: a name,
+    names separated by commas, or a list; ``users``: users or ids."""
+    from urllib.parse import urlencode
+
+    from django.urls import reverse
+
+    names = rooms.split(",") if isinstance(rooms, str) else [str(r) for r in rooms or ()]
+    query = {
+        "rooms": ",".join(n.strip() for n in names if n.strip()),
+        "users": ",".join(user_keys(users if not isinstance(users, str) else users.split(","))),
+    }
+    found = urlencode({k: v for k, v in query.items() if v}, safe=",")
+    return reverse("presence_app:sse-html") + (f"?{found}" if found else "")

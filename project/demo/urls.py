@@ -7,4 +7,5 @@ app_name = "demo"
 urlpatterns = [
     path("", views.room_list, name="room-list"),
     path("rooms/<slug:slug>/", views.room_detail, name="room"),
+    path("htmx/<slug:slug>/", views.room_htmx, name="room-htmx"),
 ]

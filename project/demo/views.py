@@ -46,3 +46,18 @@ def room_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "emojis": EMOJIS,
         },
     )
+
+
+@login_required
+def room_htmx(request: HttpRequest, slug: str) -> HttpResponse:
+    """A room kept live by htmx's SSE extension from presence_app's HTML stream
+    (``presence/sse/html/``): server-rendered fragments, no presence.js."""
+    from presence_app import presence
+    from presence_app.lookup import users_in_order
+
+    room = get_room(slug)
+    User = get_user_model()
+    people = User._default_manager.filter(is_active=True).order_by(User.USERNAME_FIELD)
+    here = users_in_order(presence.room_members(room.slug, viewer=request.user))
+    context = {"room": room, "people": list(people[:MAX_PEOPLE]), "here": here}
+    return render(request, "demo/htmx.html", context)

@@ -21,17 +21,22 @@
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
  * state (a room's or the watch list's snapshot), self (your own status), direct (a payload
  * presence.send_to_user() sent to all your tabs and devices), error, open, close,
- * unauthorized, message (any other frame: a project's own, on a socket whose consumer uses
- * PresenceConsumerMixin). Calls: join(room), leave(room), setStatus({state, message, emoji,
+ * unauthorized, message (a frame of the project's own, on a socket whose consumer uses
+ * PresenceConsumerMixin: never hello, heartbeat.ack, error or a presence.* frame). Calls: join(room), leave(room), setStatus({state, message, emoji,
  * expiresIn}), watch(ids), typing(room), members(room), get(userId), send(frame) (a project's
  * own frame, rate limited with the rest; false while disconnected), close().
  *
  * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
  * (online, idle, dnd, offline; invisible only on your own), data-presence-state, a title and an
- * aria-label; every element with data-presence-room-count="<room>" shows the room's count.
+ * aria-label; every element with data-presence-room-count="<room>" shows the room's count; a
+ * {% last_seen %} text (data-presence-last-seen) turns to "online now" / "last seen just now"
+ * as the user comes and goes, and a {% room_roster %} list keeps its online members first.
  *
  * <script src=".../presence.js" data-presence-connect data-presence-rooms="lobby doc-42"> connects
  * on load and puts the client at window.presence.
+ *
+ * From a bundler or <script type="module">: `import Presence from ".../presence.mjs"` (the same
+ * code: presence.mjs imports this file and exports what it defines; presence.d.ts has the types).
  */
 (function (global) {
   "use strict";
@@ -104,7 +109,7 @@
       this.queue = [];
       this.tokens = 0;
       this.tokensAt = 0;
-      this.timers = {heartbeat: null, retry: null, drain: null, scan: null};
+      this.timers = {heartbeat: null, retry: null, drain: null, scan: null, ago: null};
 
       this._onActivity = this._onActivity.bind(this);
       this._onVisibility = this._onVisibility.bind(this);
@@ -383,8 +388,14 @@
         case "error":
           this._error(msg);
           break;
+        case "heartbeat.ack": // heardAt is set: nothing else to do
+          break;
         default:
-          this._emit("message", msg);
+          // The project's own frames only: a protocol frame this version does not know (a
+          // newer server's presence.*) is not the project's to handle.
+          if (typeof msg.type === "string" && !msg.type.startsWith("presence.")) {
+            this._emit("message", msg);
+          }
           break;
       }
     }
@@ -443,13 +454,71 @@
       if (!p) return;
       const state = STATES.includes(p.state) ? p.state : "offline";
       const label = this._label(p);
-      const selector = '[data-presence-user="' + CSS.escape(userId) + '"]';
-      for (const el of this.root.querySelectorAll(selector)) {
+      const id = CSS.escape(userId);
+      for (const el of this.root.querySelectorAll('[data-presence-user="' + id + '"]')) {
         for (const s of STATES) el.classList.toggle("presence-" + s, s === state);
         el.dataset.presenceState = state;
         el.title = label;
         el.setAttribute("aria-label", label);
       }
+      // {% last_seen %}: "online now" when they come, "last seen just now" when they go; a
+      // text the server wrote stays while nothing changes. Both texts come translated.
+      const online = ONLINE.has(state) ? "online" : "offline";
+      for (const el of this.root.querySelectorAll('[data-presence-last-seen="' + id + '"]')) {
+        if (el.dataset.presenceState === online) continue;
+        el.dataset.presenceState = online;
+        const text = online === "online" ? el.dataset.presenceTextOnline : el.dataset.presenceTextOffline;
+        if (text) el.textContent = text;
+        // Gone now: the text ages from here ("last seen 2 minutes ago"), on this browser's clock.
+        if (online === "offline") el.dataset.presenceGoneAt = String(Date.now());
+        else delete el.dataset.presenceGoneAt;
+        this._scheduleAgeing();
+      }
+      // {% room_roster %}: the member's row, and online members first.
+      const rosters = new Set();
+      for (const el of this.root.querySelectorAll('[data-presence-member="' + id + '"]')) {
+        if (el.dataset.presenceState === online) continue;
+        el.dataset.presenceState = online;
+        el.classList.toggle("presence-online", online === "online");
+        el.classList.toggle("presence-offline", online === "offline");
+        if (el.parentElement) rosters.add(el.parentElement);
+      }
+      for (const list of rosters) this._sortRoster(list);
+    }
+
+    _scheduleAgeing() {
+      if (this.timers.ago || this.closed) return;
+      this.timers.ago = setInterval(() => this._ageTexts(), 30000);
+    }
+
+    // "last seen just now" a minute on: "last seen 1 minute ago" (data-presence-text-ago, the
+    // server's translated "last seen %(when)s", with the browser's Intl wording of the time).
+    _ageTexts() {
+      let ageing = 0;
+      for (const el of this.root.querySelectorAll("[data-presence-gone-at]")) {
+        const template = el.dataset.presenceTextAgo;
+        const seconds = (Date.now() - Number(el.dataset.presenceGoneAt)) / 1000;
+        ageing += 1;
+        if (!template || !(seconds >= 60) || typeof Intl === "undefined" || !Intl.RelativeTimeFormat) {
+          continue;
+        }
+        const lang = (this.root.documentElement || global.document.documentElement).lang || undefined;
+        const format = new Intl.RelativeTimeFormat(lang, {numeric: "always"});
+        const minutes = Math.floor(seconds / 60);
+        const hours = Math.floor(minutes / 60);
+        const when = hours >= 24 ? format.format(-Math.floor(hours / 24), "day")
+          : hours >= 1 ? format.format(-hours, "hour") : format.format(-minutes, "minute");
+        el.textContent = template.replace("%(when)s", when);
+      }
+      if (!ageing) this._clearTimer("ago");
+    }
+
+    _sortRoster(list) {
+      const rows = Array.from(list.children).filter((el) => el.dataset.presenceMember != null);
+      const rank = (el) => (el.dataset.presenceState === "online" ? 0 : 1);
+      const order = (el) => Number(el.dataset.presenceOrder) || 0;
+      rows.sort((a, b) => rank(a) - rank(b) || order(a) - order(b));
+      for (const el of rows) list.appendChild(el); // a no-op move for rows already in place
     }
 
     _paintCounts() {
@@ -644,7 +713,8 @@
   };
   global.Presence = Presence;
 
-  const script = global.document.currentScript;
+  // A classic <script> only: in a module (presence.mjs, a bundler) there is no currentScript.
+  const script = global.document ? global.document.currentScript : null;
   if (script && script.hasAttribute("data-presence-connect")) {
     const start = () => {
       global.presence = Presence.connect({
@@ -658,4 +728,4 @@
       start();
     }
   }
-})(window);
+})(typeof window !== "undefined" ? window : globalThis);

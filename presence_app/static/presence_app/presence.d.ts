@@ -1,0 +1,201 @@
+/**
+ * presence_app — the types of presence.js / presence.mjs (the browser client).
+ *
+ * From a bundler: `import Presence, {connect} from ".../presence_app/presence.mjs"` (typed by
+ * presence.d.mts, which re-exports this file). With a classic <script src=".../presence.js">,
+ * include this file in the TypeScript program (tsconfig "files", or a
+ * `/// <reference path=".../presence.d.ts" />`): it declares `window.Presence` too.
+ */
+
+/** A presence state as shown: "invisible" only ever to the user themself. */
+export type PresenceState = "online" | "idle" | "dnd" | "offline" | "invisible";
+
+/** One user's presence (a presence.state member, the client's memory of a user). */
+export interface PresenceInfo {
+  user: string;
+  state: PresenceState;
+  last_seen?: number | null;
+  last_active?: number | null;
+  message?: string;
+  emoji?: string;
+  device?: string;
+  at?: number;
+}
+
+export interface HelloFrame {
+  type: "hello";
+  user: string;
+  me: PresenceInfo | null;
+  heartbeat: number;
+  activity: number;
+  typing: number;
+  limits: {
+    rooms: number;
+    watch: number;
+    frames_per_second: number;
+    frame_bytes: number;
+    message_length: number;
+    room_length: number;
+  };
+  /** SSE only: the stream's signed name and the CSRF token for its POSTs. */
+  stream?: string;
+  csrf?: string;
+}
+
+/** presence.join / presence.leave: a user's first connection in, last one out of a room. */
+export interface RoomEvent extends PresenceInfo {
+  type: "presence.join" | "presence.leave";
+  room: string;
+}
+
+/** presence.update: somebody's state or status changed (`self`: your own, on all your tabs). */
+export interface UpdateEvent extends PresenceInfo {
+  type: "presence.update";
+  self?: boolean;
+}
+
+export interface TypingEvent {
+  type: "presence.typing";
+  user: string;
+  room: string;
+  state?: PresenceState;
+}
+
+/** A snapshot: a room's members (in pages) or the watch list's. */
+export interface StateFrame {
+  type: "presence.state";
+  members: PresenceInfo[];
+  room?: string;
+  page?: number;
+  more?: boolean;
+  watch?: boolean;
+}
+
+export type ErrorCode =
+  | "bad_frame"
+  | "too_large"
+  | "unknown_type"
+  | "invalid"
+  | "limit"
+  | "forbidden"
+  | "not_joined"
+  | "rate_limited"
+  | "unavailable"
+  | (string & {});
+
+export interface ErrorFrame {
+  type: "error";
+  code: ErrorCode;
+  detail: string;
+  frame?: string;
+  room?: string;
+}
+
+/** A frame of the project's own (its consumer's), e.g. {type: "chat.message", ...}. */
+export interface ProjectFrame {
+  type: string;
+  [field: string]: unknown;
+}
+
+export interface CloseInfo {
+  code: number;
+  /** Milliseconds until the next attempt; null: no reconnect (closed, or signed out). */
+  reconnectIn: number | null;
+}
+
+/** What each event's handlers get. */
+export interface PresenceEvents {
+  open: HelloFrame;
+  join: RoomEvent;
+  leave: RoomEvent;
+  update: UpdateEvent;
+  self: UpdateEvent;
+  state: StateFrame;
+  typing: TypingEvent;
+  /** A payload presence.send_to_user() sent to all your tabs and devices. */
+  direct: unknown;
+  error: ErrorFrame;
+  close: CloseInfo;
+  unauthorized: {code: number};
+  /** The project's own frames only: never hello, heartbeat.ack, error or presence.*. */
+  message: ProjectFrame;
+}
+
+export interface PresenceOptions {
+  /** Default: ws(s)://<this host>/ws/presence/. */
+  url?: string;
+  transport?: "auto" | "websocket" | "sse";
+  sseUrl?: string;
+  restUrl?: string;
+  rooms?: Array<string | number>;
+  watch?: Array<string | number>;
+  device?: string;
+  /** Default true: watch every [data-presence-user] element on the page. */
+  autoWatch?: boolean;
+  root?: Document | Element;
+  labels?: Partial<Record<PresenceState, string>>;
+  /** Reconnect backoff, milliseconds. */
+  minDelay?: number;
+  maxDelay?: number;
+}
+
+export interface StatusChange {
+  state?: "online" | "dnd" | "invisible";
+  message?: string;
+  emoji?: string;
+  /** Seconds. */
+  expiresIn?: number;
+}
+
+export declare class PresenceClient {
+  constructor(options?: PresenceOptions);
+  /** "websocket" or "sse" (after a fallback). */
+  readonly transport: "websocket" | "sse";
+  /** Your user id, once connected. */
+  readonly userId: string | null;
+  /** Your own presence, as only you see it. */
+  readonly me: PresenceInfo | null;
+  readonly limits: HelloFrame["limits"] | null;
+  /** Subscribes; returns the function that unsubscribes. */
+  on<E extends keyof PresenceEvents>(
+    event: E,
+    handler: (data: PresenceEvents[E], client: PresenceClient) => void,
+  ): () => void;
+  off<E extends keyof PresenceEvents>(
+    event: E,
+    handler: (data: PresenceEvents[E], client: PresenceClient) => void,
+  ): void;
+  join(room: string | number): void;
+  leave(room: string | number): void;
+  setStatus(status: StatusChange): void;
+  watch(ids: Array<string | number>): void;
+  /** Throttled for you; only in a room this client joined. */
+  typing(room: string | number): void;
+  /** A frame of the project's own on the same socket; false while disconnected. */
+  send(frame: ProjectFrame): boolean;
+  members(room: string | number): PresenceInfo[];
+  get(userId: string | number): PresenceInfo | null;
+  close(): void;
+}
+
+export interface PresenceStatic {
+  readonly version: string;
+  readonly Client: typeof PresenceClient;
+  readonly labels: Record<PresenceState, string>;
+  connect(options?: PresenceOptions): PresenceClient;
+}
+
+export declare const Presence: PresenceStatic;
+export declare const connect: PresenceStatic["connect"];
+export declare const labels: PresenceStatic["labels"];
+export declare const version: string;
+export default Presence;
+
+declare global {
+  interface Window {
+    /** Set by presence.js (and by presence.mjs, which runs it). */
+    Presence: PresenceStatic;
+    /** Set by <script src="presence.js" data-presence-connect>. */
+    presence?: PresenceClient;
+  }
+}

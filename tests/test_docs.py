@@ -1,0 +1,139 @@
+"""The documentation against the code: the settings table's defaults, the WebSocket page's
+frames and events, the system checks' hints (they must make sense after a pip install)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.checks import run_checks
+from django.test import override_settings
+
+from presence_app import conf, consumers, dispatch, frames, protocol
+from presence_app.store import Transition
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+SETTING_ROW = re.compile(r"^\| `([A-Z_]+)` \| `(.*?)` \|", re.M)
+
+
+def documented_defaults() -> dict[str, object]:
+    rows = SETTING_ROW.findall((DOCS / "settings.md").read_text())
+    return {name: ast.literal_eval(value.replace("\\|", "|")) for name, value in rows}
+
+
+def test_settings_table_has_every_default_in_plain_markdown():
+    # The defaults are written in the table itself (GitHub shows the Markdown as it is), and
+    # must be presence_app.conf's: the same settings, the same values.
+    documented = documented_defaults()
+    assert sorted(documented) == sorted(conf.DEFAULTS)
+    assert documented == conf.DEFAULTS
+
+
+def server_frame_types() -> set[str]:
+    """Every ``type`` the server puts in a frame to the browser: the protocol's own frames, the
+    events dispatch builds, the transitions' events and what the consumer relays."""
+    found: set[str] = set()
+    for module in (protocol, dispatch):
+        found |= set(re.findall(r'"type": "([a-z.]+)"', inspect.getsource(module)))
+    found |= {
+        Transition(kind=kind, user_id="1", state="online", at=0.0).as_event()["type"]
+        for kind in ("online", "offline", "update", "join", "leave")
+    }
+    relayed = {
+        name.replace("_", ".")
+        for name, _ in inspect.getmembers(consumers.PresenceConsumerMixin, inspect.isfunction)
+        if re.fullmatch(r"presence_[a-z]+", name)
+        and name not in {"presence_connect", "presence_disconnect", "presence_receive"}
+        and name not in {"presence_send"}
+    }
+    # presence.permanent makes the socket join a room: it is never relayed to the browser.
+    found |= relayed - {"presence.permanent"}
+    return found
+
+
+def test_every_frame_both_ways_is_documented():
+    page = (DOCS / "websocket.md").read_text()
+    client = set(frames.HANDLERS)
+    server = server_frame_types()
+    # What the search must find, so that it cannot quietly find nothing.
+    assert {"heartbeat", "join", "status", "watch"} <= client
+    assert {"hello", "heartbeat.ack", "presence.state", "presence.message", "error"} <= server
+    missing = sorted(t for t in client if f'"type": "{t}"' not in page)
+    assert missing == [], f"client frames missing from docs/websocket.md: {missing}"
+    missing = sorted(t for t in server if f"| `{t}` |" not in page)
+    assert missing == [], f"server frames missing from docs/websocket.md: {missing}"
+
+
+def test_every_presence_js_event_and_call_is_documented():
+    script = (ROOT / "presence_app/static/presence_app/presence.js").read_text()
+    page = (DOCS / "websocket.md").read_text()
+    events = set(re.findall(r'_emit\("([a-z]+)"', script))
+    assert {"message", "direct", "open"} <= events
+    assert sorted(e for e in events if f"`{e}`" not in page) == []
+    for call in ("send(frame)", "join(room)", "setStatus(", "watch(ids)", "typing(room)"):
+        assert call in page
+
+
+def hints(**setting):
+    with override_settings(**setting):
+        return {m.id: m.hint or "" for m in run_checks() if m.id.startswith("presence_app.")}
+
+
+@pytest.mark.parametrize(
+    "setting, check",
+    [
+        (
+            {
+                "CHANNEL_LAYERS": {
+                    "default": {
+                        "BACKEND": "channels_redis.core.RedisChannelLayer",
+                        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
+                    }
+                }
+            },
+            "presence_app.W003",
+        ),
+        ({"PRESENCE": {"CLUSTER": True, "SHARDS": 1}}, "presence_app.W004"),
+        ({"PRESENCE": {"LEASE_TTLS": 90}}, "presence_app.W002"),
+        ({"PRESENCE": {"NO_SUCH_THING_AT_ALL": 1}}, "presence_app.W002"),
+    ],
+)
+def test_check_hints_need_no_file_a_pip_install_lacks(setting, check):
+    if "PRESENCE" in setting:
+        setting = {"PRESENCE": {**settings.PRESENCE, **setting["PRESENCE"]}}
+    found = hints(**setting)
+    assert check in found
+    hint = found[check]
+    assert hint
+    assert "docs/" not in hint and "README" not in hint and ".md" not in hint
+
+
+def test_unknown_setting_hint_names_the_setting_meant():
+    found = hints(PRESENCE={**settings.PRESENCE, "LEASE_TTLS": 90})
+    assert found["presence_app.W002"] == "Did you mean LEASE_TTL?"
+
+
+def test_readme_lists_each_check_once():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("System checks report bad values")
+    listing = text[start : text.index("\n\n", start)]
+    assert "W004" in listing
+    explained = re.findall(r"`(?:presence_app\.)?[EW]\d{3}` \(([^)]*)", listing)
+    assert len(explained) == len(set(explained))
+    assert re.search(r", \(", listing) is None  # an explanation without its id
+
+
+@pytest.mark.parametrize(
+    "page", ["api.md", "templatetags.md", "signals.md", "websocket.md", "drf.md"]
+)
+def test_reference_pages_explain_before_the_autodoc(page):
+    text = (DOCS / page).read_text()
+    before = text.split("```{eval-rst}")[0]
+    prose = re.sub(r"```.*?```", "", before, flags=re.S)
+    assert len(prose.split()) > 150, "a reference page needs prose, not only autodoc"
+    assert re.search(r"```(python|django|html|javascript)\n", before), "and an example"

@@ -1,0 +1,30 @@
+// A project's TypeScript using presence.mjs the way a bundler would (checked by `tsc --noEmit`,
+// nox -s js): the declarations must describe what presence.js does, and type-check this.
+import Presence, {connect, type PresenceEvents, type PresenceInfo} from "../../presence_app/static/presence_app/presence.mjs";
+
+const client = connect({rooms: ["doc-42"], device: "desktop", minDelay: 500});
+const unsubscribe: () => void = client.on("join", (event) => {
+  const room: string = event.room;
+  const state: PresenceInfo["state"] = event.state;
+  console.log(event.user, "joined", room, state);
+});
+unsubscribe();
+client.on("direct", (payload: PresenceEvents["direct"]) => console.log(payload));
+client.on("message", (frame) => {
+  if (frame.type === "chat.message") console.log(frame["text"]);
+});
+client.on("close", ({code, reconnectIn}) => console.log(code, reconnectIn ?? "no reconnect"));
+client.setStatus({state: "dnd", message: "In a meeting", emoji: "📅", expiresIn: 3600});
+const sent: boolean = client.send({type: "chat.message", room: "doc-42", text: "hi"});
+client.watch([7, "9"]);
+const members: PresenceInfo[] = client.members("doc-42");
+console.log(sent, members.length, client.get(7)?.state, client.transport);
+
+// The same object as the classic script's global.
+const same: boolean = Presence === window.Presence && Presence.Client === client.constructor;
+console.log(same, Presence.version, Presence.labels.dnd);
+
+// @ts-expect-error: "away" is not a state one sets (idle comes by itself)
+client.setStatus({state: "away"});
+// @ts-expect-error: join events carry a room
+client.on("join", (event: {room: number}) => event);
