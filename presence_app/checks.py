@@ -366,8 +366,9 @@ def check_project(app_configs=None, **kwargs) -> list:
             Warning(
                 "CHANNEL_LAYERS has no 'default' layer: presence is not pushed to browsers "
                 "(WebSockets fail when they connect, the SSE stream answers 503).",
-                hint="Set CHANNEL_LAYERS['default'] to "
-                "channels_redis.pubsub.RedisPubSubChannelLayer on your Redis (README).",
+                hint='Set CHANNEL_LAYERS = {"default": {"BACKEND": '
+                '"channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": '
+                '[{"address": REDIS_URL, "socket_timeout": None}]}}}.',
                 id="presence_app.W020",
             )
         )

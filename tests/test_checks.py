@@ -47,9 +47,14 @@ def test_sentinels_must_be_host_port_pairs():
 
 # -- what the project around the app provides: apps, middleware, layers, URLs ------------------
 def project_ids(**overrides):
-    """The presence check ids run_checks reports with Django settings ``overrides``."""
+    """The presence check ids run_checks reports with Django settings ``overrides``; each
+    with a hint that needs no file a pip install lacks."""
     with override_settings(**overrides):
-        return sorted({m.id for m in run_checks() if m.id.startswith("presence_app.")})
+        found = [m for m in run_checks() if m.id.startswith("presence_app.")]
+    for message in found:
+        assert message.hint, message.id
+        assert not any(ref in message.hint for ref in ("docs/", "README", ".md")), message.id
+    return sorted({m.id for m in found})
 
 
 def without(app):
