@@ -34,11 +34,8 @@ def chat_app() -> Any:
 
 
 async def chat_text(sock: Socket) -> dict[str, Any]:
-    """The next frame of the chat's own (no "type": the tutorial's ``{"message": ...}``)."""
-    while True:
-        frame = await sock.next(3)
-        if "type" not in frame:
-            return frame
+    """The next frame of the chat's own (the tutorial's ``{"message": ...}``, typed)."""
+    return await sock.wait_for("chat.message")
 
 
 @pytest.fixture
@@ -75,9 +72,9 @@ async def test_the_room_of_the_url_is_joined_and_the_chat_still_works(fast):
     ben_chat = await Socket.open(ben_cookie, path="/ws/chat/lobby/", app=chat_app(), name="ben")
     state = await ben_chat.wait_for("presence.state", room="lobby")
     assert {m["user"] for m in state["members"]} == {ann.user, str(ben.pk)}
-    await ann.send_text(json.dumps({"message": "hello"}))
-    assert await chat_text(ben_chat) == {"message": "hello"}
-    assert await chat_text(ann) == {"message": "hello"}
+    await ann.send_text(json.dumps({"type": "chat.message", "message": "hello"}))
+    assert await chat_text(ben_chat) == {"type": "chat.message", "message": "hello"}
+    assert await chat_text(ann) == {"type": "chat.message", "message": "hello"}
 
     # Closed: the room sees ann leave once the grace ends.
     await ann.close()
@@ -100,6 +97,6 @@ async def test_a_room_name_presence_refuses_leaves_the_chat_working(fast):
     ann = await Socket.open(cookie, path="/ws/chat/_staff/", app=chat_app(), name="ann")
     error = await ann.wait_for("error", frame="join")
     assert error["code"] == "invalid"
-    await ann.send_text(json.dumps({"message": "still here"}))
-    assert await chat_text(ann) == {"message": "still here"}
+    await ann.send_text(json.dumps({"message": "still here"}))  # the tutorial's, untyped
+    assert await chat_text(ann) == {"type": "chat.message", "message": "still here"}
     await ann.close()

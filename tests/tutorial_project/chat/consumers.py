@@ -39,5 +39,5 @@ class ChatConsumer(PresenceConsumerMixin, AsyncWebsocketConsumer):
     async def chat_message(self, event):
         message = event["message"]
 
-        # Send message to WebSocket
-        await self.send(text_data=json.dumps({"message": message}))
+        # Send message to WebSocket (typed: presence.js hands the page frames with a type)
+        await self.send(text_data=json.dumps({"type": "chat.message", "message": message}))
