@@ -163,6 +163,7 @@ UUID_USER_TESTS = [
     "tests/reliability/test_sse.py",
     "tests/reliability/test_mixin.py",
     "tests/e2e/test_sse.py",
+    "tests/e2e/test_tutorial.py",
 ]
 
 
