@@ -7,8 +7,8 @@
 - ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
   registries ship.
 - ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
-- ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen)
-  and a browser test on a user model with a UUID primary key and the email as login
+- ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
+  erasure) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
