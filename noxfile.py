@@ -8,7 +8,7 @@
   registries ship.
 - ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
-  erasure) and browser tests on a user model with a UUID primary key and the email as login
+  erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
@@ -160,6 +160,7 @@ UUID_USER_TESTS = [
     "tests/test_tutorial_consumer.py",
     "tests/test_erasure.py",
     "tests/test_visibility.py",
+    "tests/test_drf.py",
     "tests/reliability/test_sse.py",
     "tests/reliability/test_mixin.py",
     "tests/e2e/test_sse.py",
@@ -179,7 +180,8 @@ def pinned(name: str) -> str:
 def uuid_users(session: nox.Session) -> None:
     """Every path a user id takes on a UUID-and-email user model (tests/settings_uuid.py); the
     browser test needs Chromium (or PRESENCE_SKIP_BROWSER=1)."""
-    install_cell(session, NEWEST[1])
+    # DRF too: its serializer field and filter on UUID primary keys.
+    install(session, ".[drf]", f"django~={NEWEST[1]}.0", "--group", "test")
     install(session, pinned("playwright"))
     session.run(
         "pytest",
