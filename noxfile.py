@@ -161,6 +161,8 @@ UUID_USER_TESTS = [
     "tests/test_erasure.py",
     "tests/test_visibility.py",
     "tests/test_drf.py",
+    "tests/test_privacy.py",
+    "tests/test_htmx.py",
     "tests/reliability/test_sse.py",
     "tests/reliability/test_mixin.py",
     "tests/e2e/test_sse.py",
