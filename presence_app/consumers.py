@@ -67,7 +67,8 @@ class PresenceConsumerMixin:
 
         ``rooms``: rooms the socket is in from the start, without the browser asking (a chat
         consumer's room from its URL route), each asked of ``CAN_JOIN`` as a join frame is and
-        answered the same way (the room's snapshot, or an error frame)."""
+        answered the same way (the room's snapshot, or an error frame); one an outage refused
+        is joined when Redis answers again, as a permanent room is."""
         user = self.scope.get("user")  # type: ignore[attr-defined]
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
@@ -82,10 +83,13 @@ class PresenceConsumerMixin:
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
-        # Members of permanent rooms are in them on every connection, unasked.
+        # The rooms asked for here (a URL's) and the permanent rooms of a member, unasked.
         wanted = list(dict.fromkeys(rooms))
         for room in [*wanted, *await permanent_rooms_to_join(user, wanted)]:
-            await frames.handle(self.presence, {"type": "join", "room": room})
+            # The browser did not ask: a join an outage refused is owed (frames.join_unasked).
+            error = await frames.join_unasked(self.presence, room)
+            if error is not None:
+                await self.presence_send(error)
         return True
 
     async def presence_disconnect(self) -> None:

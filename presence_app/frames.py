@@ -38,6 +38,7 @@ async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
 async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:
     if frame.get("permanent") is True:  # ends the membership, joined here or not
         await rooms.aremove_member(session.user, frame.get("room"))
+        session.owed.discard(frame["room"])  # nor joined later, if an outage held it back
         if frame["room"] not in session.rooms:
             return
     await session.leave(frame.get("room"))
@@ -104,11 +105,24 @@ async def on_own_event(session: PresenceSession, event: dict[str, Any]) -> None:
     if event.get("type") == "presence.revoke":
         await session.revoke(event["room"])
     elif event.get("sender") != session.channel_name:
-        await handle(session, {"type": "join", "room": event["room"]})
+        error = await join_unasked(session, event["room"])
+        if error is not None:
+            await session.send(error)
 
 
 #: The ``presence.*`` events of the user's own group that change what a connection is in.
 OWN_EVENTS = frozenset({"presence.permanent", "presence.revoke"})
+
+
+async def join_unasked(session: PresenceSession, room: Any) -> dict[str, Any] | None:
+    """A join the connection makes by itself (a permanent room): applied like a join frame, and
+    the ``error`` frame of a refusal returned. The browser did not ask, so it will not ask again
+    after an outage's ``unavailable``: the session owes the room and joins it when Redis answers
+    (its recovery, on the next heartbeat)."""
+    error = await apply(session, {"type": "join", "room": room})
+    if error is not None and error["code"] == "unavailable" and isinstance(room, str):
+        session.owe(room)
+    return error
 
 
 async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:

@@ -151,11 +151,16 @@ def presence_clock(monkeypatch: pytest.MonkeyPatch) -> PresenceClock:
     so timers (idle, leases, the disconnect grace) pass at once instead of in real seconds. Only
     presence's own clock moves: Django's, and Redis' key expiry, do not.
     """
-    from presence_app.store import AsyncStore, Store
+    from presence_app.store import AsyncStore, BaseStore, Store
 
     clock = PresenceClock(float(int(time.time())))
-    for cls in (Store, AsyncStore):
-        for name, method in inspect.getmembers(cls, inspect.isfunction):
-            if not name.startswith("_") and "now" in inspect.signature(method).parameters:
+    # The methods each face defines, and the shared ones (the front door's reads plan them).
+    for cls in (BaseStore, Store, AsyncStore):
+        for name, method in list(vars(cls).items()):
+            if (
+                inspect.isfunction(method)
+                and not name.startswith("_")
+                and "now" in inspect.signature(method).parameters
+            ):
                 monkeypatch.setattr(cls, name, _pinned(method, clock))
     return clock

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import dispatch, presence, protocol, tenants
 from .coalescer import get_coalescer
+from .protocol import FrameError
 from .store import UNAVAILABLE, UnknownConnection
 from .subscriptions import log_outage
 
@@ -57,6 +58,7 @@ class LeaseRecovery:
     tasks: set[asyncio.Task[None]]
     user: Any
     rooms: set[str]
+    owed: set[str]
     watched: set[str]
     own_state: str
     user_id: str
@@ -67,6 +69,7 @@ class LeaseRecovery:
     outage_notice: Any
     send: Callable[[dict[str, Any]], Awaitable[None]]
     send_room_state: Callable[[str], Awaitable[None]]
+    join: Callable[[str], Awaitable[None]]
 
     def lease_lost(self) -> None:
         if not self.closed:
@@ -79,6 +82,13 @@ class LeaseRecovery:
         refused the join a moment after it took the connect) would otherwise stay lost."""
         if self.recovery_due and not self.recovering:
             self.lease_lost()
+
+    def owe(self, room: str) -> None:
+        """A room the connection joins by itself (a permanent one) met an outage: the browser
+        never asked for it, so it will not ask again. The recovery that the next heartbeat
+        starts (:meth:`finish_recovery`) joins it once Redis answers."""
+        self.owed.add(room)
+        self.recovery_due = True
 
     def lease_unavailable(self) -> None:
         if not self.closed and self.outage_notice.ready():
@@ -115,8 +125,14 @@ class LeaseRecovery:
     async def _try_recover(self) -> None:
         try:
             await self._reassert()
+            # Due until the browser has each room's state too: once the lease and the rooms are
+            # back the heartbeats report nothing missing, so a state read Redis refused here
+            # would otherwise never be sent (the browser would keep the members of before).
+            self.recovery_due = True
             for room in sorted(self.rooms):
                 await self.send_room_state(room)
+            await self._join_owed()
+            self.recovery_due = False
         except UNAVAILABLE as exc:
             # Redis answered a moment ago (it reported the lease missing), so this is most
             # likely a pooled connection that died with a Redis restart: check again with the
@@ -160,6 +176,16 @@ class LeaseRecovery:
                 "forbidden", "You may no longer be in this room.", frame="join", room=room
             )
         )
+
+    async def _join_owed(self) -> None:
+        """Joins the rooms an outage kept this connection out of (:meth:`owe`), each with its
+        ``CAN_JOIN`` and its state; a refusal other than the outage goes to the browser."""
+        for room in sorted(self.owed):  # the recovery stays due until the last is joined
+            try:
+                await self.join(room)
+            except FrameError as exc:
+                await self.send(protocol.error_frame(exc.code, exc.detail, frame="join", room=room))
+            self.owed.discard(room)
 
     async def _store_join(self, room: str) -> None:
         try:

@@ -62,6 +62,7 @@ class PresenceSession(LeaseRecovery):
         self.send = send
         self.device = device
         self.rooms: set[str] = set()
+        self.owed: set[str] = set()  # unasked joins an outage refused (recovery.owe)
         self.watched: set[str] = set()
         self.own_state = "online"
         self.closed = False

@@ -35,7 +35,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import conf, frames, protocol, rooms
+from . import conf, frames, lifecycle, protocol, rooms
 from .limits import TokenBucket
 from .session import PresenceSession
 from .store import UNAVAILABLE
@@ -129,6 +129,12 @@ class EventStream:
         )
         self.frames_bucket = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
         self.rooms_sent: list[str] | None = None
+        self.ending = False  # end() was called: the server is shutting down
+
+    def end(self) -> None:
+        """Ends the stream after the frames already queued (the server is shutting down)."""
+        self.ending = True
+        self.queue.put_nowait(None)
 
     async def push(self, frame: dict[str, Any]) -> None:
         """The session's ``send``: queued for the browser (never blocks the channel loop)."""
@@ -148,7 +154,7 @@ class EventStream:
         hello["resumed"] = resume is not None
         await self.push(hello)
         wanted = resume[1] if resume is not None else []
-        for room in [*wanted, *await rooms.permanent_rooms_to_join(self.session.user, wanted)]:
+        for room in wanted:
             # CAN_JOIN is asked again for every room a resume names, as on a first join.
             error = await frames.apply(self.session, {"type": "join", "room": room})
             if error is not None:
@@ -156,6 +162,10 @@ class EventStream:
         # The resumed lease still holds, in Redis, the rooms it was in: those refused now
         # are left, with a leave to their members.
         await self.session.drop_stale(wanted)
+        for room in await rooms.permanent_rooms_to_join(self.session.user, wanted):
+            error = await frames.join_unasked(self.session, room)  # owed through an outage
+            if error is not None:
+                await self.push(error)
 
     async def relay(self) -> None:
         """The channel's loop: layer events to the browser, REST calls to the session."""
@@ -202,6 +212,8 @@ class EventStream:
         beat_at = loop.time() + interval
         try:
             yield f"retry: {RETRY_MS}\n\n".encode()
+            lifecycle.leave_request_thread()  # memory: docs/benchmarks.md, row 11
+            lifecycle.track(self)  # ended at once when the server is told to stop
             await self.start(resume)
             # Only now: the hello goes first (the layer keeps what arrives meanwhile).
             relay = asyncio.ensure_future(self.relay())
@@ -218,7 +230,7 @@ class EventStream:
                     yield b": keep-alive\n\n"
                     continue
                 if frame is None:
-                    if not self.session.closed:
+                    if not self.ending and not self.session.closed:
                         logger.info("presence: an SSE stream fell %s frames behind", MAX_QUEUED)
                     return
                 yield await self.encode(frame)

@@ -159,8 +159,9 @@ def _last_seen_shown(viewer: Viewer, uid: str, seen: Sight) -> str:
 
 def redact(viewer: Viewer, p: Presence, seen: Sight, now: float | None = None) -> Presence:
     """``p`` as ``viewer`` may see it. Outside the audience: offline and nothing else. An
-    offline user (an invisible one reads so) carries no metadata to anybody but themself, and
-    their last seen (and last activity) as their privacy choice allows."""
+    offline user (an invisible one reads so) shows nobody but themself a status text, a device
+    or metadata, so that the two read alike; and their last seen (and last activity) only as
+    their privacy choice allows."""
     if viewer.sees_all_of(p.user_id):
         return p
     if not shown(viewer, p.user_id, seen):
@@ -168,7 +169,7 @@ def redact(viewer: Viewer, p: Presence, seen: Sight, now: float | None = None) -
     if p.is_online:
         return p
     how = _last_seen_shown(viewer, p.user_id, seen)
-    if how == "exact" and not p.meta:
+    if how == "exact" and not (p.meta or p.message or p.emoji or p.device):
         return p
     approx = ""
     if how == "approximate" and p.last_seen is not None:
@@ -179,11 +180,7 @@ def redact(viewer: Viewer, p: Presence, seen: Sight, now: float | None = None) -
         p.state,
         p.last_seen if exact else None,
         p.last_active if exact else None,
-        p.message,
-        p.emoji,
-        p.device,
-        {},
-        approx,
+        last_seen_approx=approx,
     )
 
 

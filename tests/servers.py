@@ -188,6 +188,7 @@ class AsgiServer:
         access_log: bool = False,
         log_dir: Path | None = None,
         manage: str = "manage.py",
+        graceful: int = 5,
     ) -> None:
         if server not in ("uvicorn", "daphne", "runserver"):
             raise ValueError("server is 'uvicorn', 'daphne' or 'runserver'")
@@ -198,6 +199,7 @@ class AsgiServer:
         self.name = name
         self.ready_path = ready_path
         self.access_log = access_log
+        self.graceful = graceful  # uvicorn's --timeout-graceful-shutdown
         self.port = free_port()
         self.env = {**db.env, **(env or {})}
         self.log_path = (log_dir or db.path.parent) / f"{name}-{self.port}.log"
@@ -253,7 +255,7 @@ class AsgiServer:
             "--lifespan",
             "off",
             "--timeout-graceful-shutdown",
-            "5",
+            str(int(self.graceful)),
             "--log-level",
             "info" if self.access_log else "warning",
             "--access-log" if self.access_log else "--no-access-log",

@@ -18,6 +18,7 @@ from presence_app.signals import user_offline
 from presence_app.store import scripts
 
 from .frame_waits import about
+from .timing import limit, said
 from .users import json_id
 from .ws import (
     FAST,
@@ -191,25 +192,30 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
         a = await Socket.open(alice[1], name="alice")
         a.beat()
         await joined(a, "lobby")
+        loop = asyncio.get_running_loop()
+        opened = loop.time()  # b's lease is taken after this, and renewed (if ever) later
         b = await Socket.open(bob[1], name="bob")
         await a.send(type="watch", users=[b.user])
         await a.wait_for("presence.state", watch=True)
         await joined(b, "lobby")
         await a.wait_for("presence.join", user=b.user)
-        loop = asyncio.get_running_loop()
         start = loop.time()
         await b.vanish()
+        promise = FAST["LEASE_TTL"] + FAST["SWEEP_INTERVAL"]  # from b's last renewal <= start
         await a.wait_all(
             ("presence.leave", {"user": b.user, "room": "lobby"}),
             ("presence.update", {"user": b.user, "state": "offline"}),
-            timeout=4,
+            timeout=limit(promise),
         )
         elapsed = loop.time() - start
+        print(said("swept", elapsed, promise), "after the socket vanished")
         # The sweep sends the frames first, then the signal (dispatch.publish); Django 6.1's
         # asend_robust runs the sync receivers (LastSeen's) in a thread before the async ones,
         # so this one may run after the frames arrived.
         await asyncio.wait_for(offline_sent.wait(), timeout=2)
-        assert 1.0 < elapsed <= FAST["LEASE_TTL"] + FAST["SWEEP_INTERVAL"] + 0.5
+        # Not before the lease ran out (however slow the steps before the vanish were) ...
+        assert start + elapsed - opened >= FAST["LEASE_TTL"] - 0.05  # (Redis' clock, ours)
+        assert elapsed <= limit(promise)  # ... and within the promise
         assert [(o["user_id"], o["state"]) for o in offline] == [(b.user, "offline")]
         assert offline[0]["at"].tzinfo is not None and offline[0]["transition"].kind == "offline"
         assert await get_async_store().room_members("lobby") == [a.user]
@@ -427,6 +433,11 @@ async def test_room_and_watch_limits_and_can_join(alice):
 
 
 # -- heartbeats, recovery, outages ---------------------------------------------------------------
+def renewed(calls: list[list[str]]) -> list[str]:
+    """The leases ("user|conn") the heartbeat script calls renewed."""
+    return [arg for call in calls for arg in call if "|" in arg]
+
+
 async def test_heartbeats_are_written_in_batches(alice, bob, carol):
     """27 heartbeat frames from 9 sockets: a handful of heartbeat script calls, counted by the
     real Redis (MONITOR), every lease renewed exactly once per frame, every frame acknowledged."""
@@ -438,19 +449,26 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol):
             for _ in range(3):
                 for s in socks:
                     await s.send(type="heartbeat")
-                await asyncio.sleep(0.6)
-            await asyncio.sleep(0.3)
+                await asyncio.sleep(0.6)  # pacing: each round after the last one's flush
+            # The last round's flush: waited for (a flush interval, held to the slack).
+            start = loop.time()
+            while len(renewed(monitor.script_calls(sha))) < 27:
+                assert loop.time() - start < limit(0.5), "the last round was not flushed"
+                await asyncio.sleep(0.02)
             calls = monitor.script_calls(sha)
-            # Flushed within the interval: one lone heartbeat is written in well under a second.
+            # Flushed within the interval: one lone heartbeat is written a flush interval later.
             start = loop.time()
             await socks[0].send(type="heartbeat")
             while len(monitor.script_calls(sha)) == len(calls):
-                assert loop.time() - start < 0.9, "heartbeat not flushed within the interval"
+                assert loop.time() - start < limit(0.5), "heartbeat not flushed within the interval"
                 await asyncio.sleep(0.02)
-        members = [arg for call in calls for arg in call if "|" in arg]
+            print(said("a lone heartbeat written", loop.time() - start, 0.5))
+        members = renewed(calls)
         assert len(members) == 27
         assert {m.split("|")[0] for m in members} == {s.user for s in socks}
-        assert 3 <= len(calls) <= 6, calls
+        # One call per flush: 3 rounds, each in one flush or split over two (fewer when a slow
+        # loop let two rounds into one flush), never one per frame.
+        assert 1 <= len(calls) <= 6, calls
         # Every frame is answered at once, however its write is batched.
         acks = [sum(f["type"] == "heartbeat.ack" for f in s.drain()) for s in socks]
         assert acks == [4] + [3] * 8
@@ -527,6 +545,35 @@ async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(al
     state = await a.wait_for("presence.state", timeout=3, room="lobby")
     assert [m["user"] for m in state["members"]] == [a.user]
     assert await store.room_members("lobby") == [a.user]
+    await a.close()
+
+
+async def test_a_recovery_cut_short_before_the_rooms_state_sends_it_later(alice, monkeypatch):
+    """Redis restarted empty; the recovery took the lease and the room again, then Redis failed
+    the read of the room's state (a pooled connection the restart broke, a moment's outage).
+    The lease and the room are there, so the heartbeats report nothing missing: the recovery
+    must still be due, and the next heartbeat sends the state. (It never came: the browser kept
+    the members of before the restart. Seen in test_redis_outage.py under load.)"""
+    a = await Socket.open(alice[1], name="alice")
+    await joined(a, "lobby")
+    real, failed = presence.aroom_members, asyncio.Event()
+
+    async def fail_once(*args, **kwargs):
+        if failed.is_set():
+            return await real(*args, **kwargs)
+        failed.set()
+        with presence_settings(REDIS_URL="redis://127.0.0.1:1/0"):  # the store's Redis away
+            return await real(*args, **kwargs)
+
+    monkeypatch.setattr(presence, "aroom_members", fail_once)
+    await sync_to_async(get_store().clear)()
+    a.drain()
+    a.beat(0.3)  # the next flush finds the lease missing: the recovery starts
+    await asyncio.wait_for(failed.wait(), 10)
+    assert (await a.wait_for("error", timeout=10))["code"] == "unavailable"
+    state = await a.wait_for("presence.state", timeout=10, room="lobby")
+    assert [m["user"] for m in state["members"]] == [a.user]
+    assert await get_async_store().room_members("lobby") == [a.user]
     await a.close()
 
 

@@ -51,9 +51,9 @@ def server_frame_types() -> set[str]:
         and name not in {"presence_connect", "presence_disconnect", "presence_receive"}
         and name not in {"presence_send"}
     }
-    # presence.permanent makes the socket join a room: it is never relayed to the browser.
-    found |= relayed - {"presence.permanent"}
-    return found
+    # The user's own group's events that change what the connection is in (join a permanent
+    # room, leave a revoked one) or end it (the user was forgotten): never relayed as they are.
+    return (found | relayed) - frames.OWN_EVENTS - {"presence.forgotten"}
 
 
 def test_every_frame_both_ways_is_documented():

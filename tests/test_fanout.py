@@ -54,6 +54,7 @@ async def test_a_socket_sees_only_its_audience(users):
         "message": "",
         "emoji": "",
         "device": "",
+        "last_seen_approx": "",
     }
     await a.send(type="join", room="lobby")
     state = await a.wait_for("presence.state", room="lobby")

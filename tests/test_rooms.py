@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -27,6 +28,18 @@ from .ws import Socket, make_user, presence_settings, shutdown
 
 def refuse_secret(user, room):
     return not room.startswith("secret")
+
+
+#: The interleaving the outage test met under load, forced: the unasked join of a permanent
+#: room waits here (after the hello) until the test has taken Redis away.
+HOLD: dict[str, asyncio.Event] = {}
+
+
+async def hold_permanent_join(user, room):
+    if room == "general" and HOLD:
+        HOLD["entered"].set()
+        await HOLD["release"].wait()
+    return True
 
 
 # -- permanent ----------------------------------------------------------------------------------
@@ -70,6 +83,42 @@ async def test_a_member_s_every_connection_joins_unasked(redis_client):
             ("presence.state", {"room": "general"}), ("presence.state", {"room": "design"})
         )
         await other.close()
+        await shutdown()
+    channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_permanent_join_cut_short_by_an_outage_is_made_when_redis_is_back(redis_client):
+    """Redis goes away between a connection's hello and its unasked join of a permanent room:
+    the join is refused ("unavailable"). The browser never asked for that room, so it will not
+    ask again (presence.js retries only its own joins): the connection itself joins it when
+    Redis answers again (its next heartbeat), and the browser gets the room's state."""
+    channel_layers.backends.clear()
+    with presence_settings(CAN_JOIN="tests.test_rooms.hold_permanent_join", PERMANENT_ROOMS=True):
+        alice, cookie = await make_user("alice")
+        await sync_to_async(rooms.add_member)(alice, "general")
+        HOLD.update(entered=asyncio.Event(), release=asyncio.Event())
+        try:
+            opening = asyncio.ensure_future(Socket.open(cookie, name="alice"))
+            await asyncio.wait_for(HOLD["entered"].wait(), 10)  # hello sent, join under way
+            with presence_settings(
+                CAN_JOIN="tests.test_rooms.hold_permanent_join",
+                PERMANENT_ROOMS=True,
+                REDIS_URL="redis://127.0.0.1:1/0",  # the store's Redis is away
+            ):
+                HOLD["release"].set()
+                tab = await opening
+                refused = await tab.wait_for("error", timeout=10, room="general")
+                assert refused["code"] == "unavailable"
+        finally:
+            HOLD.clear()
+        assert await presence.aroom_members("general") == []
+        # Redis is back: the next heartbeat makes the join the outage cut short.
+        tab.beat()
+        state = await tab.wait_for("presence.state", timeout=10, room="general")
+        assert [m["user"] for m in state["members"]] == [str(alice.pk)]
+        assert await presence.aroom_members("general") == [str(alice.pk)]
+        await tab.close()
         await shutdown()
     channel_layers.backends.clear()
 

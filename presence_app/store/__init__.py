@@ -7,6 +7,7 @@ scripts. The store knows nothing of Django or Channels: give it a client and a S
 from redis import exceptions as rx
 
 from .aio import AsyncStore
+from .base import BaseStore
 from .sync import Store
 from .types import (
     CONTROL_CHARACTERS,
@@ -40,6 +41,7 @@ __all__ = [
     "CONTROL_CHARACTERS",
     "ONLINE_STATES",
     "AsyncStore",
+    "BaseStore",
     "InvalidInput",
     "Presence",
     "PresenceError",

@@ -6,8 +6,11 @@ kinds of socket see each other in a room."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
+
+from tests.timing import limit, said
 
 from ..users import login_name
 from .clients import Client
@@ -15,6 +18,11 @@ from .conftest import eventually
 from .settings import TIMERS
 
 pytestmark = pytest.mark.timeout(90)
+
+#: A grace long enough that a reload (a close, a handshake, a join) falls within it however
+#: loaded the machine: the reliability servers' 1 s is tight for that under a CPU hog.
+GRACE = 3.0
+LEASE_TTL = 2 * GRACE
 
 
 def chat_client(server, user, name=""):
@@ -25,7 +33,10 @@ def chat_client(server, user, name=""):
 
 async def test_a_chat_socket_carries_presence(db, servers, store):
     users = db.users(["ann", "ben", "cy"])
-    server = await servers.astart()
+    server = await servers.astart(
+        env={"PRESENCE_OVERRIDES": json.dumps({"DISCONNECT_GRACE": GRACE, "LEASE_TTL": LEASE_TTL})}
+    )
+    loop = asyncio.get_running_loop()
     ann = await chat_client(server, users["ann"]).connect()
     ben = await chat_client(server, users["ben"]).connect()
     cy = await Client(server, users["cy"]).connect()  # the plain presence socket
@@ -66,11 +77,15 @@ async def test_a_chat_socket_carries_presence(db, servers, store):
     assert (await ann.wait_for("presence.update", self=True))["state"] == "dnd"
 
     # Grace: a reload within DISCONNECT_GRACE is no leave and no join.
+    closed_at = loop.time()
     await ben.close()
     ben = await chat_client(server, users["ben"]).connect()
     await ben.join("lobby")
     ben.beat(0.5)
-    await asyncio.sleep(TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 0.5)
+    reloaded = loop.time() - closed_at
+    assert reloaded < GRACE, f"the reload took {reloaded:.2f} s, past the grace: no test of it"
+    # A window for a stray leave or join: past the old connection's grace and a sweep.
+    await asyncio.sleep(GRACE - reloaded + TIMERS["SWEEP_INTERVAL"] + 0.5)
     seen = [
         f
         for f in cy.drain()
@@ -79,13 +94,11 @@ async def test_a_chat_socket_carries_presence(db, servers, store):
     assert seen == []
 
     # A dropped chat socket is cleaned up like any other: a leave to the room after the grace.
+    promise = GRACE + TIMERS["SWEEP_INTERVAL"]
+    dropped_at = loop.time()
     await ann.abort()
-    await cy.wait_for(
-        "presence.leave",
-        room="lobby",
-        user=users["ann"].id,
-        timeout=TIMERS["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"] + 5,
-    )
+    await cy.wait_for("presence.leave", room="lobby", user=users["ann"].id, timeout=limit(promise))
+    print(said("a dropped chat socket's leave", loop.time() - dropped_at, promise))
     await eventually(lambda: users["ann"].id not in store.online(), 5, "ann swept")
     assert store.room_members("lobby") and users["ann"].id not in store.room_members("lobby")
 

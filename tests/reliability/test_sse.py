@@ -8,13 +8,16 @@ rate limit)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 
 import pytest
 import redis
 
 from tests.frame_waits import about
 from tests.sse_client import HttpError, SseClient, request
+from tests.timing import limit
 
 from .clients import Client
 from .conftest import eventually
@@ -22,8 +25,9 @@ from .settings import TIMERS
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.parametrize("kind", ["uvicorn", "daphne"])]
 
-#: A loaded 2-core machine: grace + sweep + the event's way, with room to spare.
-GONE = TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"] + 6
+#: A closed connection is gone a grace and a sweep later (the promise), held to tests/timing.py's
+#: multiple of it.
+GONE = limit(TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"])
 
 
 async def test_socket_and_sse_users_see_each_other(db, servers, store, kind):
@@ -187,4 +191,51 @@ async def test_rest_calls_meet_the_sockets_checks(db, servers, store, redis_serv
         "the streams' channels unsubscribed",
     )
     streams.close()
+    assert server.tracebacks() == 0, server.log()
+
+
+#: Streams opened at once by the test below (each a user of its own).
+STREAMS = 10
+
+
+def held(pid: int, database: str) -> tuple[int, int]:
+    """(threads, descriptors open on the database file) of the process ``pid``."""
+    with open(f"/proc/{pid}/status") as status:
+        threads = next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+    files = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            files += os.readlink(f"/proc/{pid}/fd/{fd}") == database
+    return threads, files
+
+
+async def test_an_open_stream_holds_no_thread_nor_database_connection(db, servers, kind):
+    """Django serves each ASGI request on a thread of its own (a ThreadSensitiveContext) that
+    opens the session's database connection and lives until the response ends: for a stream,
+    its whole life, 1.6-3x a socket's memory (docs/benchmarks.md, row 11). An open stream lets
+    both go (lifecycle.leave_request_thread), and still works: its hello, a join, its close."""
+    users = db.users([f"s{i}" for i in range(STREAMS + 1)])
+    server = await servers.astart(server=kind)
+    database = os.path.realpath(db.path)
+    first = await SseClient(server, users["s0"]).connect()  # start-up's threads and connections
+    await first.join("doc-0")
+    base = held(server.pid, database)
+    streams = [await SseClient(server, users[f"s{i}"]).connect() for i in range(1, STREAMS + 1)]
+
+    def grown() -> tuple[int, int]:
+        threads, files = held(server.pid, database)
+        return threads - base[0], files - base[1]
+
+    # The request threads end as the streams open (one of them may still be on its way out);
+    # before the fix each stream kept one, and the connection it opened.
+    await eventually(
+        lambda: grown()[0] <= 1 and grown()[1] <= 0,
+        30,
+        "no thread nor connection per stream",
+        detail=grown,
+    )
+    state = await streams[-1].join("doc-0")  # the streams carry on: their sync calls have a thread
+    assert {m["user"] for m in state["members"]} == {users["s0"].id, users[f"s{STREAMS}"].id}
+    for stream in [first, *streams]:
+        await stream.close()
     assert server.tracebacks() == 0, server.log()
