@@ -5,6 +5,7 @@ that room sees it, and the chat's own group and text frames work beside presence
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -27,6 +28,16 @@ from chat.consumers import ChatConsumer  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+#: The URL room's join waits here (after the hello) until the test has taken Redis away.
+HOLD: dict[str, asyncio.Event] = {}
+
+
+async def hold_url_join(user, room):
+    if room == "lobby" and HOLD:
+        HOLD["entered"].set()
+        await HOLD["release"].wait()
+    return True
 
 
 def chat_app() -> Any:
@@ -100,3 +111,29 @@ async def test_a_room_name_presence_refuses_leaves_the_chat_working(fast):
     await ann.send_text(json.dumps({"message": "still here"}))  # the tutorial's, untyped
     assert await chat_text(ann) == {"type": "chat.message", "message": "still here"}
     await ann.close()
+
+
+async def test_the_url_room_join_cut_short_by_an_outage_is_made_when_redis_is_back(fast):
+    """The browser never asked for the URL's room, so it will not ask again: like a permanent
+    room's, the join an outage refused is made by the connection once Redis answers."""
+    hook = "tests.test_tutorial_consumer.hold_url_join"
+    with presence_settings(CAN_JOIN=hook):
+        ann, cookie = await make_user("ann")
+        HOLD.update(entered=asyncio.Event(), release=asyncio.Event())
+        try:
+            opening = asyncio.ensure_future(
+                Socket.open(cookie, path="/ws/chat/lobby/", app=chat_app(), name="ann")
+            )
+            await asyncio.wait_for(HOLD["entered"].wait(), 10)  # hello sent, join under way
+            with presence_settings(CAN_JOIN=hook, REDIS_URL="redis://127.0.0.1:1/0"):
+                HOLD["release"].set()
+                sock = await opening
+                refused = await sock.wait_for("error", timeout=10, room="lobby")
+                assert refused["code"] == "unavailable"
+        finally:
+            HOLD.clear()
+        assert await get_async_store().room_members("lobby") == []
+        sock.beat()  # Redis is back: the next heartbeat makes the join
+        state = await sock.wait_for("presence.state", timeout=10, room="lobby")
+        assert [m["user"] for m in state["members"]] == [str(ann.pk)]
+        await sock.close()
