@@ -7,6 +7,9 @@
 - ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
   registries ship.
 - ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
+- ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
+  erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
+  (tests/settings_uuid.py), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
 - ``drf``: ``presence_app[drf]`` with Django REST framework, on the oldest and newest Django.
@@ -139,6 +142,63 @@ def tests(session: nox.Session, django: str) -> None:
     core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"), cluster=True)
     session.run("coverage", "combine", "-q")  # the workers' data files (pyproject's patch)
     session.run("coverage", "report")
+
+
+#: What `uuid_users` runs on tests/settings_uuid.py's user model (UUID primary key, email login):
+#: every path a user id takes, from the socket to the LastSeen rows, and one browser.
+UUID_USER_TESTS = [
+    "tests/test_uuid_users.py",
+    "tests/test_user_ids.py",
+    "tests/test_front_door.py",
+    "tests/test_consumer.py",
+    "tests/test_api.py",
+    "tests/test_templatetags.py",
+    "tests/test_admin.py",
+    "tests/test_rooms.py",
+    "tests/test_lastseen.py",
+    "tests/test_demo_users.py",
+    "tests/test_tutorial_consumer.py",
+    "tests/test_erasure.py",
+    "tests/test_visibility.py",
+    "tests/test_drf.py",
+    "tests/test_privacy.py",
+    "tests/test_htmx.py",
+    "tests/reliability/test_sse.py",
+    "tests/reliability/test_mixin.py",
+    "tests/e2e/test_sse.py",
+    "tests/e2e/test_tutorial.py",
+]
+
+
+def pinned(name: str) -> str:
+    """requirements.txt's pin of ``name`` (what `make test` uses)."""
+    for line in Path("requirements.txt").read_text().splitlines():
+        if line.split("==")[0].split("[")[0].strip().lower() == name:
+            return line.strip()
+    raise LookupError(name)
+
+
+@nox.session(python=NEWEST[0])
+def uuid_users(session: nox.Session) -> None:
+    """Every path a user id takes on a UUID-and-email user model (tests/settings_uuid.py); the
+    browser test needs Chromium (or PRESENCE_SKIP_BROWSER=1)."""
+    # DRF too: its serializer field and filter on UUID primary keys.
+    install(session, ".[drf]", f"django~={NEWEST[1]}.0", "--group", "test")
+    install(session, pinned("playwright"))
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-m",
+        "not cluster",
+        "--ds=tests.settings_uuid",
+        "-n",
+        WORKERS,
+        *UUID_USER_TESTS,
+        *session.posargs,
+        env={"REDIS_URL": ""},
+    )
 
 
 @nox.session(python=CELLS[0][0])

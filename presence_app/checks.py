@@ -303,3 +303,117 @@ def check_audience_and_tenants(app_configs=None, **kwargs) -> list:
             )
         )
     return errors
+
+
+# -- what the project around the app must provide ------------------------------------------------
+#: Session engines that keep sessions in django.contrib.sessions' table.
+DB_SESSION_ENGINES = (
+    "django.contrib.sessions.backends.db",
+    "django.contrib.sessions.backends.cached_db",
+)
+
+
+def _installed(app: str) -> bool:
+    from django.apps import apps
+
+    return apps.is_installed(app)
+
+
+@register(Tags.compatibility)
+def check_project(app_configs=None, **kwargs) -> list:
+    """Settings and apps outside ``PRESENCE`` that the app needs, found here rather than as a
+    500, a socket closed at once or a page that never goes live."""
+    messages: list = []
+    engine = getattr(settings, "SESSION_ENGINE", "")
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
+    # Only a site that uses sessions (a token-authenticated one may have no sessions app).
+    uses_sessions = any(m.endswith("SessionMiddleware") for m in middleware)
+    if uses_sessions and engine in DB_SESSION_ENGINES and not _installed("django.contrib.sessions"):
+        messages.append(
+            Error(
+                f"SESSION_ENGINE is {engine!r} but django.contrib.sessions is not in "
+                "INSTALLED_APPS: the socket and the SSE stream know their user from the session, "
+                "and reading it fails (logins and the WebSocket handshake end in errors).",
+                hint="Add 'django.contrib.sessions' to INSTALLED_APPS (and run migrate), or use "
+                "another SESSION_ENGINE (e.g. 'django.contrib.sessions.backends.signed_cookies').",
+                id="presence_app.E020",
+            )
+        )
+    static = _installed("django.contrib.staticfiles")
+    if static and not getattr(settings, "STATIC_URL", None):
+        messages.append(
+            Error(
+                "STATIC_URL is not set: every {% static %} tag raises ImproperlyConfigured, so "
+                "pages loading presence.js or presence.css (the admin's live dashboard too) "
+                "answer 500.",
+                hint="Set STATIC_URL, e.g. STATIC_URL = 'static/'.",
+                id="presence_app.E021",
+            )
+        )
+    if not static:
+        messages.append(
+            Warning(
+                "django.contrib.staticfiles is not in INSTALLED_APPS: presence.js and "
+                "presence.css are the app's static files, and neither collectstatic nor the "
+                "development server finds them (their URLs answer 404, no dot goes live).",
+                hint="Add 'django.contrib.staticfiles' to INSTALLED_APPS and serve the collected "
+                "files (WhiteNoise or your web server), or serve presence_app/static yourself.",
+                id="presence_app.W021",
+            )
+        )
+    if "default" not in (getattr(settings, "CHANNEL_LAYERS", None) or {}):
+        messages.append(
+            Warning(
+                "CHANNEL_LAYERS has no 'default' layer: presence is not pushed to browsers "
+                "(WebSockets fail when they connect, the SSE stream answers 503).",
+                hint='Set CHANNEL_LAYERS = {"default": {"BACKEND": '
+                '"channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": '
+                '[{"address": REDIS_URL, "socket_timeout": None}]}}}.',
+                id="presence_app.W020",
+            )
+        )
+    if _installed("daphne") and not getattr(settings, "ASGI_APPLICATION", None):
+        # A warning: a project may run daphne on an explicit application path instead.
+        messages.append(
+            Warning(
+                "daphne is in INSTALLED_APPS but ASGI_APPLICATION is not set: its runserver "
+                "cannot start, and nothing serves the presence WebSocket.",
+                hint="Set ASGI_APPLICATION = 'mysite.asgi.application' (your asgi.py's "
+                "ProtocolTypeRouter with presence_app.routing.websocket_urlpatterns).",
+                id="presence_app.W024",
+            )
+        )
+    if "presence_app.middleware.PresenceMiddleware" in middleware and not any(
+        m.endswith("AuthenticationMiddleware") for m in middleware
+    ):
+        messages.append(
+            Warning(
+                "PresenceMiddleware is in MIDDLEWARE without an AuthenticationMiddleware: "
+                "requests carry no user, so they keep nobody online.",
+                hint="Add 'django.contrib.auth.middleware.AuthenticationMiddleware' to MIDDLEWARE.",
+                id="presence_app.W022",
+            )
+        )
+    return messages
+
+
+@register(Tags.urls)
+def check_urls(app_configs=None, **kwargs) -> list:
+    """presence.js falls back to ``presence/sse/`` (and its REST calls) where WebSockets are
+    blocked, and the JSON API lives there too: the project's URLconf must include them."""
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        reverse("presence_app:sse")
+    except NoReverseMatch:
+        return [
+            Warning(
+                "presence_app.urls is not in the URLconf: the SSE fallback of presence.js "
+                "(where WebSockets are blocked) and the JSON API answer 404.",
+                hint="Add path('presence/', include('presence_app.urls')) to your urls.py.",
+                id="presence_app.W023",
+            )
+        ]
+    except Exception:  # a broken URLconf: Django's own URL checks report it
+        return []
+    return []

@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol, rooms, tenants
+from . import conf, dispatch, frames, protocol, tenants
 from .limits import TokenBucket
 from .protocol import FrameError
 from .resilience import OutageTolerantConsumer
+from .rooms import permanent_rooms_to_join
 from .session import PresenceSession
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -59,9 +61,14 @@ class PresenceConsumerMixin:
 
     presence: PresenceSession | None = None
 
-    async def presence_connect(self) -> bool:
+    async def presence_connect(self, rooms: Iterable[str] = ()) -> bool:
         """Starts presence on an accepted socket and sends the ``hello`` frame. An anonymous
-        user's socket is closed with 4401 (reconnecting will not help) and False returned."""
+        user's socket is closed with 4401 (reconnecting will not help) and False returned.
+
+        ``rooms``: rooms the socket is in from the start, without the browser asking (a chat
+        consumer's room from its URL route), each asked of ``CAN_JOIN`` as a join frame is and
+        answered the same way (the room's snapshot, or an error frame); one an outage refused
+        is joined when Redis answers again, as a permanent room is."""
         user = self.scope.get("user")  # type: ignore[attr-defined]
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
@@ -76,8 +83,10 @@ class PresenceConsumerMixin:
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
         )
         await self.presence_send(await self.presence.open())
-        # Members of permanent rooms are in them on every connection, unasked.
-        for room in await rooms.permanent_rooms_to_join(user, []):
+        # The rooms asked for here (a URL's) and the permanent rooms of a member, unasked.
+        wanted = list(dict.fromkeys(rooms))
+        for room in [*wanted, *await permanent_rooms_to_join(user, wanted)]:
+            # The browser did not ask: a join an outage refused is owed (frames.join_unasked).
             error = await frames.join_unasked(self.presence, room)
             if error is not None:
                 await self.presence_send(error)

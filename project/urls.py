@@ -5,12 +5,17 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import include, path, re_path
 
-from project.demo.users import ADMIN, DEMO_PASSWORD, DEMO_USERS
+from project.demo.users import ADMIN, DEMO_PASSWORD, DEMO_USERS, login_name
 
 # The login page lists the demo's users (it is a demo: their passwords are in the README).
 login = auth_views.LoginView.as_view(
     redirect_authenticated_user=True,
-    extra_context={"demo_users": DEMO_USERS, "demo_password": DEMO_PASSWORD, "demo_admin": ADMIN},
+    extra_context={
+        # (name, what it logs in with: the name, or an email address for an email user model)
+        "demo_users": [(name, login_name(name)) for name in DEMO_USERS],
+        "demo_password": DEMO_PASSWORD,
+        "demo_admin": (login_name(ADMIN[0]), ADMIN[1]),
+    },
 )
 
 urlpatterns = [

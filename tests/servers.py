@@ -80,16 +80,21 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
+from project.demo.users import login_name
+
 specs = json.load(sys.stdin)
-User = get_user_model()
-names = [s["username"] for s in specs]
+User = get_user_model()  # any model: its USERNAME_FIELD holds the name (or name@example.com)
+field = User.USERNAME_FIELD
+logins = {s["username"]: login_name(s["username"]) for s in specs}
 User._default_manager.bulk_create(
-    [User(username=s["username"], is_staff=s.get("is_staff", False),
+    [User(**{field: logins[s["username"]]}, is_staff=s.get("is_staff", False),
           is_superuser=s.get("is_superuser", False),
           password=make_password(s.get("password"))) for s in specs],
     ignore_conflicts=True,
 )
-users = User._default_manager.in_bulk(names, field_name="username")
+found = User._default_manager.in_bulk(list(logins.values()), field_name=field)
+users = {name: found[login] for name, login in logins.items()}
+names = list(logins)
 perms = [s for spec in specs for s in spec.get("permissions", ())]
 if perms:
     from django.contrib.auth.models import Permission
@@ -168,7 +173,8 @@ class Database:
 
 
 class AsgiServer:
-    """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess."""
+    """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess; or a
+    project's ``manage.py runserver`` (``server="runserver"``, ``manage``: its path)."""
 
     def __init__(
         self,
@@ -181,13 +187,15 @@ class AsgiServer:
         ready_path: str = "/accounts/login/",
         access_log: bool = False,
         log_dir: Path | None = None,
+        manage: str = "manage.py",
         graceful: int = 5,
     ) -> None:
-        if server not in ("uvicorn", "daphne"):
-            raise ValueError("server is 'uvicorn' or 'daphne'")
+        if server not in ("uvicorn", "daphne", "runserver"):
+            raise ValueError("server is 'uvicorn', 'daphne' or 'runserver'")
         self.db = db
         self.kind = server
         self.app = app
+        self.manage = manage
         self.name = name
         self.ready_path = ready_path
         self.access_log = access_log
@@ -220,6 +228,16 @@ class AsgiServer:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def command(self) -> list[str]:
+        if self.kind == "runserver":
+            # daphne's runserver (daphne in INSTALLED_APPS): ASGI_APPLICATION, and with DEBUG
+            # the static files, as in development; ``manage``: the project's manage.py.
+            return [
+                sys.executable,
+                self.manage,
+                "runserver",
+                "--noreload",
+                f"127.0.0.1:{self.port}",
+            ]
         if self.kind == "daphne":
             args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
             if not self.access_log:

@@ -7,6 +7,8 @@ cannot drift from it: ensure_redis_url() puts the run's Redis into the environme
 demo's settings read REDIS_URL, before they are imported.
 """
 
+import os
+
 from presence_app.testing import ensure_redis_url
 
 ensure_redis_url()
@@ -15,3 +17,8 @@ from project.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+
+# tests/settings_uuid.py (and every server a run under it starts): the UUID-and-email user model.
+if os.environ.get("PRESENCE_TEST_USERS") == "uuid":
+    INSTALLED_APPS = [*INSTALLED_APPS, "tests.accounts"]  # noqa: F405
+    AUTH_USER_MODEL = "accounts.User"

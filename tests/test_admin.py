@@ -12,6 +12,8 @@ from presence_app.connection import get_store
 from presence_app.models import LastSeen
 from presence_app.touches import batcher
 
+from .users import create_user, login_name, names
+
 pytestmark = pytest.mark.django_db
 
 URL = "/admin/presence_app/lastseen/dashboard/"
@@ -21,7 +23,7 @@ URL = "/admin/presence_app/lastseen/dashboard/"
 def people(django_user_model, redis_client):
     """ann online in the lobby, ben idle, cy busy in two rooms, di offline, eve invisible (in
     the lobby too, where nobody but superusers may know it)."""
-    users = {n: django_user_model.objects.create_user(n) for n in ("ann", "ben", "cy", "di", "eve")}
+    users = {n: create_user(n) for n in ("ann", "ben", "cy", "di", "eve")}
     now = time.time()
     presence.connect("ann-1", users["ann"].pk)
     presence.join("lobby", "ann-1", users["ann"].pk)
@@ -43,7 +45,7 @@ def people(django_user_model, redis_client):
 @pytest.fixture
 def viewer(django_user_model):
     """Staff with nothing but the view permission on LastSeen."""
-    user = django_user_model.objects.create_user("viewer", is_staff=True)
+    user = create_user("viewer", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="view_lastseen"))
     return user
 
@@ -53,14 +55,14 @@ def states(response):
 
 
 def listed(response):
-    return [row.user.username for row in response.context["rows"]]
+    return [row.user.get_username() for row in response.context["rows"]]
 
 
 def test_the_dashboard_for_a_superuser(client, admin_user, people):
     client.force_login(admin_user)
     response = client.get(URL)
     assert response.status_code == 200
-    assert sorted(listed(response)) == ["ann", "ben", "cy", "eve"]
+    assert sorted(listed(response)) == names("ann", "ben", "cy", "eve")
     assert states(response) == {"online": 1, "idle": 1, "dnd": 1, "invisible": 1}
     assert response.context["online_total"] == 4
     assert response.context["rooms"] == [("lobby", 2), ("design", 1)]
@@ -71,7 +73,9 @@ def test_the_dashboard_for_a_superuser(client, admin_user, people):
     # Three samples half an hour apart: three dots, no lines invented between them.
     assert html.count("<polyline") == 3
     assert 'id="presence-chart-data"' in html and "presence-updated" in html
-    cy = next(row for row in response.context["rows"] if row.user.username == "cy")
+    cy = next(
+        row for row in response.context["rows"] if row.user.get_username() == login_name("cy")
+    )
     assert cy.presence.state == "dnd" and cy.rooms == ["design", "lobby"]
 
 
@@ -79,17 +83,17 @@ def test_staff_with_the_view_permission_do_not_see_invisible_users(client, viewe
     client.force_login(viewer)
     response = client.get(URL)
     assert response.status_code == 200
-    assert sorted(listed(response)) == ["ann", "ben", "cy"]
+    assert sorted(listed(response)) == names("ann", "ben", "cy")
     assert states(response) == {"online": 1, "idle": 1, "dnd": 1}
     assert response.context["online_total"] == 3
     assert "eve" not in response.content.decode()
 
 
 def test_others_are_refused(client, django_user_model, people):
-    client.force_login(django_user_model.objects.create_user("joe"))
+    client.force_login(create_user("joe"))
     response = client.get(URL)
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
-    client.force_login(django_user_model.objects.create_user("staffer", is_staff=True))
+    client.force_login(create_user("staffer", is_staff=True))
     assert client.get(URL).status_code == 403
     assert client.get("/admin/presence_app/presencedashboard/").status_code == 403
 
@@ -108,7 +112,7 @@ def test_redis_down_shows_a_banner(client, admin_user, redis_down):
 
 def test_search_paging_and_the_live_partial(client, admin_user, people, monkeypatch):
     client.force_login(admin_user)
-    assert listed(client.get(URL, {"q": "CY"})) == ["cy"]
+    assert listed(client.get(URL, {"q": "CY"})) == names("cy")
     assert listed(client.get(URL, {"q": "di"})) == []  # offline: not listed
     monkeypatch.setattr(dashboard, "PER_PAGE", 3)
     batcher.flush()  # the admin's own requests' touch

@@ -43,3 +43,62 @@ def test_unreachable_redis_is_a_warning():
 def test_sentinels_must_be_host_port_pairs():
     assert "presence_app.E009" in ids(SENTINELS="127.0.0.1:26379")
     assert "presence_app.E009" in ids(SENTINELS=[("127.0.0.1", 26379)], CLUSTER=True, SHARDS=4)
+
+
+# -- what the project around the app provides: apps, middleware, layers, URLs ------------------
+def project_ids(**overrides):
+    """The presence check ids run_checks reports with Django settings ``overrides``; each
+    with a hint that needs no file a pip install lacks."""
+    with override_settings(**overrides):
+        found = [m for m in run_checks() if m.id.startswith("presence_app.")]
+    for message in found:
+        assert message.hint, message.id
+        assert not any(ref in message.hint for ref in ("docs/", "README", ".md")), message.id
+    return sorted({m.id for m in found})
+
+
+def without(app):
+    return [a for a in settings.INSTALLED_APPS if a != app]
+
+
+def test_the_test_project_needs_none_of_the_project_checks():
+    assert project_ids() == []
+
+
+def test_database_sessions_without_the_sessions_app():
+    assert "presence_app.E020" in project_ids(INSTALLED_APPS=without("django.contrib.sessions"))
+    signed = "django.contrib.sessions.backends.signed_cookies"
+    found = project_ids(INSTALLED_APPS=without("django.contrib.sessions"), SESSION_ENGINE=signed)
+    assert "presence_app.E020" not in found
+    # A site without sessions at all (token authentication, say) is not told to add them.
+    middleware = [m for m in settings.MIDDLEWARE if not m.endswith("SessionMiddleware")]
+    found = project_ids(INSTALLED_APPS=without("django.contrib.sessions"), MIDDLEWARE=middleware)
+    assert "presence_app.E020" not in found
+
+
+def test_staticfiles_without_a_static_url():
+    # project/urls.py reads STATIC_URL: the URLconf of the app alone
+    assert "presence_app.E021" in project_ids(STATIC_URL=None, ROOT_URLCONF="presence_app.urls")
+
+
+def test_no_staticfiles_app():
+    assert "presence_app.W021" in project_ids(INSTALLED_APPS=without("django.contrib.staticfiles"))
+
+
+def test_no_channel_layer():
+    assert "presence_app.W020" in project_ids(CHANNEL_LAYERS={})
+
+
+def test_daphne_without_an_asgi_application():
+    apps = ["daphne", *settings.INSTALLED_APPS]
+    assert "presence_app.W024" in project_ids(INSTALLED_APPS=apps, ASGI_APPLICATION=None)
+    assert "presence_app.W024" not in project_ids(INSTALLED_APPS=apps)
+
+
+def test_presence_middleware_without_authentication():
+    middleware = [m for m in settings.MIDDLEWARE if not m.endswith("AuthenticationMiddleware")]
+    assert "presence_app.W022" in project_ids(MIDDLEWARE=middleware)
+
+
+def test_urls_not_included():
+    assert "presence_app.W023" in project_ids(ROOT_URLCONF="tests.urls_without_presence")

@@ -19,6 +19,7 @@ from presence_app.store import scripts
 
 from .frame_waits import about
 from .timing import limit, said
+from .users import json_id
 from .ws import (
     FAST,
     ORIGIN,
@@ -310,10 +311,10 @@ async def test_typing_is_throttled_and_not_echoed(alice, bob):
 async def test_watch_add_and_remove(alice, bob, carol):
     a = await Socket.open(alice[1], name="alice")
     b = await Socket.open(bob[1], name="bob")
-    await a.send(type="watch", users=[int(b.user)])  # ints are ids too
+    await a.send(type="watch", users=[json_id(b.user)])  # ints are ids too
     state = await a.wait_for("presence.state", watch=True)
     assert [m["user"] for m in state["members"]] == [b.user]
-    await a.send(type="watch", add=[carol[0].pk])
+    await a.send(type="watch", add=[json_id(carol[0].pk)])
     members = (await a.wait_for("presence.state", watch=True))["members"]
     assert [(m["user"], m["state"]) for m in members] == [(str(carol[0].pk), "offline")]
     c = await Socket.open(carol[1], name="carol")

@@ -16,6 +16,7 @@ from presence_app.connection import get_store
 from presence_app.models import LastSeen, RoomMembership
 
 from .frame_waits import CLOSED
+from .users import create_user, login_name
 from .ws import Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,14 +72,14 @@ async def test_a_forgotten_user_leaves_nothing_behind(redis_client, how):
 
 
 def test_export_prints_what_is_stored_about_one_user(redis_client, django_user_model):
-    ann = django_user_model.objects.create_user("ann")
+    ann = create_user("ann")
     presence.connect("ann-1", ann, device="phone")
     presence.join("lobby", "ann-1", ann)
     presence.set_status(ann, "dnd", message="Focus")
     rooms.add_member(ann, "team")
     LastSeen.objects.create(user=ann, last_seen_at="2026-01-01T00:00Z", device="phone")
     out = StringIO()
-    call_command("presence", "export", "ann", stdout=out)
+    call_command("presence", "export", login_name("ann"), stdout=out)  # the login
     data = json.loads(out.getvalue())
     assert data["user"] == str(ann.pk)
     assert data["record"]["st"] == "dnd" and data["record"]["msg"] == "Focus"

@@ -9,13 +9,13 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
-from django.contrib.auth import get_user_model
 from django.template import Context, Template
 from django.test import RequestFactory, override_settings
 
 from presence_app import presence, signals
 from presence_app.store import InvalidInput
 
+from .users import acreate_user, create_user
 from .ws import FAST, Socket, make_user, presence_settings, shutdown
 
 
@@ -47,7 +47,7 @@ def with_presence(**overrides):
 @pytest.fixture
 def someone_in_lobby(redis_client, django_user_model):
     """ann, in "lobby" on a connection opened from Python."""
-    ann = django_user_model.objects.create_user("ann")
+    ann = create_user("ann")
     presence.connect("ann-1", ann)
     presence.join("lobby", "ann-1", ann)
     return ann
@@ -197,8 +197,8 @@ async def test_calls_from_python_reach_a_socket_in_the_room(redis_client, signal
     channel_layers.backends.clear()
     with presence_settings():
         _, cookie = await make_user("alice")
-        bob = await sync_to_async(get_user_model().objects.create_user)("bob")
-        carol = await sync_to_async(get_user_model().objects.create_user)("carol")
+        bob = await acreate_user("bob")
+        carol = await acreate_user("carol")
         bob_id, carol_id = str(bob.pk), str(carol.pk)
         sock = await Socket.open(cookie, name="alice")
         sock.beat()  # alice's lease outlives the sweep below

@@ -8,11 +8,13 @@ from django.template import Context, Template
 
 from presence_app.htmx import presence_of, sse_event
 
+from .users import create_user
+
 pytestmark = pytest.mark.django_db
 
 
 def test_the_url_tag_names_rooms_and_users(django_user_model):
-    ann = django_user_model.objects.create_user("ann")
+    ann = create_user("ann")
     html = Template(
         '{% load presence %}{% presence_sse_html_url rooms="lobby,design" users=people %}|'
         "{% presence_sse_html_url %}"

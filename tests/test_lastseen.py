@@ -11,6 +11,8 @@ from presence_app import dispatch, lastseen, presence
 from presence_app.models import LastSeen
 from presence_app.touches import batcher
 
+from .users import create_user, login_name, names
+
 pytestmark = pytest.mark.django_db
 
 T = 1_800_000_000.0
@@ -22,7 +24,7 @@ def at(ts):
 
 @pytest.fixture
 def users(django_user_model):
-    return [django_user_model.objects.create_user(name) for name in ("ann", "ben", "cy", "di")]
+    return [create_user(name) for name in ("ann", "ben", "cy", "di")]
 
 
 def test_the_offline_transition_writes_last_seen(redis_client, users):
@@ -72,10 +74,10 @@ def test_flush_upserts_every_online_user_in_pages(redis_client, users):
     with CaptureQueriesContext(connection) as queries:
         assert lastseen.flush(batch=2, now=now) == 3
     assert len(queries) == 4  # two pages: which ids are users, then one upsert each
-    rows = {row.user.username: row for row in LastSeen.objects.select_related("user")}
-    assert sorted(rows) == ["ann", "ben", "cy"]
+    rows = {row.user.get_username(): row for row in LastSeen.objects.select_related("user")}
+    assert sorted(rows) == names("ann", "ben", "cy")
     assert all(row.last_seen_at == at(now) for row in rows.values())
-    assert rows["ann"].device == "phone"
+    assert rows[login_name("ann")].device == "phone"
     assert LastSeen.objects.count() == 3  # updated in place, not duplicated
 
 

@@ -20,6 +20,7 @@ from presence_app import presence
 from presence_app.connection import get_store
 from presence_app.models import LastSeen
 
+from .users import create_user
 from .ws import Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +41,7 @@ def render(source, viewer, **context):
 @pytest.fixture
 def people(redis_client, django_user_model):
     """ann, bob and cat, each seen an hour ago and offline since."""
-    users = [django_user_model.objects.create_user(n) for n in ("ann", "bob", "cat")]
+    users = [create_user(n) for n in ("ann", "bob", "cat")]
     gone = time.time() - HOUR
     for user in users:
         presence.touch(user, now=gone)

@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
-from django.contrib.auth import get_user_model
 from django.template import Context, Template
 from django.test import RequestFactory
 
 from presence_app import presence, rooms
 from presence_app.models import LastSeen, RoomMembership
 
+from .users import create_user, login_name, names
 from .ws import Socket, make_user, presence_settings, shutdown
 
 
@@ -127,8 +127,7 @@ async def test_a_permanent_join_cut_short_by_an_outage_is_made_when_redis_is_bac
 def test_member_list_has_offline_members_with_last_seen(
     redis_client, redis_calls, django_assert_num_queries, client
 ):
-    User = get_user_model()
-    ann, ben, cat = (User.objects.create_user(n) for n in ("ann", "ben", "cat"))
+    ann, ben, cat = (create_user(n) for n in ("ann", "ben", "cat"))
     for user in (ann, ben, cat):
         rooms.add_member(user, "general")
     seen = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
@@ -140,10 +139,10 @@ def test_member_list_has_offline_members_with_last_seen(
     with django_assert_num_queries(1):
         members = rooms.members("general", viewer=ann)
     assert redis_calls.total == 1
-    assert [(m.user.username, m.presence.state, m.last_seen) for m in members] == [
-        ("ann", "online", members[0].presence.last_seen_at),
-        ("ben", "offline", seen),
-        ("cat", "offline", None),
+    assert [(m.user.get_username(), m.presence.state, m.last_seen) for m in members] == [
+        (login_name("ann"), "online", members[0].presence.last_seen_at),
+        (login_name("ben"), "offline", seen),
+        (login_name("cat"), "offline", None),
     ]
     assert members[0].last_seen is not None
 
@@ -151,10 +150,12 @@ def test_member_list_has_offline_members_with_last_seen(
     body = client.get("/presence/api/rooms/general/members/").json()
     assert body["count"] == 3
     assert [(m["username"], m["state"], m["last_seen_at"]) for m in body["members"][1:]] == [
-        ("ben", "offline", seen.isoformat()),
-        ("cat", "offline", None),
+        (login_name("ben"), "offline", seen.isoformat()),
+        (login_name("cat"), "offline", None),
     ]
-    assert body["members"][0]["username"] == "ann" and body["members"][0]["last_seen_at"]
+    assert (
+        body["members"][0]["username"] == login_name("ann") and body["members"][0]["last_seen_at"]
+    )
     # The live set of the same room holds ann alone: the roster is the permanent story.
     assert presence.room_members("general") == [str(ann.pk)]
 
@@ -162,16 +163,15 @@ def test_member_list_has_offline_members_with_last_seen(
     request.user = cat
     html = Template(
         "{% load presence %}{% room_roster 'general' as ms %}"
-        "{% for m in ms %}{{ m.user.username }}:{{ m.presence.state }};{% endfor %}"
+        "{% for m in ms %}{{ m.user.get_username }}:{{ m.presence.state }};{% endfor %}"
     ).render(Context({"request": request}))
-    assert html == "ann:online;ben:offline;cat:offline;"
+    assert html == "{}:online;{}:offline;{}:offline;".format(*names("ann", "ben", "cat"))
 
 
 # -- ephemeral and reactive ---------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_an_ephemeral_room_lives_from_first_join_to_last_leave(redis_client):
-    User = get_user_model()
-    ann, ben = User.objects.create_user("ann"), User.objects.create_user("ben")
+    ann, ben = create_user("ann"), create_user("ben")
     assert ("doc-7", 1) not in presence.rooms()
     presence.connect("a", ann)
     presence.connect("b", ben)
@@ -211,7 +211,7 @@ async def test_a_reactive_room_is_its_viewers_live_presence(redis_client):
 
 @pytest.mark.django_db(transaction=True)
 def test_memberships_in_the_admin(admin_client, django_user_model, redis_client):
-    ann = django_user_model.objects.create_user("ann")
+    ann = create_user("ann")
     rooms.add_member(ann, "general")
     page = admin_client.get("/admin/presence_app/roommembership/")
     assert page.status_code == 200

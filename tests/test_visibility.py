@@ -30,6 +30,7 @@ from presence_app import lastseen, presence, rooms
 from presence_app.models import LastSeen
 from presence_app.store import InvalidInput
 
+from .users import create_user
 from .ws import Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,7 +62,7 @@ def team(redis_client, django_user_model):
     """ann sees bob only; bob and cat are online, dnd with a message, members of "team"."""
     RELATION.clear()
     CALLS.clear()
-    ann, bob, cat = (django_user_model.objects.create_user(n) for n in ("ann", "bob", "cat"))
+    ann, bob, cat = (create_user(n) for n in ("ann", "bob", "cat"))
     for user in (bob, cat):
         presence.connect(f"{user.pk}-c", user)
         presence.set_status(user, "dnd", message="busy")
@@ -142,7 +143,7 @@ def test_6_with_redis_away_the_durable_fallback_asks_the_policy(team, redis_down
 
 # -- 7: every unbounded item has a bound ---------------------------------------------------------
 def test_7_permanent_rooms_per_user_are_capped(redis_client, django_user_model):
-    ann = django_user_model.objects.create_user("ann")
+    ann = create_user("ann")
     with override_settings(PRESENCE={**settings.PRESENCE, "MAX_PERMANENT_ROOMS": 3}):
         for n in range(3):
             assert rooms.add_member(ann, f"r{n}")

@@ -9,13 +9,12 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.test import AsyncClient, override_settings
 
 from .frame_waits import CLOSED, FrameWaits
+from .users import acreate_user
 
 ORIGIN = b"http://testserver"
 
@@ -39,9 +38,9 @@ def application() -> Any:
     return application
 
 
-async def make_user(username: str) -> tuple[Any, str]:
-    """A user and the session cookie of a login."""
-    user = await sync_to_async(get_user_model().objects.create_user)(username, password="x")
+async def make_user(name: str) -> tuple[Any, str]:
+    """A user (of any user model: tests/users.py) and the session cookie of a login."""
+    user = await acreate_user(name, password="x")
     client = AsyncClient()
     await client.aforce_login(user)
     return user, client.cookies[settings.SESSION_COOKIE_NAME].value
@@ -67,13 +66,15 @@ class Socket(FrameWaits):
         origin: bytes | None = ORIGIN,
         path: str = "/ws/presence/",
         name: str = "",
+        app: Any = None,
     ) -> Socket:
+        """A logged-in socket (``cookie``) on ``app`` (the demo's project.asgi by default)."""
         headers = []
         if origin is not None:
             headers.append((b"origin", origin))
         if cookie is not None:
             headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()))
-        sock = cls(WebsocketCommunicator(application(), path, headers=headers), name)
+        sock = cls(WebsocketCommunicator(app or application(), path, headers=headers), name)
         connected, _ = await sock.comm.connect(timeout=5)
         assert connected
         sock.hello = await sock.wait_for("hello")

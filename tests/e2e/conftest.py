@@ -23,6 +23,7 @@ import pytest
 from presence_app.testing import free_port
 
 from ..browser import SKIP_REASON, chromium_path, launch, skip_browser
+from ..users import login_name
 from .settings import TIMERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +197,7 @@ class Demo:
             context = self.browser.new_context(viewport=VIEWPORT)
             page = context.new_page()
             page.goto(f"{self.server.url}/accounts/login/")
-            page.fill("#id_username", user)
+            page.fill("#id_username", login_name(user))
             page.fill("#id_password", PASSWORDS.get(user, DEMO_PASSWORD))
             page.click(".login-card button.primary")
             page.wait_for_url(f"{self.server.url}/")

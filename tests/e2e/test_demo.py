@@ -13,6 +13,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from ..users import login_name
+
 pytestmark = pytest.mark.e2e
 
 
@@ -23,7 +25,7 @@ def has_class(name: str) -> re.Pattern[str]:
 def row(page, where: str, name: str):
     """``name``'s row in the room page's "In this room" (``here``) or "Not in this room"
     (``away``) list."""
-    return page.locator(f'#{where} .member[data-name="{name}"]')
+    return page.locator(f'#{where} .member[data-name="{login_name(name)}"]')
 
 
 def dot(page, where: str, name: str):

@@ -12,6 +12,7 @@ import pytest
 
 from tests.timing import limit, said
 
+from ..users import login_name
 from .clients import Client
 from .conftest import eventually
 from .settings import TIMERS
@@ -60,7 +61,11 @@ async def test_a_chat_socket_carries_presence(db, servers, store):
     # in the same room has no handler for them and carries on.
     await ann.send(type="chat.message", room="lobby", text="hello")
     message = await ben.wait_for("chat.message")
-    assert (message["user"], message["text"], message["name"]) == (users["ann"].id, "hello", "ann")
+    assert (message["user"], message["text"], message["name"]) == (
+        users["ann"].id,
+        "hello",
+        login_name("ann"),
+    )
     await ann.send(type="chat.message", room="elsewhere", text="hi")
     assert (await ann.wait_for("error", frame="chat.message"))["code"] == "not_joined"
     await ann.send(type="join", room="closed-1")  # the reliability servers' CAN_JOIN

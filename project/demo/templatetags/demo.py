@@ -14,7 +14,9 @@ register = template.Library()
 def avatar_hue(user) -> int:
     """A stable hue per user, the same as demo.js' ``Demo.hue``."""
     pk = str(getattr(user, "pk", user))
-    return (int(pk) * 67 + 200) % 360 if pk.isdigit() else 210
+    # A UUID (or any other key) by its characters: not one colour for every such user.
+    number = int(pk) if pk.isdigit() else sum(map(ord, pk))
+    return (number * 67 + 200) % 360
 
 
 @register.simple_tag(takes_context=True)

@@ -51,7 +51,8 @@
 
   /* The avatar colour of a user id, as the server's avatar_hue filter. */
   function hue(uid) {
-    return /^\d+$/.test(uid) ? (Number(uid) * 67 + 200) % 360 : 210;
+    const n = /^\d+$/.test(uid) ? Number(uid) : [...uid].reduce((s, c) => s + c.codePointAt(0), 0);
+    return (n * 67 + 200) % 360;
   }
 
   global.Demo = {connect, ago, statusText, hue};

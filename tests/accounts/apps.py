@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "tests.accounts"
+    label = "accounts"
+    default_auto_field = "django.db.models.BigAutoField"
