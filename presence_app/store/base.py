@@ -86,9 +86,16 @@ class BaseStore(_Samples):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
-    def __init__(self, config: StoreConfig | None = None) -> None:
+    def __init__(self, config: StoreConfig | None = None, layout: int = 2) -> None:
         self.config = config or StoreConfig()
-        self.plans = Planner(self.config)
+        if layout == 3:  # being built, not for use: docs/store-layout-3.md
+            from .plans3 import Planner3
+
+            self.plans: Planner = Planner3(self.config)
+        elif layout == 2:
+            self.plans = Planner(self.config)
+        else:
+            raise InvalidInput(f"unknown store layout {layout}")
         self.keys: KeySpace = self.plans.keys
 
     def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it

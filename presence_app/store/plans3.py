@@ -1,0 +1,156 @@
+"""Layout 3's plans (docs/store-layout-3.md): BEING BUILT, not the store's layout.
+
+``Store(client, config, layout=3)`` uses them; the default store is layout 2. Built so far:
+``connect``, ``heartbeat_many`` (and ``heartbeat``), ``disconnect``, ``get_many`` (and ``get``),
+``online``, ``online_count`` and ``sweep``, for users without rooms or a status. Every other
+operation raises ``NotImplementedError`` rather than touch layout-2 keys.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from typing import Any
+
+from .keys import KeySpace
+from .plans import Call, Plan, Planner, user_id_of, user_ids_of
+from .types import SEP_BYTES, Presence, StoreConfig
+
+LAYOUT_3 = 3
+
+
+def deriver3(
+    viewer: str, reveal_all: bool, config: StoreConfig
+) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
+    """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``: a connected
+    user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner; idle is the
+    record's flag (announced by the process that saw the activity stop); an offline user's last
+    seen is the latest of their record's, K_LAST's and their score not swept yet."""
+    span = config.lease_ttl
+    new = object.__new__
+
+    def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
+        now = float(reply[0])
+        out: dict[str, Presence] = {}
+        first = 0
+        for c in range(1, len(reply), 5):
+            seen_, hidden_, ends_, records, lasts = reply[c : c + 5]
+            last_ = first + len(seen_)
+            for uid, seen, hidden, ends, raw, gone in zip(
+                user_ids[first:last_],
+                seen_,
+                hidden_ or repeat(None),
+                ends_ or repeat(None),
+                records,
+                lasts or repeat(None),
+                strict=False,
+            ):
+                p = new(Presence)
+                d = p.__dict__
+                d["user_id"] = uid
+                out[uid] = p
+                if raw is None:
+                    st = la = ls = lv = msg = emo = dev = mx = meta = idle = b""
+                else:
+                    if isinstance(raw, str):
+                        raw = raw.encode()
+                    st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP_BYTES, 11)
+                d["meta"] = json.loads(meta) if meta else {}
+                if st == b"invisible" and not (reveal_all or uid == viewer):
+                    d.update(
+                        state="offline",
+                        last_seen=float(lv) if lv else None,
+                        last_active=None,
+                        message="",
+                        emoji="",
+                        device="",
+                    )
+                    continue
+                score = hidden if st == b"invisible" else seen
+                d["last_active"] = float(la) if la else None
+                if score and (float(ends) if ends else float(score) + span) >= now:
+                    d["last_seen"] = now
+                    if st == b"invisible":
+                        d["state"] = "invisible"
+                    elif st == b"dnd":
+                        d["state"] = "dnd"
+                    elif idle == b"1":
+                        d["state"] = "idle"
+                    else:
+                        d["state"] = "online"
+                else:
+                    d["state"] = "offline"
+                    d["last_seen"] = (
+                        max(
+                            float(ls) if ls else 0.0,
+                            float(gone) if gone else 0.0,
+                            float(score) if score else 0.0,
+                        )
+                        or None
+                    )
+                message, emoji = msg.decode(), emo.decode()
+                if mx and float(mx) < now:
+                    message = emoji = ""
+                d["message"], d["emoji"], d["device"] = message, emoji, dev.decode()
+            first = last_
+        return out
+
+    return derive
+
+
+class Planner3(Planner):
+    """Layout 3's plans for one configuration and one process (``process``: this process's id,
+    random by default; it names the process's lease and its connections)."""
+
+    def __init__(self, config: StoreConfig, process: str | None = None) -> None:
+        super().__init__(config)
+        self.keys = KeySpace(config.prefix, config.shards, layout=LAYOUT_3)
+        self.process = process or secrets.token_hex(4)
+
+    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
+        c = self.config
+        keys = (
+            KeySpace.seen(tag),
+            KeySpace.hidden(tag),
+            KeySpace.until(tag),
+            KeySpace.procs(tag),
+            KeySpace.last(tag),
+        )
+        head = (
+            tag,
+            "" if now is None else repr(float(now)),
+            c.lease_ttl,
+            c.disconnect_grace,
+            c.online_window,
+            c.idle_after,
+            int(c.metadata_ttl),
+            c.registry_buckets,
+            self.process,
+        )
+        return Call(f"3/{script}", keys, head + args)
+
+    def _not_built(self, *args: Any, **kwargs: Any) -> Plan:
+        raise NotImplementedError("store layout 3 is being built: docs/store-layout-3.md")
+
+    touch = touch_many = activity = join = leave = set_status = _not_built  # type: ignore[assignment]
+    state_counts = user_rooms = room_members = _not_built  # type: ignore[assignment]
+
+    def get_many(
+        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
+    ) -> Plan:
+        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        viewer_id = "" if viewer is None else user_id_of(viewer)
+        groups = self.by_shard(uids)
+        tags = list(groups)
+        calls = [self.call("get_many", tag, now, "\n".join(groups[tag])) for tag in tags]
+        derive = deriver3(viewer_id, reveal_all, self.config)
+
+        def finish(replies: list[Any]) -> dict[str, Presence]:
+            found: dict[str, Presence] = {}
+            for tag, reply in zip(tags, replies, strict=True):
+                found.update(derive(groups[tag], reply))
+            return {uid: found[uid] for uid in uids}
+
+        return Plan(calls, finish)
