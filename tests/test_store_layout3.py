@@ -10,7 +10,7 @@ several, process leases (kill -9), the grace, the stale-listing sweep and the re
 import pytest
 import redis
 
-from presence_app.store import AsyncStore, Store, StoreConfig
+from presence_app.store import AsyncStore, Store, StoreConfig, UnknownConnection
 from presence_app.store.keys import KeySpace, registry_bucket
 
 T = 1_800_000_000.0
@@ -166,11 +166,88 @@ def test_the_registry_cleaner_removes_a_dead_process_s_fields(make3):
 def test_what_is_not_built_says_so(make3):
     store = make3()
     with pytest.raises(NotImplementedError):
-        store.set_status("u1", "dnd")
-    with pytest.raises(NotImplementedError):
         store.touch("u1")
     with pytest.raises(NotImplementedError):
-        store.join("lobby", "c1", "u1")
+        store.activity("u1")
+
+
+def test_rooms_live_as_long_as_their_connections_and_a_reload_shows_nothing(make3):
+    store, watcher = make3(), make3()
+    store.connect("c1", "u1", now=T)
+    assert kinds(store.join("lobby", "c1", "u1", now=T)) == [("join", "u1")]
+    assert store.join("lobby", "c1", "u1", now=T) == []
+    assert store.room_members("lobby", now=T + 1) == ["u1"]
+    assert store.user_rooms("u1") == ["lobby"]
+    with pytest.raises(UnknownConnection):
+        store.join("lobby", "nope", "u1", now=T)
+    # a second device in another room; the first one closes: its room is left after the grace
+    store.connect("c2", "u1", now=T + 1)
+    store.join("design", "c2", "u1", now=T + 1)
+    store.disconnect("c1", "u1", now=T + 2)
+    assert store.room_members("lobby", now=T + 3) == ["u1"]  # within the grace
+    assert kinds(watcher.sweep(now=T + 2 + GRACE + 1)) == [("leave", "u1")]
+    assert store.room_members("lobby", now=T + 30) == [] and store.user_rooms("u1") == ["design"]
+    # a reload within the grace: no leave, no join, no offline
+    store.disconnect("c2", "u1", now=T + 40)
+    store.connect("c3", "u1", now=T + 41)
+    assert store.join("design", "c3", "u1", now=T + 41) == []
+    assert watcher.sweep(now=T + 40 + GRACE + 1) == []
+    assert store.room_members("design", now=T + 70) == ["u1"]
+    # leaving by hand, then closing for good: leave, then offline
+    assert kinds(store.leave("design", "c3", "u1", now=T + 80)) == [("leave", "u1")]
+    store.join("design", "c3", "u1", now=T + 81)
+    store.disconnect("c3", "u1", now=T + 82)
+    gone = watcher.sweep(now=T + 82 + GRACE + 1)
+    assert kinds(gone) == [("leave", "u1"), ("offline", "u1")]
+    assert store.room_members("design", now=T + 110) == [] and store.user_rooms("u1") == []
+
+
+def test_a_killed_process_leaves_its_connections_rooms(make3):
+    a, b = make3(), make3()
+    a.connect("a1", "u1", now=T)
+    a.join("lobby", "a1", "u1", now=T)
+    b.connect("b1", "u1", now=T)
+    b.join("design", "b1", "u1", now=T)
+    a.connect("a2", "u2", now=T)
+    a.join("lobby", "a2", "u2", now=T)
+    b.heartbeat_many([("b1", "u1")], now=T + 60)
+    gone = b.sweep(now=T + LEASE + 1)
+    assert sorted(kinds(gone)) == [("leave", "u1"), ("leave", "u2"), ("offline", "u2")]
+    assert b.room_members("lobby", now=T + 92) == [] and b.room_members("design", now=T + 92) == [
+        "u1"
+    ]
+    assert b.user_rooms("u1") == ["design"] and b.get("u1", now=T + 92).state == "online"
+
+
+def test_status_dnd_and_invisible(make3):
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    store.join("lobby", "c1", "u1", now=T)
+    tag = store.keys.tag_for_user("u2")
+    store.connect("c2", "u2", now=T)
+    changed = store.set_status("u2", message="lunch", emoji="🍜", device="phone", now=T + 1)
+    assert kinds(changed) == [("update", "u2")] and changed[0].message == "lunch"
+    assert store.client.get(KeySpace.user(tag, "u2")) is not None  # a status: a record
+    p = store.get("u2", now=T + 2)
+    assert (p.state, p.message, p.emoji, p.device) == ("online", "lunch", "🍜", "phone")
+    assert store.set_status("u2", message="", emoji="", device="", now=T + 3)
+    assert store.client.get(KeySpace.user(tag, "u2")) is None  # the default again: no record
+    assert kinds(store.set_status("u1", "dnd", now=T + 4)) == [("update", "u1")]
+    assert store.get("u1", now=T + 5).state == "dnd"
+    # invisible: offline to others, leaving the room; themself and superusers see it
+    hidden = store.set_status("u1", "invisible", now=T + 6)
+    assert kinds(hidden) == [("leave", "u1"), ("offline", "u1")]
+    assert store.get("u1", now=T + 7).state == "offline"
+    assert store.get("u1", viewer="u1", now=T + 7).state == "invisible"
+    assert store.online(now=T + 7) == ["u2"] and store.room_members("lobby", now=T + 7) == []
+    assert store.online(now=T + 7, include_invisible=True) == ["u1", "u2"]
+    assert store.heartbeat_many([("c1", "u1")], now=T + 60) == []  # a hidden user beats too
+    assert store.state_counts(now=T + 61).invisible == 1
+    back = store.set_status("u1", "auto", now=T + 70)
+    assert kinds(back) == [("online", "u1"), ("join", "u1")]
+    assert store.room_members("lobby", now=T + 71) == ["u1"]
+    counts = store.state_counts(now=T + 71)
+    assert (counts.online, counts.dnd, counts.invisible, counts.total) == (2, 0, 0, 2)
 
 
 async def test_the_async_face(presence_redis_url, redis_client):

@@ -2,8 +2,10 @@
 
 ``Store(client, config, layout=3)`` uses them; the default store is layout 2. Built so far:
 ``connect``, ``heartbeat_many`` (and ``heartbeat``), ``disconnect``, ``get_many`` (and ``get``),
-``online``, ``online_count`` and ``sweep``, for users without rooms or a status. Every other
-operation raises ``NotImplementedError`` rather than touch layout-2 keys.
+``online``, ``online_count``, ``sweep``, ``set_status``, ``join``, ``leave``,
+``room_members``, ``user_rooms`` and ``state_counts``. Not yet: ``touch``/``touch_many`` (the
+``web`` index), ``activity`` and ``idle``: they raise ``NotImplementedError`` rather than touch
+layout-2 keys.
 """
 
 from __future__ import annotations
@@ -134,8 +136,24 @@ class Planner3(Planner):
     def _not_built(self, *args: Any, **kwargs: Any) -> Plan:
         raise NotImplementedError("store layout 3 is being built: docs/store-layout-3.md")
 
-    touch = touch_many = activity = join = leave = set_status = _not_built  # type: ignore[assignment]
-    state_counts = user_rooms = room_members = _not_built  # type: ignore[assignment]
+    touch = touch_many = activity = _not_built  # type: ignore[assignment]
+
+    def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
+        """The rooms of the users' connections, from their records (a plain user has none)."""
+        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+
+        def rooms(raw: Any) -> list[str]:
+            if not raw:
+                return []
+            fields = (raw.decode() if isinstance(raw, bytes) else raw).split("\x1f")
+            conns = json.loads(fields[11]) if fields[11] else {}
+            # an entry is [process, room, ...]; a closed one's process is "~<end of its grace>"
+            return sorted({r for e in conns.values() if isinstance(e, list) for r in e[1:]})
+
+        return Plan(
+            calls, lambda replies: {u: rooms(r) for u, r in zip(uids, replies, strict=True)}
+        )
 
     def get_many(
         self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None

@@ -34,7 +34,19 @@ class Script:
 
 
 #: Layout 3's scripts (lua3/, being built: docs/store-layout-3.md), named "3/<name>".
-NAMES_3 = ("connect", "disconnect", "get_many", "heartbeat", "online", "sweep")
+NAMES_3 = (
+    "connect",
+    "counts",
+    "disconnect",
+    "get_many",
+    "heartbeat",
+    "join",
+    "leave",
+    "online",
+    "room",
+    "set_status",
+    "sweep",
+)
 
 
 def _read(name: str, folder: str = "lua") -> str:

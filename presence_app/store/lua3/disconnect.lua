@@ -1,5 +1,6 @@
--- disconnect(user, conn): a clean close. Another live connection left: nothing public. None
--- left: the grace (an end in K_UNTIL), which a reconnect within it clears and the sweep ends.
+-- disconnect(user, conn): a clean close. The connection is held through the grace (its rooms
+-- too: a reload within it shows no leave and no join); with no other connection left the user's
+-- presence ends with the grace (K_UNTIL), which a reconnect clears and the sweep announces.
 local uid, cid = ARGV[A], ARGV[A + 1]
 renew_proc()
 local uk = ukey(uid)
@@ -12,9 +13,21 @@ if not listed then
   return transitions()
 end
 local conns = live_conns(uid, u, true)
-if conns[cid] == nil then return transitions() end
-conns[cid] = nil
+local e = conns[cid]
+if e == nil or string.sub(e[1], 1, 1) == '~' then return transitions() end
+local others = false
+for other, f in pairs(conns) do
+  if other ~= cid and string.sub(f[1], 1, 1) ~= '~' then others = true end
+end
+if #e > 1 then
+  local closing = {'~' .. sc(NOW + GRACE)}
+  for i = 2, #e do closing[#closing + 1] = e[i] end
+  conns[cid] = closing
+else
+  conns[cid] = nil
+end
 keep_conns(uid, u, uk, conns, la or u.la, true)
+schedule_graces(uid, conns)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
-if next(conns) == nil then redis.call('ZADD', K_UNTIL, sc(NOW + GRACE), uid) end
+if not others then redis.call('ZADD', K_UNTIL, sc(NOW + GRACE), uid) end
 return transitions()

@@ -1,5 +1,5 @@
--- Layout 3 (docs/store-layout-3.md; NOT the store's layout yet: Store(..., layout=3) only, and
--- only connect, heartbeat, disconnect, get_many, online and sweep are built). Shared prelude of
+-- Layout 3 (docs/store-layout-3.md; NOT the store's layout yet: Store(..., layout=3) only;
+-- touch, activity and idle are not built). Shared prelude of
 -- every layout-3 script (prepended by scripts.py).
 -- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
 -- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
@@ -11,8 +11,8 @@
 -- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records a sooner end (a closed
 -- last connection's grace). K_PROCS: process -> lease expiry, renewed by its calls. The
 -- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
--- "process\31conn\31last activity"; a user with more connections (or, later, rooms) keeps them
--- in their record (conns: {conn: process}) and is in TAG:p:<process> for each. K_LAST: offline
+-- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
+-- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline
 -- users by last seen. A registry field or record connection counts only while its process's
 -- lease runs and its user is listed: a dead process's entries are inert until removed.
 local K_SEEN, K_HIDDEN, K_UNTIL, K_PROCS, K_LAST = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -45,7 +45,7 @@ local function fmt(x) if x == nil then return '' end return string.format('%.6f'
 local function sc(x) return string.format('%.17g', x) end
 local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
 
--- The record: layout 2's fields (lib.lua), conns now {conn: process}.
+-- The record: layout 2's fields (lib.lua), conns now {conn: [process, room, ...]}.
 local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns'}
 local SEP = '\31'
 local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
@@ -92,13 +92,15 @@ end
 
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
 
--- Processes: a lease each. Every call of a process renews its own (connect, heartbeat).
+-- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
+-- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
 local alive_cache = {}
 local function proc_alive(p)
   if p == PROC then return true end
   local known = alive_cache[p]
   if known == nil then
-    known = (num(redis.call('ZSCORE', K_PROCS, p)) or -1) >= NOW
+    if string.sub(p, 1, 1) == '~' then known = (num(string.sub(p, 2)) or -1) >= NOW
+    else known = (num(redis.call('ZSCORE', K_PROCS, p)) or -1) >= NOW end
     alive_cache[p] = known
   end
   return known
@@ -114,39 +116,79 @@ local function registry_of(uid)
   return string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
 end
 
--- The user's live connections (conn -> process): the registry's or the record's, those whose
--- process's lease runs. `listed`: whether the user is in an index (an unlisted user has none).
+-- A connection is an entry {process, room, room, ...}. The user's live connections (conn ->
+-- entry): the registry's or the record's, those whose process's lease (or grace) runs.
+-- `listed`: whether the user is in an index (an unlisted user has none).
 local function live_conns(uid, u, listed)
   local out = {}
   if not listed then return out end
   local p, c = registry_of(uid)
-  if p and proc_alive(p) then out[c] = p end
-  for cid, proc in pairs(conns_of(u)) do
-    if proc_alive(proc) then out[cid] = proc end
+  if p and proc_alive(p) then out[c] = {p} end
+  for cid, e in pairs(conns_of(u)) do
+    if proc_alive(e[1]) then out[cid] = e end
   end
   return out
 end
 
--- Keeps the user's connections `conns` (conn -> process): one connection of a plain user in the
--- registry, else in the record (and the user in each process's set). Saves the record.
+-- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
+-- else in the record (and the user in each process's set). Saves the record.
 local function keep_conns(uid, u, uk, conns, la, listed)
-  local n, only_c, only_p = 0, nil, nil
-  for c, p in pairs(conns) do n = n + 1; only_c, only_p = c, p end
+  local n, only_c, only_e = 0, nil, nil
+  for c, e in pairs(conns) do n = n + 1; only_c, only_e = c, e end
+  local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
   local kept = {}
-  if n > 1 or not plain(u) then for _, p in pairs(conns) do kept[p] = true end end
-  for _, p in pairs(conns_of(u)) do  -- processes the record named and will not any more
-    if not kept[p] then redis.call('SREM', pkey(p), uid) end
+  if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
+  for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
+    if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
   end
-  if n == 1 and plain(u) then
-    redis.call('HSET', bkey(uid), uid, only_p .. SEP .. only_c .. SEP .. (la or ''))
+  if single then
+    redis.call('HSET', bkey(uid), uid, only_e[1] .. SEP .. only_c .. SEP .. (la or ''))
     u._c = {}; u.la = nil
   else
     redis.call('HDEL', bkey(uid), uid)
     u._c = conns
     if n > 0 then u.la = la or u.la end
-    for _, p in pairs(conns) do redis.call('SADD', pkey(p), uid) end
+    for p, _ in pairs(kept) do
+      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
+    end
   end
   save_user(uk, u, listed)
+end
+
+-- Rooms, as layout 2 (lib.lua): a member set per room and shard, K_ROOMS counts them.
+local K_ROOMS = TAG .. ':rooms'
+local function rkey(room) return TAG .. ':r:' .. esc(room) end
+local function room_add(uid, room)
+  if redis.call('ZADD', rkey(room), 'NX', sc(NOW), uid) == 1 then
+    redis.call('ZINCRBY', K_ROOMS, 1, room)
+    return true
+  end
+  return false
+end
+local function room_remove(uid, room)
+  if redis.call('ZREM', rkey(room), uid) == 1 then
+    if tonumber(redis.call('ZINCRBY', K_ROOMS, -1, room)) <= 0 then redis.call('ZREM', K_ROOMS, room) end
+    return true
+  end
+  return false
+end
+-- The rooms of a set of connections, sorted.
+local function rooms_in(conns)
+  local set, rooms = {}, {}
+  for _, e in pairs(conns) do
+    for i = 2, #e do
+      if not set[e[i]] then set[e[i]] = true; rooms[#rooms + 1] = e[i] end
+    end
+  end
+  table.sort(rooms)
+  return rooms
+end
+-- The rooms that `before` held and `after` does not.
+local function rooms_left(before, after)
+  local still, out = {}, {}
+  for _, r in ipairs(rooms_in(after)) do still[r] = true end
+  for _, r in ipairs(rooms_in(before)) do if not still[r] then out[#out + 1] = r end end
+  return out
 end
 
 -- Transitions, as layout 2 (lib.lua: emit).
@@ -171,6 +213,20 @@ local function emit(kind, uid, room, state, t, u, rooms)
   OUT[#OUT + 1] = kind .. '\31' .. uid .. '\31' .. (room or '') .. '\31' .. state .. '\31' .. t .. '\31' .. extra
 end
 local NONE = {}
+
+-- Closed connections in their grace that hold rooms: the user -> the earliest grace end, so that
+-- the sweep leaves those rooms then (a user with no connection left ends by K_UNTIL instead).
+local K_GRACES = TAG .. ':graces'
+local function schedule_graces(uid, conns)
+  local first = nil
+  for _, e in pairs(conns) do
+    if #e > 1 and string.sub(e[1], 1, 1) == '~' then
+      local t = num(string.sub(e[1], 2))
+      if first == nil or t < first then first = t end
+    end
+  end
+  if first then redis.call('ZADD', K_GRACES, sc(first), uid) else redis.call('ZREM', K_GRACES, uid) end
+end
 
 local function public_state(u)
   if u.st == 'invisible' then return 'offline' end

@@ -26,6 +26,14 @@ local function offline(uid, u, uk, idx, seen, has_record)
   list[#list + 1] = uid
   last[#last + 1] = seen; last[#last + 1] = uid
   if has_record then
+    if idx == K_SEEN then
+      for _, room in ipairs(rooms_in(conns_of(u))) do
+        if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
+      end
+    end
+    for _, e in pairs(conns_of(u)) do
+      if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+    end
     u._c = {}; u.idle = nil; u.w = nil
     save_user(uk, u, false)
   end
@@ -39,6 +47,7 @@ local function flush_gone()
     gone[idx] = {}
   end
   zrem(K_UNTIL, all)
+  zrem(K_GRACES, all)
   for first = 1, #last, 1000 do
     redis.call('ZADD', K_LAST, unpack(last, first, math.min(first + 999, #last)))
   end
@@ -55,18 +64,31 @@ for _, proc in ipairs(dead) do
     if raw then
       local u = decode(raw)
       local idx = index_of(u.st)
-      local listed = redis.call('ZSCORE', idx, uid) ~= false
+      local score = redis.call('ZSCORE', idx, uid)
+      local listed = score ~= false
+      local before = conns_of(u)
       local conns = {}
-      for c, p in pairs(conns_of(u)) do if p ~= proc then conns[c] = p end end
+      for c, e in pairs(before) do if e[1] ~= proc then conns[c] = e end end
       u._c = conns
       local left = live_conns(uid, u, listed)
-      keep_conns(uid, u, uk, left, u.la, listed)
-      if listed and next(left) == nil then redis.call('ZADD', K_UNTIL, sc(NOW), uid) end
+      u._c = before
+      if listed and next(left) == nil then
+        offline(uid, u, uk, idx, score, true)  -- no connection left: their rooms go with them
+      else
+        if listed and idx == K_SEEN then
+          for _, room in ipairs(rooms_left(before, left)) do
+            if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+          end
+        end
+        keep_conns(uid, u, uk, left, u.la, listed)
+        schedule_graces(uid, left)
+      end
     end
   end
   if redis.call('EXISTS', pkey(proc)) == 1 then more = 1
   else redis.call('ZREM', K_PROCS, proc) end  -- absent is dead: its registry fields stay inert
 end
+flush_gone()
 
 -- Pass 2. Graces that ended.
 local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
@@ -86,6 +108,28 @@ for _, uid in ipairs(ended) do
   end
 end
 flush_gone()
+
+-- Pass 2b. Closed connections' graces that ended while their user stays: their rooms are left.
+local graced = redis.call('ZRANGEBYSCORE', K_GRACES, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #graced >= limit then more = 1 end
+for _, uid in ipairs(graced) do
+  local uk = ukey(uid)
+  local u = decode(redis.call('GET', uk))
+  local idx = index_of(u.st)
+  local listed = redis.call('ZSCORE', idx, uid) ~= false
+  local left = live_conns(uid, u, listed)
+  if next(left) == nil then
+    redis.call('ZREM', K_GRACES, uid)  -- their end is K_UNTIL's
+  else
+    if idx == K_SEEN then
+      for _, room in ipairs(rooms_left(conns_of(u), left)) do
+        if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+      end
+    end
+    keep_conns(uid, u, uk, left, u.la, true)
+    schedule_graces(uid, left)
+  end
+end
 
 -- Pass 3. Listings older than SPAN: no process renews them. Records read in one MGET.
 for _, idx in ipairs({K_SEEN, K_HIDDEN}) do
