@@ -13,4 +13,5 @@ MODULES = [
     "bench.channel_layer",  # 9: the channel layer for many workers (issue 8)
     "bench.fanout",  # 10: a status change to 10 k / 100 k watchers; a 10 k-member room (issue 16)
     "bench.sse",  # 11: SSE streams beside WebSockets (issue 15)
+    "bench.store_layout3",  # 12: store layout 3 as built so far, through Store (being built)
 ]

@@ -251,7 +251,9 @@ class BaseStore(_Samples):
     @cached_property
     def planned(self) -> BaseStore:
         """This store's API returning plans instead of results, for :meth:`gather`."""
-        return _Planned(self.config)
+        planned = _Planned(self.config)
+        planned.plans, planned.keys = self.plans, self.keys  # the same layout and process
+        return planned
 
     def gather(self, *plans: Plan):
         """Runs independent reads in one round trip and returns their results in order::

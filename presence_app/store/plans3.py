@@ -27,38 +27,48 @@ def deriver3(
     viewer: str, reveal_all: bool, config: StoreConfig
 ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
     """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``: a connected
-    user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner; idle is the
+    user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner (the script
+    says which listings are live, so no score is parsed for a present user); idle is the
     record's flag (announced by the process that saw the activity stop); an offline user's last
     seen is the latest of their record's, K_LAST's and their score not swept yet."""
-    span = config.lease_ttl
     new = object.__new__
+    blank = {"last_active": None, "message": "", "emoji": "", "device": ""}
 
     def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
         now = float(reply[0])
+        online = {"state": "online", "last_seen": now, **blank}
+        offline = {"state": "offline", **blank}
         out: dict[str, Presence] = {}
         first = 0
-        for c in range(1, len(reply), 5):
-            seen_, hidden_, ends_, records, lasts = reply[c : c + 5]
+        for c in range(1, len(reply), 6):
+            seen_, hidden_, _, records, lasts, live_ = reply[c : c + 6]
             last_ = first + len(seen_)
-            for uid, seen, hidden, ends, raw, gone in zip(
+            for uid, seen, hidden, raw, gone, live in zip(
                 user_ids[first:last_],
                 seen_,
                 hidden_ or repeat(None),
-                ends_ or repeat(None),
                 records,
                 lasts or repeat(None),
+                live_,
                 strict=False,
             ):
                 p = new(Presence)
                 d = p.__dict__
                 d["user_id"] = uid
                 out[uid] = p
-                if raw is None:
-                    st = la = ls = lv = msg = emo = dev = mx = meta = idle = b""
-                else:
-                    if isinstance(raw, str):
-                        raw = raw.encode()
-                    st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP_BYTES, 11)
+                if raw is None:  # no record: a plain user (or unknown), one shared set of fields
+                    if live == 49:  # "1": Redis found the listing live
+                        d.update(online)
+                    else:
+                        d.update(offline)
+                        d["last_seen"] = (
+                            max(float(gone) if gone else 0.0, float(seen) if seen else 0.0) or None
+                        )
+                    d["meta"] = {}
+                    continue
+                if isinstance(raw, str):
+                    raw = raw.encode()
+                st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP_BYTES, 11)
                 d["meta"] = json.loads(meta) if meta else {}
                 if st == b"invisible" and not (reveal_all or uid == viewer):
                     d.update(
@@ -72,7 +82,7 @@ def deriver3(
                     continue
                 score = hidden if st == b"invisible" else seen
                 d["last_active"] = float(la) if la else None
-                if score and (float(ends) if ends else float(score) + span) >= now:
+                if live == 49:
                     d["last_seen"] = now
                     if st == b"invisible":
                         d["state"] = "invisible"
