@@ -163,12 +163,80 @@ def test_the_registry_cleaner_removes_a_dead_process_s_fields(make3):
     assert fields == [(b"ub", fields[0][1])] and fields[0][1].startswith(b.plans.process.encode())
 
 
-def test_what_is_not_built_says_so(make3):
+def test_an_http_only_user_is_one_web_entry(make3):
     store = make3()
-    with pytest.raises(NotImplementedError):
-        store.touch("u1")
-    with pytest.raises(NotImplementedError):
-        store.activity("u1")
+    assert kinds(store.touch("u1", now=T)) == [("online", "u1")]
+    assert store.touch("u1", now=T + 10) == []
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.zscore(f"{tag}:web", "u1") == T + 10
+    assert store.client.get(KeySpace.user(tag, "u1")) is None  # every request was activity
+    p = store.get("u1", now=T + 20)
+    assert (p.state, p.last_seen, p.last_active) == ("online", T + 20, T + 10)
+    assert store.online(now=T + 20) == ["u1"] and store.online_count(now=T + 20) == 1
+    store.connect("c2", "u2", now=T + 15)
+    assert store.online(now=T + 20) == ["u2", "u1"]  # both indexes, merged by score
+    assert store.sweep(now=T + 10 + 60 - 1) == []
+    gone = store.sweep(now=T + 10 + 60 + 1)  # ONLINE_WINDOW after the last request
+    assert kinds(gone) == [("offline", "u1")] and gone[0].at == T + 10
+    p = store.get("u1", now=T + 80)
+    assert (p.state, p.last_seen) == ("offline", T + 10)
+
+
+def test_http_then_a_socket_then_http(make3):
+    store = make3()
+    store.touch("u1", now=T)
+    assert store.connect("c1", "u1", now=T + 5) == []  # already online by HTTP
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.zscore(f"{tag}:web", "u1") is None  # listed by the connection now
+    store.disconnect("c1", "u1", now=T + 10)
+    store.touch("u1", now=T + 20)  # a request within the grace: the window holds them
+    assert store.sweep(now=T + 10 + GRACE + 1) == []
+    assert store.get("u1", now=T + 40).state == "online"
+    assert kinds(store.sweep(now=T + 20 + 60 + 1)) == [("offline", "u1")]
+
+
+def test_idle_is_announced_by_the_process_that_sees_the_activity_stop(make3):
+    store = make3()
+    devices = [("phone", "u1")]
+
+    def at(t: float) -> float:  # the process's heartbeats up to t (a heartbeat is no activity)
+        store.heartbeat_many(devices, now=t)
+        return t
+
+    store.connect("phone", "u1", now=T)
+    assert store.idle("u1", now=at(T + 100)) == []  # not IDLE_AFTER yet
+    at(T + 200)
+    changed = store.idle("u1", now=at(T + 301))
+    assert [(t.kind, t.state) for t in changed] == [("update", "idle")]
+    p = store.get("u1", now=T + 302)
+    assert (p.state, p.last_active) == ("idle", T)
+    assert store.idle("u1", now=at(T + 380)) == []  # announced once
+    changed = store.activity("u1", now=at(T + 450))
+    assert [(t.kind, t.state) for t in changed] == [("update", "online")]
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.get(KeySpace.user(tag, "u1")) is None  # active and plain again
+    # another device active meanwhile: the phone's process finds the user active
+    store.connect("laptop", "u1", now=at(T + 500))
+    devices.append(("laptop", "u1"))
+    store.activity("u1", now=at(T + 580))
+    assert store.idle("u1", now=at(T + 450 + 301)) == []
+    at(T + 800)
+    assert kinds(store.idle("u1", now=at(T + 580 + 301))) == [("update", "u1")]
+    assert store.get("u1", now=T + 882).state == "idle"
+    assert store.connect("tablet", "u1", now=at(T + 900))[0].state == "online"
+    assert store.get("u1", now=T + 901).state == "online"
+
+
+def test_an_http_user_goes_idle_with_a_request_without_activity(make3):
+    store = make3()
+    store.touch("u1", now=T)
+    for t in range(50, 300, 50):
+        assert store.touch("u1", activity=False, now=T + t) == []
+    changed = store.touch("u1", activity=False, now=T + 301)
+    assert [(t.kind, t.state) for t in changed] == [("update", "idle")]
+    assert store.get("u1", now=T + 302).state == "idle"
+    changed = store.touch("u1", now=T + 320)
+    assert [(t.kind, t.state) for t in changed] == [("update", "online")]
 
 
 def test_rooms_live_as_long_as_their_connections_and_a_reload_shows_nothing(make3):

@@ -116,6 +116,11 @@ class BaseStore(_Samples):
         lease keeps them online; an HTTP window would outlive their last tab)."""
         return self.run(self.plans.activity(user_id, now))
 
+    def idle(self, user_id, now: float | None = None):
+        """Layout 3 (being built): a process saw no activity on its connection of the user for
+        IDLE_AFTER; the user goes idle when no other device of theirs was active since."""
+        return self.run(self.plans.idle(user_id, now))
+
     def connect(self, conn_id: str, user_id, now: float | None = None, device: str | None = None):
         """A WebSocket opened: the connection takes a lease of LEASE_TTL."""
         return self.run(self.plans.connect(conn_id, user_id, device, now))

@@ -3,9 +3,9 @@
 ``Store(client, config, layout=3)`` uses them; the default store is layout 2. Built so far:
 ``connect``, ``heartbeat_many`` (and ``heartbeat``), ``disconnect``, ``get_many`` (and ``get``),
 ``online``, ``online_count``, ``sweep``, ``set_status``, ``join``, ``leave``,
-``room_members``, ``user_rooms`` and ``state_counts``. Not yet: ``touch``/``touch_many`` (the
-``web`` index), ``activity`` and ``idle``: they raise ``NotImplementedError`` rather than touch
-layout-2 keys.
+``room_members``, ``user_rooms``, ``state_counts``, ``touch``/``touch_many`` (the ``web``
+index), ``activity`` and ``idle`` (new: the process that saw a connection's activity stop calls
+it). Not yet: the upgrade from layout 2, ``ONLINE_WINDOW > LEASE_TTL``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def deriver3(
                 if raw is None:  # no record: a plain user (or unknown), one shared set of fields
                     if live == 49:  # "1": Redis found the listing live
                         d.update(online)
+                    elif live == 50:  # "2": an HTTP-only user, active at their last request
+                        d.update(online)
+                        d["last_active"] = float(gone)
                     else:
                         d.update(offline)
                         d["last_seen"] = (
@@ -81,8 +84,8 @@ def deriver3(
                     )
                     continue
                 score = hidden if st == b"invisible" else seen
-                d["last_active"] = float(la) if la else None
-                if live == 49:
+                d["last_active"] = float(la) if la else (float(gone) if live == 50 else None)
+                if live in (49, 50):
                     d["last_seen"] = now
                     if st == b"invisible":
                         d["state"] = "invisible"
@@ -143,10 +146,34 @@ class Planner3(Planner):
         )
         return Call(f"3/{script}", keys, head + args)
 
-    def _not_built(self, *args: Any, **kwargs: Any) -> Plan:
-        raise NotImplementedError("store layout 3 is being built: docs/store-layout-3.md")
+    def idle(self, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("idle", user_id, now)
 
-    touch = touch_many = activity = _not_built  # type: ignore[assignment]
+    def online(
+        self,
+        window: float | None,
+        offset: int,
+        limit: int | None,
+        include_invisible: bool,
+        now: float | None,
+    ) -> Plan:
+        # the connected ("0") and the HTTP-only ("2") of each shard, and the invisible ("1")
+        plan = super().online(window, offset, limit, include_invisible, now)
+        calls = [
+            self.call("online", tag, now, "list", index, *plan.calls[0].args[-2:])
+            for tag in self.keys.all_tags()
+            for index in (["0", "2", "1"] if include_invisible else ["0", "2"])
+        ]
+        return Plan(calls, plan.finish)
+
+    def online_count(self, window: float | None, now: float | None) -> Plan:
+        plan = super().online_count(window, now)
+        calls = [
+            self.call("online", tag, now, "count", index, plan.calls[0].args[-1])
+            for tag in self.keys.all_tags()
+            for index in ("0", "2")
+        ]
+        return Plan(calls, plan.finish)
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
         """The rooms of the users' connections, from their records (a plain user has none)."""

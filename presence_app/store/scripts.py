@@ -35,17 +35,20 @@ class Script:
 
 #: Layout 3's scripts (lua3/, being built: docs/store-layout-3.md), named "3/<name>".
 NAMES_3 = (
+    "activity",
     "connect",
     "counts",
     "disconnect",
     "get_many",
     "heartbeat",
+    "idle",
     "join",
     "leave",
     "online",
     "room",
     "set_status",
     "sweep",
+    "touch",
 )
 
 

@@ -1,5 +1,5 @@
 -- Layout 3 (docs/store-layout-3.md; NOT the store's layout yet: Store(..., layout=3) only;
--- touch, activity and idle are not built). Shared prelude of
+-- the upgrade from layout 2 is not built). Shared prelude of
 -- every layout-3 script (prepended by scripts.py).
 -- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
 -- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
@@ -91,6 +91,9 @@ local function save_user(uk, u, listed)
 end
 
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
+-- Visible users with no connection, by their last request (their presence: ONLINE_WINDOW).
+local K_WEB = TAG .. ':web'
+local function span_of(idx) if idx == K_WEB then return WINDOW end return SPAN end
 
 -- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
 -- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
@@ -240,7 +243,7 @@ local function present_list(idx, count)
   local out, offset = {}, 0
   local chunk = 1000
   if count >= 0 then chunk = math.min(math.max(count, 16), 1000) end
-  local floor = sc(NOW - SPAN)
+  local floor = sc(NOW - span_of(idx))
   local any_until = redis.call('EXISTS', K_UNTIL) == 1
   while count < 0 or #out < 2 * count do
     local page = redis.call('ZREVRANGEBYSCORE', idx, '+inf', floor, 'WITHSCORES', 'LIMIT', offset, chunk)
@@ -259,14 +262,16 @@ local function present_list(idx, count)
   return out
 end
 local function present_count(idx)
-  local n = redis.call('ZCOUNT', idx, sc(NOW - SPAN), '+inf')
-  local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW - SPAN), '(' .. sc(NOW))
+  local span = span_of(idx)
+  local n = redis.call('ZCOUNT', idx, sc(NOW - span), '+inf')
+  if idx == K_WEB then return n end  -- a web user's end is their window: never in K_UNTIL
+  local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW - span), '(' .. sc(NOW))
   for first = 1, #ended, 1000 do
     local chunk = {}
     for i = first, math.min(first + 999, #ended) do chunk[#chunk + 1] = ended[i] end
     for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
       local seen = num(s)
-      if seen and seen >= NOW - SPAN then n = n - 1 end
+      if seen and seen >= NOW - span then n = n - 1 end
     end
   end
   return n

@@ -4,7 +4,8 @@
 --    process no longer renews their score (pass 3);
 -- 2. users whose end in K_UNTIL is past (a closed last connection's grace), unless a
 --    connection came back;
--- 3. users whose last sign of life is older than SPAN (a killed process's, a silent one's);
+-- 3. users whose last sign of life is older than SPAN (a killed process's, a silent one's),
+--    and HTTP-only users whose last request is older than ONLINE_WINDOW;
 -- 4. a few registry buckets: fields of dead processes removed (they were inert already).
 -- Returns {more, transitions}: more = 1 when a pass hit its limit.
 local limit = tonumber(ARGV[A])
@@ -19,7 +20,7 @@ end
 
 -- Offline: removed from their index, last seen kept in K_LAST (one call each per pass), their
 -- record (if any) loses its connections and gets the metadata expiry.
-local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}}
+local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
 local last = {}
 local function offline(uid, u, uk, idx, seen, has_record)
   local list = gone[idx]
@@ -37,7 +38,7 @@ local function offline(uid, u, uk, idx, seen, has_record)
     u._c = {}; u.idle = nil; u.w = nil
     save_user(uk, u, false)
   end
-  if idx == K_SEEN then emit('offline', uid, nil, 'offline', seen, u, NONE) end
+  if idx ~= K_HIDDEN then emit('offline', uid, nil, 'offline', seen, u, NONE) end
 end
 local function flush_gone()
   local all = {}
@@ -131,9 +132,10 @@ for _, uid in ipairs(graced) do
   end
 end
 
--- Pass 3. Listings older than SPAN: no process renews them. Records read in one MGET.
-for _, idx in ipairs({K_SEEN, K_HIDDEN}) do
-  local rows = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - SPAN), 'WITHSCORES', 'LIMIT', 0, limit)
+-- Pass 3. Listings older than their span: no process renews them, no request came. Records
+-- read in one MGET.
+for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
+  local rows = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - span_of(idx)), 'WITHSCORES', 'LIMIT', 0, limit)
   if #rows >= 2 * limit then more = 1 end
   if #rows > 0 then
     local keys = {}
