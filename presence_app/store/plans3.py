@@ -146,6 +146,16 @@ class Planner3(Planner):
         )
         return Call(f"3/{script}", keys, head + args)
 
+    def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
+        """As layout 2's, and every shard gets a call, members or not: a batch is also the
+        process's keepalive, and its lease lives in every shard it may hold connections in."""
+        plan = super().heartbeat_many(pairs, now)
+        called = {call.args[0] for call in plan.calls}
+        keepalive = [
+            self.call("heartbeat", tag, now) for tag in self.keys.all_tags() if tag not in called
+        ]
+        return Plan(plan.calls + keepalive, plan.finish)
+
     def idle(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("idle", user_id, now)
 

@@ -1,6 +1,7 @@
 -- activity(user): the person did something on a live connection: a sign of life, their last
 -- activity (the registry field of a plain user, the record otherwise) and the end of an idle the
 -- record holds. Unlisted users are left alone.
+renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
 local uk = ukey(uid)
 local u = decode(redis.call('GET', uk))
@@ -8,7 +9,8 @@ local idx = index_of(u.st)
 if redis.call('ZSCORE', idx, uid) == false then return transitions() end
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)
 local was_idle = u.idle == '1'
-local p, c = registry_of(uid)
+local p, c, la = registry_of(uid)
+if not registry_live(uid, p, la) then p = nil end
 if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
 if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
 u.idle = nil

@@ -122,40 +122,24 @@ end
 -- A connection is an entry {process, room, room, ...}. The user's live connections (conn ->
 -- entry): the registry's or the record's, those whose process's lease (or grace) runs.
 -- `listed`: whether the user is in an index (an unlisted user has none).
+-- Whether a registry field still stands for a connection: its process lives, and the user was
+-- not evicted since (the sweep leaves a field behind and records the user's last seen in
+-- K_LAST: a field whose last activity is not later belongs to the ended listing).
+local function registry_live(uid, p, la)
+  if not (p and proc_alive(p)) then return false end
+  local ended = num(redis.call('ZSCORE', K_LAST, uid))
+  return ended == nil or (num(la) or 0) > ended
+end
+
 local function live_conns(uid, u, listed)
   local out = {}
   if not listed then return out end
-  local p, c = registry_of(uid)
-  if p and proc_alive(p) then out[c] = {p} end
+  local p, c, la = registry_of(uid)
+  if registry_live(uid, p, la) then out[c] = {p} end
   for cid, e in pairs(conns_of(u)) do
     if proc_alive(e[1]) then out[cid] = e end
   end
   return out
-end
-
--- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
--- else in the record (and the user in each process's set). Saves the record.
-local function keep_conns(uid, u, uk, conns, la, listed)
-  local n, only_c, only_e = 0, nil, nil
-  for c, e in pairs(conns) do n = n + 1; only_c, only_e = c, e end
-  local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
-  local kept = {}
-  if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
-  for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
-    if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
-  end
-  if single then
-    redis.call('HSET', bkey(uid), uid, only_e[1] .. SEP .. only_c .. SEP .. (la or ''))
-    u._c = {}; u.la = nil
-  else
-    redis.call('HDEL', bkey(uid), uid)
-    u._c = conns
-    if n > 0 then u.la = la or u.la end
-    for p, _ in pairs(kept) do
-      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
-    end
-  end
-  save_user(uk, u, listed)
 end
 
 -- Rooms, as layout 2 (lib.lua): a member set per room and shard, K_ROOMS counts them.
@@ -192,6 +176,36 @@ local function rooms_left(before, after)
   for _, r in ipairs(rooms_in(after)) do still[r] = true end
   for _, r in ipairs(rooms_in(before)) do if not still[r] then out[#out + 1] = r end end
   return out
+end
+
+-- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
+-- else in the record (and the user in each process's set). Saves the record.
+local on_dropped_room = nil  -- set below, once transitions can be emitted
+local function keep_conns(uid, u, uk, conns, la, listed)
+  -- rooms held only by connections dropped here (a dead process's, a grace's end) are left
+  if on_dropped_room then
+    for _, room in ipairs(rooms_left(conns_of(u), conns)) do on_dropped_room(uid, u, room) end
+  end
+  local n, only_c, only_e = 0, nil, nil
+  for c, e in pairs(conns) do n = n + 1; only_c, only_e = c, e end
+  local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
+  local kept = {}
+  if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
+  for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
+    if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+  end
+  if single then
+    redis.call('HSET', bkey(uid), uid, only_e[1] .. SEP .. only_c .. SEP .. (la or ''))
+    u._c = {}; u.la = nil
+  else
+    redis.call('HDEL', bkey(uid), uid)
+    u._c = conns
+    if n > 0 then u.la = la or u.la end
+    for p, _ in pairs(kept) do
+      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
+    end
+  end
+  save_user(uk, u, listed)
 end
 
 -- Transitions, as layout 2 (lib.lua: emit).
@@ -236,6 +250,9 @@ local function public_state(u)
   if u.st == 'dnd' then return 'dnd' end
   if u.idle == '1' then return 'idle' end
   return 'online'
+end
+on_dropped_room = function(uid, u, room)
+  if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
 end
 
 -- Users of the index present now, most recently seen first (flat: id, score), at most `count`.

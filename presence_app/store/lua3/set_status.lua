@@ -3,12 +3,16 @@
 -- null deletes). A status is the user's record: it exists while the user differs from the
 -- default. Going invisible reads to the public as leaving every room and going offline; coming
 -- back, as online and joining them again.
+renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
 local uk = ukey(uid)
 local u = decode(redis.call('GET', uk))
 local old_idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', old_idx, uid))
 local ends = num(redis.call('ZSCORE', K_UNTIL, uid))
+-- an HTTP-only user: listed in K_WEB, their presence ends ONLINE_WINDOW after their request
+local web = old_idx == K_SEEN and seen == nil and num(redis.call('ZSCORE', K_WEB, uid)) or nil
+if web then seen, ends = web, web + WINDOW end
 local live = seen ~= nil and (ends or seen + SPAN) >= NOW
 local listed = seen ~= nil
 local function shown()
@@ -31,6 +35,10 @@ if new_idx == K_HIDDEN and old_idx == K_SEEN then
     end
     redis.call('ZREM', K_SEEN, uid)
     redis.call('ZADD', K_HIDDEN, sc(seen), uid)
+    if web then  -- hidden, their window as their end
+      redis.call('ZREM', K_WEB, uid)
+      redis.call('ZADD', K_UNTIL, sc(ends), uid)
+    end
     emit('offline', uid, nil, 'offline', last, u, {})
   end
 elseif new_idx == K_SEEN and old_idx == K_HIDDEN then

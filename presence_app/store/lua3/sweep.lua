@@ -8,6 +8,7 @@
 --    and HTTP-only users whose last request is older than ONLINE_WINDOW;
 -- 4. a few registry buckets: fields of dead processes removed (they were inert already).
 -- Returns {more, transitions}: more = 1 when a pass hit its limit.
+renew_proc()  -- a call of this process: it is alive
 local limit = tonumber(ARGV[A])
 local more = 0
 local CLEAN = 16  -- registry buckets per call
@@ -119,9 +120,9 @@ for _, uid in ipairs(graced) do
   local idx = index_of(u.st)
   local listed = redis.call('ZSCORE', idx, uid) ~= false
   local left = live_conns(uid, u, listed)
-  if next(left) == nil then
-    redis.call('ZREM', K_GRACES, uid)  -- their end is K_UNTIL's
-  else
+  if not listed then
+    redis.call('ZREM', K_GRACES, uid)
+  else  -- (with no connection left they may still be present: an HTTP window)
     if idx == K_SEEN then
       for _, room in ipairs(rooms_left(conns_of(u), left)) do
         if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end

@@ -3,9 +3,11 @@
 -- with activity, their activity); a user with no connection is listed in K_WEB by their last
 -- request, online for ONLINE_WINDOW: one entry, and no record while every request is activity.
 -- A request without activity of a user whose last activity is IDLE_AFTER old announces idle.
+renew_proc()  -- a call of this process: it is alive
 local function set_active(uid, u)
   -- registry field's last activity for a plain user, the record's otherwise
-  local p, c = registry_of(uid)
+  local p, c, la = registry_of(uid)
+  if not registry_live(uid, p, la) then p = nil end
   if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
   if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
 end
