@@ -18,7 +18,7 @@ from typing import Any
 
 from .keys import KeySpace
 from .plans import Call, Plan, Planner, user_id_of, user_ids_of
-from .types import SEP_BYTES, Presence, StoreConfig
+from .types import SEP_BYTES, InvalidInput, Presence, StoreConfig
 
 LAYOUT_3 = 3
 
@@ -120,6 +120,8 @@ class Planner3(Planner):
     random by default; it names the process's lease and its connections)."""
 
     def __init__(self, config: StoreConfig, process: str | None = None) -> None:
+        if config.online_window > config.lease_ttl:
+            raise InvalidInput("store layout 3 does not take ONLINE_WINDOW > LEASE_TTL yet")
         super().__init__(config)
         self.keys = KeySpace(config.prefix, config.shards, layout=LAYOUT_3)
         self.process = process or secrets.token_hex(4)
