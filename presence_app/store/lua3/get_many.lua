@@ -7,6 +7,10 @@
 -- score of a present connected user: a plain one's presence is that character).
 local ids = {}
 for uid in string.gmatch(ARGV[A], '[^\n]+') do ids[#ids + 1] = uid end
+-- ids with nothing to escape (the usual case), found by one search over them all: keys without
+-- a search each
+local plain_ids = not string.find(ARGV[A], '[^%w%-%._~\n]')
+local BASE = TAG .. ':u:'
 local any_hidden = redis.call('EXISTS', K_HIDDEN) == 1
 local any_until = redis.call('EXISTS', K_UNTIL) == 1
 local any_last = redis.call('EXISTS', K_LAST) == 1
@@ -15,7 +19,7 @@ local out = {sc(NOW)}
 for first = 1, #ids, 1000 do
   local chunk, keys = {}, {}
   for i = first, math.min(first + 999, #ids) do
-    chunk[#chunk + 1] = ids[i]; keys[#keys + 1] = ukey(ids[i])
+    chunk[#chunk + 1] = ids[i]; keys[#keys + 1] = plain_ids and (BASE .. ids[i]) or ukey(ids[i])
   end
   out[#out + 1] = redis.call('ZMSCORE', K_SEEN, unpack(chunk))
   out[#out + 1] = any_hidden and redis.call('ZMSCORE', K_HIDDEN, unpack(chunk)) or {}
