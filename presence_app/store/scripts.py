@@ -18,6 +18,8 @@ NAMES = (
     "leave",
     "online",
     "room",
+    "roomstate_get",
+    "roomstate_set",
     "set_status",
     "sweep",
     "touch",
