@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 
 from presence_app import presence
@@ -254,8 +255,42 @@ async def test_server_state_from_python_reaches_the_room(users):
     assert got["conn"] == presence.SERVER_STATE
     with pytest.raises(presence.InvalidInput):
         await presence.aset_room_state(bob, "doc", {"x": "y" * 2000})
+    # The sync twin, from a view or a task: a removal.
+    assert await sync_to_async(presence.set_room_state)(bob, "doc", None) is True
+    assert (await state_from(a, b.user))["conn"] == presence.SERVER_STATE
+    assert await presence.aset_room_state(bob, "doc", {"role": "viewer"}) is True
+    await state_from(a, b.user, role="viewer")
     await b.send(type="leave", room="doc")  # server state ends with the user's membership
     await a.wait_for("presence.leave", user=b.user)
     assert await presence.aroom_states("doc", viewer=a.user) == []
     for s in (a, b):
         await s.close()
+
+
+async def test_the_store_keeps_no_ghosts(fast):
+    """Entries count only while their connection holds a live lease and is in the room: a
+    write racing a leave writes nothing, and a read drops what died, in the same script."""
+    store = get_async_store()
+    t = 1_000_000.0
+    await store.connect("c1", "u1", now=t)
+    await store.connect("c2", "u2", now=t)
+    await store.join("doc", "c1", "u1", now=t)
+    await store.join("doc", "c2", "u2", now=t)
+    entries = [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c2", '{"x":2}')]
+    assert await store.set_room_states("doc", entries, now=t) == 2
+    assert sorted(await store.room_states("doc", now=t)) == [
+        ("u1", "p1", '{"x":1}'),
+        ("u2", "p2", '{"x":2}'),
+    ]
+    await store.leave("doc", "c2", "u2", now=t + 1)  # left: not read, and pruned
+    assert await store.set_room_states("doc", [("u2", "p2", "c2", '{"x":3}')], now=t + 1) == 0
+    assert await store.room_states("doc", now=t + 1) == [("u1", "p1", '{"x":1}')]
+    # u1's lease runs out (LEASE_TTL 2 s here) before any sweep: the read ignores and prunes it.
+    assert await store.room_states("doc", now=t + FAST["LEASE_TTL"] + 1) == []
+    assert await store.room_states("doc", now=t) == []  # pruned, not just hidden
+    # Server state lives while its user is in the room.
+    await store.connect("c3", "u3", now=t)
+    await store.join("doc", "c3", "u3", now=t)
+    assert await store.set_room_states("doc", [("u3", "server", "", '{"r":1}')], now=t) == 1
+    assert await store.set_room_states("doc", [("u9", "server", "", '{"r":1}')], now=t) == 0
+    assert await store.room_states("doc", now=t) == [("u3", "server", '{"r":1}')]

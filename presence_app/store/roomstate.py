@@ -1,5 +1,5 @@
 """Plans of per-member room state (cursors, selections): a hash per room and shard, written in
-batches (one script call per shard) and read with dead entries pruned (``lua/roomstate_*.lua``).
+batches (one script call per shard) and read with dead entries pruned (``lua/roomstate.lua``).
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ def set_states(planner: Planner, room: str, entries: Iterable[Entry], now: float
         uid = user_id_of(user_id)
         cid = conn_id_of(conn_id) if conn_id else ""
         groups.setdefault(planner.keys.tag_for_user(uid), []).extend((uid, public, cid, data or ""))
-    calls = [planner.call("roomstate_set", tag, now, name, *args) for tag, args in groups.items()]
+    calls = [
+        planner.call("roomstate", tag, now, "set", name, *args) for tag, args in groups.items()
+    ]
     return Plan(calls, lambda replies: sum(int(r) for r in replies))
 
 
 def get_states(planner: Planner, room: str, now: float | None) -> Plan:
     """[(user id, public id, JSON)] of the live states in ``room`` (every shard)."""
     name = room_of(room)
-    calls = [planner.call("roomstate_get", tag, now, name) for tag in planner.keys.all_tags()]
+    calls = [planner.call("roomstate", tag, now, "get", name) for tag in planner.keys.all_tags()]
 
     def finish(replies: list[Any]) -> list[tuple[str, str, str]]:
         return [
