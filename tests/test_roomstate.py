@@ -294,3 +294,19 @@ async def test_the_store_keeps_no_ghosts(fast):
     assert await store.set_room_states("doc", [("u3", "server", "", '{"r":1}')], now=t) == 1
     assert await store.set_room_states("doc", [("u9", "server", "", '{"r":1}')], now=t) == 0
     assert await store.room_states("doc", now=t) == [("u3", "server", '{"r":1}')]
+
+
+async def test_a_projects_own_consumer_carries_room_state_through_the_mixin(users):
+    """The demo's chat socket (PresenceConsumerMixin) and the presence socket, both ways."""
+    (_, ca), (_, cb), _ = users
+    chat = await Socket.open(ca, path="/ws/chat/", name="alice-chat")
+    chat.beat()
+    await chat.send(type="join", room="doc")
+    await chat.wait_for("presence.state", room="doc")
+    b = await open_in(cb, "doc", "bob")
+    await chat.send(type="roomstate", room="doc", data={"line": 1})
+    await state_from(b, chat.user, line=1)
+    await b.send(type="roomstate", room="doc", data={"line": 2})
+    await state_from(chat, b.user, line=2)
+    for s in (chat, b):
+        await s.close()
