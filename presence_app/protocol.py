@@ -89,7 +89,11 @@ def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
 
 def privacy_frame(choice: Any) -> dict[str, Any]:
     """A user's own last-seen privacy choice (:mod:`presence_app.privacy`)."""
-    return {"type": "privacy", "last_seen": choice.visible_to, "approximate": choice.approximate}
+    return {
+        "type": "presence.privacy",
+        "last_seen": choice.visible_to,
+        "approximate": choice.approximate,
+    }
 
 
 def hello(

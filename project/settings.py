@@ -83,7 +83,8 @@ CHANNEL_LAYERS = {
     }
 }
 
-PRESENCE = {"REDIS_URL": REDIS_URL}
+# LAST_SEEN_PRIVACY: each user picks who sees their last seen (the room page's status card).
+PRESENCE = {"REDIS_URL": REDIS_URL, "LAST_SEEN_PRIVACY": True}
 
 AUTH_PASSWORD_VALIDATORS = []
 LANGUAGE_CODE = "en-us"

@@ -162,7 +162,7 @@ async def test_the_socket_sets_it_and_offline_events_keep_it(redis_client):
             await a.send(type="watch", users=[str(bob.pk)])
             await a.wait_for("presence.state", watch=True)
             await b.send(type="privacy", last_seen="nobody")
-            assert (await b.wait_for("privacy"))["last_seen"] == "nobody"
+            assert (await b.wait_for("presence.privacy"))["last_seen"] == "nobody"
             await b.send(type="privacy", last_seen="sometimes")
             assert (await b.wait_for("error"))["code"] == "invalid"
             await b.send(type="status", state="invisible")

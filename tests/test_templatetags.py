@@ -214,6 +214,7 @@ def test_last_seen_is_a_live_span_or_plain_text(people):
         f'<span class="presence-last-seen" data-presence-last-seen="{di.pk}" '
         'data-presence-state="offline" data-presence-text-online="online now" '
         'data-presence-text-offline="last seen just now" '
+        'data-presence-text-hidden="offline" '
         'data-presence-text-ago="last seen %(when)s">not seen yet</span>'
     )
     assert 'data-presence-state="online"' in render("{% last_seen u %}", u=ann)

@@ -126,6 +126,7 @@ def last_seen_html(presence: Presence) -> SafeString:
         f'<span class="presence-last-seen" data-presence-last-seen="{escape(presence.user_id)}" '
         f'data-presence-state="{state}" data-presence-text-online="{escape(_("online now"))}" '
         f'data-presence-text-offline="{escape(_("last seen just now"))}" '
+        f'data-presence-text-hidden="{escape(_("offline"))}" '
         f'data-presence-text-ago="{escape(_("last seen %(when)s"))}">'
         f"{escape(last_seen_text(presence))}</span>"
     )

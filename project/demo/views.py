@@ -8,6 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from presence_app import presence
+
 from .rooms import NOTES, ROOMS, get_note, get_room
 
 #: The status picker's emoji, with the message they suggest.
@@ -44,6 +46,7 @@ def room_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "rooms": ROOMS,
             "people": people,
             "emojis": EMOJIS,
+            "privacy": presence.get_privacy(request.user),
         },
     )
 

@@ -29,4 +29,5 @@ PRESENCE = {  # noqa: F405
     **PRESENCE,  # noqa: F405
     **TIMERS,
     "KEY_PREFIX": os.environ.get("PRESENCE_E2E_PREFIX", "presence-e2e"),
+    "LAST_SEEN_PRIVACY": True,  # as the demo ships
 }

@@ -126,6 +126,24 @@ def test_b_goes_invisible_and_a_sees_b_leave(demo):
     expect(dot(a, "here", "bob")).to_have_class(has_class("presence-online"))
 
 
+def test_b_hides_when_last_seen_and_a_sees_no_time(demo):
+    a = demo.enter("alice", "engineering")
+    b = demo.enter("bob", "engineering")
+    expect(dot(a, "here", "bob")).to_have_class(has_class("presence-online"))
+    b.select_option('#privacy select[name="last_seen"]', "nobody")
+    expect(b.locator("#privacy")).to_have_attribute("data-saved", "nobody")
+    try:
+        b.click('#status-form label.option:has(input[value="invisible"])')
+        expect(dot(a, "away", "bob")).to_have_class(has_class("presence-offline"))
+        # Not "last seen just now": when bob was last seen is bob's to show.
+        expect(row(a, "away", "bob").locator("[data-seen]")).to_have_text("offline")
+        b.click('#status-form label.option:has(input[value="online"])')
+        expect(dot(a, "here", "bob")).to_have_class(has_class("presence-online"))
+    finally:
+        b.select_option('#privacy select[name="last_seen"]', "everyone")
+        expect(b.locator("#privacy")).to_have_attribute("data-saved", "everyone")
+
+
 def test_b_closes_the_tab_and_leaves_after_the_grace(demo, timers):
     a = demo.enter("alice", "lobby")
     b = demo.enter("bob", "lobby")

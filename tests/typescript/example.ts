@@ -22,6 +22,9 @@ client.on("close", ({code, reconnectIn}) => console.log(code, reconnectIn ?? "no
 client.setStatus({state: "dnd", message: "In a meeting", emoji: "📅", expiresIn: 3600});
 const sent: boolean = client.send({type: "chat.message", room: "doc-42", text: "hi"});
 client.watch([7, "9"]);
+client.on("privacy", ({lastSeen, approximate}) => console.log(lastSeen, approximate));
+const asked: boolean = client.setPrivacy({lastSeen: "audience", approximate: true});
+console.log(asked);
 const members: PresenceInfo[] = client.members("doc-42");
 console.log(sent, members.length, client.get(7)?.state, client.transport);
 
@@ -40,5 +43,7 @@ console.log(same, Presence.version, Presence.labels.dnd);
 
 // @ts-expect-error: "away" is not a state one sets (idle comes by itself)
 client.setStatus({state: "away"});
+// @ts-expect-error: "friends" is not a privacy choice
+client.setPrivacy({lastSeen: "friends"});
 // @ts-expect-error: join events carry a room
 client.on("join", (event: {room: number}) => event);

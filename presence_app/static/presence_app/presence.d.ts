@@ -128,6 +128,11 @@ export interface CloseInfo {
 }
 
 /** What each event's handlers get. */
+export interface PrivacyChoice {
+  lastSeen: "everyone" | "audience" | "nobody";
+  approximate: boolean;
+}
+
 export interface PresenceEvents {
   open: HelloFrame;
   join: RoomEvent;
@@ -139,6 +144,8 @@ export interface PresenceEvents {
   roomstate: RoomStateEvent;
   /** A payload presence.send_to_user() sent to all your tabs and devices. */
   direct: unknown;
+  /** Your last-seen privacy choice, after setPrivacy(). */
+  privacy: PrivacyChoice;
   error: ErrorFrame;
   close: CloseInfo;
   unauthorized: {code: number};
@@ -193,6 +200,8 @@ export declare class PresenceClient {
   join(room: string | number): void;
   leave(room: string | number): void;
   setStatus(status: StatusChange): void;
+  /** Who sees your last seen (with LAST_SEEN_PRIVACY on); false while disconnected. */
+  setPrivacy(choice: Partial<PrivacyChoice>): boolean;
   watch(ids: Array<string | number>): void;
   /** Throttled for you; only in a room this client joined. */
   typing(room: string | number): void;

@@ -21,12 +21,14 @@
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
  * roomstate (members' live states in a room changed: {room, states}), state (a room's or the
  * watch list's snapshot), self (your own status), direct (a payload
- * presence.send_to_user() sent to all your tabs and devices), error, open, close,
+ * presence.send_to_user() sent to all your tabs and devices), privacy (your last-seen
+ * privacy choice, after setPrivacy), error, open, close,
  * unauthorized, message (a frame of the project's own, on a socket whose consumer uses
  * PresenceConsumerMixin: never hello, heartbeat.ack, error or a presence.* frame). Calls: join(room), leave(room), setStatus({state, message, emoji,
- * expiresIn}), watch(ids), typing(room), setRoomState(room, data) (your live state in a room:
- * a cursor, a selection; sent at most limits.room_state_rate times a second, the latest),
- * roomState(room) (the others' states), members(room), get(userId), send(frame) (a project's
+ * expiresIn}), setPrivacy({lastSeen, approximate}), watch(ids), typing(room),
+ * setRoomState(room, data) (your live state in a room: a cursor, a selection; sent at most
+ * limits.room_state_rate times a second, the latest), roomState(room) (the others' states),
+ * members(room), get(userId), send(frame) (a project's
  * own frame, rate limited with the rest; false while disconnected), close().
  *
  * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
@@ -179,6 +181,15 @@
         // Offline: the last wish is sent once the socket is back.
         this.pendingStatus = Object.assign(this.pendingStatus || {type: "status"}, frame);
       }
+    }
+
+    setPrivacy(choice) {
+      // Who sees your last seen: lastSeen "everyone" | "audience" | "nobody", approximate.
+      const c = choice || {};
+      const frame = {type: "privacy"};
+      if (c.lastSeen !== undefined) frame.last_seen = c.lastSeen;
+      if (c.approximate !== undefined) frame.approximate = c.approximate;
+      return this._send(frame);
     }
 
     watch(ids) {
@@ -447,6 +458,9 @@
         case "presence.message": // presence.send_to_user(): to every tab and device of yours
           this._emit("direct", msg.payload);
           break;
+        case "presence.privacy": // your last-seen privacy choice, after setPrivacy()
+          this._emit("privacy", {lastSeen: msg.last_seen, approximate: msg.approximate});
+          break;
         case "error":
           this._error(msg);
           break;
@@ -557,10 +571,13 @@
       for (const el of this.root.querySelectorAll('[data-presence-last-seen="' + id + '"]')) {
         if (el.dataset.presenceState === online) continue;
         el.dataset.presenceState = online;
-        const text = online === "online" ? el.dataset.presenceTextOnline : el.dataset.presenceTextOffline;
-        if (text) el.textContent = text;
+        // An offline event without a time: the user keeps their last seen to themself.
+        const hidden = online === "offline" && p.at === null;
+        const text = online === "online" ? el.dataset.presenceTextOnline
+          : hidden ? el.dataset.presenceTextHidden : el.dataset.presenceTextOffline;
+        if (text !== undefined) el.textContent = text;
         // Gone now: the text ages from here ("last seen 2 minutes ago"), on this browser's clock.
-        if (online === "offline") el.dataset.presenceGoneAt = String(Date.now());
+        if (online === "offline" && !hidden) el.dataset.presenceGoneAt = String(Date.now());
         else delete el.dataset.presenceGoneAt;
         this._scheduleAgeing();
       }

@@ -96,11 +96,14 @@
     row.querySelector("[data-status]").textContent = Demo.statusText(own);
   }
 
-  function paintSeen(uid, state) {
+  function paintSeen(uid, state, at) {
     const row = rowOf(uid);
     if (!row) return;
     const el = row.querySelector("[data-seen]");
-    if (state === "offline") {
+    if (state === "offline" && at === null) {
+      seenAt.delete(uid); // they keep their last seen to themselves (their privacy choice)
+      el.textContent = "offline";
+    } else if (state === "offline") {
       if (!seenAt.has(uid)) seenAt.set(uid, Date.now());
       el.textContent = "last seen " + Demo.ago(seenAt.get(uid));
     } else {
@@ -172,12 +175,12 @@
     stopTyping(e.user);
     if (e.user === ME) return; // invisible: the others saw you leave; you are still here
     place(e.user, false);
-    paintSeen(e.user, e.state);
+    paintSeen(e.user, e.state, e.at);
   });
 
   client.on("update", (e) => {
     paintStatus(e);
-    paintSeen(e.user, e.state);
+    paintSeen(e.user, e.state, e.at);
     if (e.state === "offline") stopTyping(e.user);
   });
 
@@ -237,9 +240,19 @@
     }[me.state] || "";
   }
 
+  client.on("privacy", ({lastSeen, approximate}) => {
+    const box = document.getElementById("privacy");
+    box.dataset.saved = lastSeen + (approximate ? " approximate" : "");
+  });
+
   form.addEventListener("change", (event) => {
     const field = event.target;
-    if (field.name === "state") {
+    if (field.name === "last_seen" || field.name === "approximate") {
+      client.setPrivacy({
+        lastSeen: form.elements.last_seen.value,
+        approximate: form.elements.approximate.checked,
+      });
+    } else if (field.name === "state") {
       client.setStatus({state: field.value});
     } else if (field.name === "emoji") {
       const label = field.closest("label").title;
