@@ -79,9 +79,10 @@ async def test_two_users_see_each_others_state_and_a_joiner_gets_them(users):
     await b.send(type="roomstate", room="doc", data={"line": 7})
     got_b = await state_from(b, a.user, line=3)
     got_a = await state_from(a, b.user, line=7)
-    # The conn is a public id: not the connection id, not a stream token, stable per socket.
-    assert got_b["conn"] != a.hello.get("conn") and len(got_b["conn"]) == 18
-    assert got_a["conn"] != got_b["conn"]
+    # The conn is a public id: not the connection id (nor a part of it), one per socket.
+    conns = (await get_async_store().export(a.user))["connections"]
+    assert len(conns) == 1 and conns[0] not in got_b["conn"] and got_b["conn"] not in conns[0]
+    assert got_a["conn"] != got_b["conn"] and len(got_b["conn"]) == 18
     c = await open_in(cc, "doc", "carol")
     assert sorted((s["user"], s["data"]["line"]) for s in c.snapshot["states"]) == sorted(
         [(a.user, 3), (b.user, 7)]
@@ -310,3 +311,28 @@ async def test_a_projects_own_consumer_carries_room_state_through_the_mixin(user
     await state_from(chat, b.user, line=2)
     for s in (chat, b):
         await s.close()
+
+
+async def test_a_paged_snapshot_carries_each_pages_members_states(fast):
+    with presence_settings(ROOM_SNAPSHOT_PAGE=2):
+        socks = []
+        for i in range(3):
+            _, cookie = await make_user(f"member{i}")
+            sock = await open_in(cookie, "doc", f"member{i}")
+            await sock.send(type="roomstate", room="doc", data={"n": i})
+            socks.append(sock)
+        for i in (1, 2):  # written (flushed) before the joiner comes
+            await state_from(socks[0], socks[i].user, n=i)
+        _, cookie = await make_user("joiner")
+        j = await Socket.open(cookie, name="joiner")
+        await j.send(type="join", room="doc")
+        first = await j.wait_for("presence.state", room="doc", page=0)
+        second = await j.wait_for("presence.state", room="doc", page=1)
+        pages = [first, second]
+        for page in pages:  # each page carries the states of the members it shows
+            shown = {m["user"] for m in page["members"]}
+            assert {s["user"] for s in page["states"]} <= shown
+        got = sorted(s["data"]["n"] for page in pages for s in page["states"])
+        assert got == [0, 1, 2] and second["more"] is False
+        for s in (*socks, j):
+            await s.close()
