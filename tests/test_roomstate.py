@@ -207,7 +207,7 @@ async def test_a_fast_cursor_is_coalesced_to_the_rate_and_the_last_value_arrives
         for i in range(n):
             await a.send(type="roomstate", room="doc", data={"x": i})
             await asyncio.sleep(1 / hz)
-        heard = states_of(await b.collect(1.0), a.user)
+        heard = states_of(await b.collect(2.0), a.user)
         xs = [s["data"]["x"] for s in heard]
         assert xs and xs[-1] == n - 1  # the last value arrived
         assert xs == sorted(xs)  # in order
@@ -236,9 +236,9 @@ async def test_a_busy_room_gets_one_frame_per_tick_with_everyones_changes(fast):
             for m in movers:
                 await m.send(type="roomstate", room="busy", data={"t": t})
             await asyncio.sleep(seconds / ticks)
-        frames = [f for f in await w.collect(0.8) if f["type"] == "presence.roomstate"]
+        frames = [f for f in await w.collect(2.0) if f["type"] == "presence.roomstate"]
         changes = sum(len(f["states"]) for f in frames)
-        assert len(frames) <= rate * (seconds + 0.8) * 1.5 + 2, len(frames)
+        assert len(frames) <= rate * (seconds + 2.0) * 1.5 + 2, len(frames)
         assert changes > len(frames) * 2  # batched: several members per frame
         last = {s["user"]: s["data"] for f in frames for s in f["states"]}
         assert len(last) == 6 and all(d == {"t": ticks - 1} for d in last.values())
