@@ -10,7 +10,8 @@ ends coalesce, latest wins, at ``ROOM_STATE_RATE`` ticks a second:
   in a hash per room whose reads drop entries without a live lease);
 - each receiving session buffers incoming changes per room (:class:`Outbox`) and sends its
   socket at most one ``presence.roomstate`` frame per room per tick, carrying every member's
-  change since the last.
+  change since the last. Ticks fall on the wall clock's boundaries in every process
+  (:func:`next_tick`), so a short wait gathers all processes' flushes of a tick in one frame.
 
 A state is named by the user and the connection's *public id*, a keyed hash of its connection
 id: two tabs of one user have two states, and nothing a viewer learns can drive a connection.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
@@ -40,6 +43,8 @@ logger = logging.getLogger("presence_app")
 SERVER = "server"
 #: Quiet ticks after which a coalescer's task ends (the next change starts a new one).
 IDLE_TICKS = 20
+#: The part of a tick a receiving socket waits to gather the sending processes' flushes.
+GATHER = 0.2
 _log_failure = Throttle(10.0)
 
 
@@ -54,6 +59,15 @@ def public_id(conn_id: str) -> str:
 def tick() -> float:
     """Seconds between two flushes (``1 / ROOM_STATE_RATE``)."""
     return 1.0 / max(float(conf.get("ROOM_STATE_RATE")), 0.1)
+
+
+def next_tick(last: float) -> float:
+    """The next flush: the first boundary of the wall clock's ticks (multiples of the tick) not
+    past and at least half a tick after ``last`` (so, after a flush on a boundary, the next
+    boundary). Every process flushes on the same boundaries, so a receiving socket gets their
+    changes together, in one frame."""
+    t = tick()
+    return math.ceil(max(last + t / 2, time.time()) / t) * t
 
 
 def encode(data: Any) -> str | None:
@@ -96,15 +110,15 @@ class RoomStateCoalescer:
                 del self.pending[(session.tenant, room)]
 
     async def _run(self) -> None:
-        quiet = 0
+        quiet, last = 0, -1e9
         while quiet < IDLE_TICKS:
             raise_if_cancelling()
             if self.pending:
-                quiet = 0
+                quiet, last = 0, time.time()
                 await self.flush()  # the first change of a quiet room goes out at once
             else:
                 quiet += 1
-            await asyncio.sleep(tick())
+            await asyncio.sleep(next_tick(last) - time.time())
 
     async def flush(self) -> None:
         from . import presence  # the front door imports this module
@@ -149,8 +163,9 @@ def get_coalescer() -> RoomStateCoalescer:
 
 # -- the receiving side: one frame per room per tick to a socket ---------------------------------
 class Outbox:
-    """A connection's incoming state changes, per room, latest wins: the first after a quiet
-    tick goes out at once, the rest at the next tick, together in one frame."""
+    """A connection's incoming state changes, per room, latest wins: sent a fifth of a tick
+    after the first arrives (the other processes' flushes of that tick with it), then at most
+    one frame a tick."""
 
     def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         self.send = send
@@ -165,12 +180,11 @@ class Outbox:
             buffer[(state["user"], state["conn"])] = state
         if room in self.timers:
             return  # a flush is due at the tick
+        # A short wait gathers the changes every sending process flushed at the same tick into
+        # one frame; then a frame at most every tick.
         loop = asyncio.get_running_loop()
-        wait = self.last.get(room, -1e9) + tick() - loop.time()
-        if wait <= 0:
-            await self.flush(room)
-        else:
-            self.timers[room] = loop.call_later(wait, self._due, room)
+        wait = max(self.last.get(room, -1e9) + tick() - loop.time(), tick() * GATHER)
+        self.timers[room] = loop.call_later(wait, self._due, room)
 
     def _due(self, room: str) -> None:
         self.timers.pop(room, None)
