@@ -50,6 +50,22 @@ def test_b_sees_a_cursor_move_and_a_selection(demo):
     expect(b.locator(f'.remote-cursor[data-user="{alice}"]')).to_have_count(0)
 
 
+def test_over_sse_and_websocket_both_ways(demo):
+    """Alice's page runs over SSE + REST (presence.js' fallback), Bob's over the WebSocket."""
+    a = demo.open("alice", NOTE + "?transport=sse")
+    a.wait_for_function(
+        "room => window.presence && presence.transport === 'sse'"
+        " && presence.members(room).some(m => m.user === presence.userId)",
+        arg=ROOM,
+    )
+    b = enter_note(demo, "bob")
+    alice, bob = (p.evaluate("() => presence.userId") for p in (a, b))
+    a.hover('.note-line[data-line="4"] .text')
+    expect(cursor(b, 4, alice)).to_have_count(1)
+    b.hover('.note-line[data-line="6"] .text')
+    expect(cursor(a, 6, bob)).to_have_count(1)
+
+
 @pytest.mark.parametrize("scheme, width", LOOKS)
 def test_the_note_in_light_and_dark_on_desktop_and_phone(demo, scheme, width):
     a = enter_note(demo, "alice")
