@@ -312,7 +312,10 @@ class PresenceSession(LeaseRecovery):
         elif event.get("self"):
             self.own_state = event["state"]
             if not self.publishes and self.published:
-                await self.clear_states(self.published)  # gone invisible: its states go
+                try:
+                    await self.clear_states(self.published)  # gone invisible: its states go
+                except UNAVAILABLE as exc:
+                    log_outage(exc)  # the room's members got the offline, which drops them
             await self.send(event)
             return
         if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
