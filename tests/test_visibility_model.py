@@ -5,13 +5,15 @@ gone (offline with a last seen) or never seen, each with a secret status message
 random rooms, random AUDIENCE relations, random last-seen privacy choices (with and without
 reciprocity) and a random CAN_JOIN for each user and room, some granted and then revoked. Every
 output is then observed as each viewer (every user, and a signed-out visitor) gets it: each JSON
-API endpoint, each template tag, the WebSocket's snapshots and events (a live change included),
+API endpoint, each template tag, the WebSocket's and the SSE stream's snapshots and events (live
+changes and a revocation included),
 the dashboard for non-superuser staff, and the fallbacks with Redis away. Each fact an output
 states (a state, a status text, a last seen, a room's member) is checked against a plain model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -22,7 +24,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, Permission
 from django.template import Context, Template
-from django.test import Client, RequestFactory, override_settings
+from django.test import AsyncClient, Client, RequestFactory, override_settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -115,9 +117,7 @@ class Model:
         return "approximate" if approximate else "exact"
 
     def may_join(self, viewer: str, room: str) -> bool:
-        index = self.ids.index(viewer)
-        revoked = (index, room) in self.site["revoked"]
-        return room in self.site["access"][index] and not revoked
+        return SITE["access"].get((viewer, room), False)  # what CAN_JOIN answers now
 
 
 def build(site: dict, users: list, redis_client) -> list[str]:
@@ -290,6 +290,57 @@ async def observe_socket(model: Model, viewer: str, cookie: str, mover: str) -> 
                 assert frame.get("at") is None, ("socket event", viewer, frame)
 
 
+async def observe_stream(model: Model, viewer: str, user, mover: str) -> None:
+    """The SSE stream (in process: the same view a server runs), its snapshots and events."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get("/presence/sse/")
+    body = aiter(response.streaming_content)
+    frames: list = []
+
+    async def until(type: str, **match) -> dict:
+        while True:
+            chunk = (await asyncio.wait_for(anext(body), 5)).decode()
+            for line in chunk.splitlines():
+                if line.startswith("data: "):
+                    frames.append(frame := json.loads(line[6:]))
+                    if frame["type"] == type and all(frame.get(k) == v for k, v in match.items()):
+                        return frame
+
+    hello = await until("hello")
+    headers = {"X-Presence-Stream": hello["stream"]}
+
+    async def post(frame_type: str, **fields) -> int:
+        path = f"/presence/api/stream/{frame_type}/"
+        answer = await client.post(path, fields, content_type="application/json", headers=headers)
+        return answer.status_code
+
+    assert await post("watch", users=model.ids) == 200
+    await until("presence.state", watch=True)
+    for room in ROOMS:
+        status = await post("join", room=room)
+        assert status == (200 if model.may_join(viewer, room) else 403), (room, status)
+        if status == 200:
+            await until("presence.state", room=room)
+    await presence.aset_status(mover, None, message=f"secret-{mover}")
+    await presence.aset_status(mover, "invisible", message=f"secret-{mover}")
+    await post("typing", room=ROOMS[0])
+    # The mover is offline now: whatever reached the stream came before the next keep-alive.
+    await presence.aset_status(viewer, None, message=f"secret-{viewer}")
+    await until("presence.update", self=True, message=f"secret-{viewer}")
+    close = getattr(body, "aclose", None)  # the stream's end: its session closes
+    if close is not None:
+        await close()
+    check_text(model, viewer, json.dumps([f for f in frames if not f.get("self")]), "sse")
+    for frame in frames:
+        for p in frame.get("members", []):
+            if p["user"] != viewer:
+                check_presence(model, viewer, p, "sse snapshot")
+        subject = frame.get("user")
+        if frame.get("type", "").startswith("presence.") and subject and subject != viewer:
+            assert model.sees(viewer, subject), ("sse event", viewer, frame)
+
+
 def observe_dashboard(model: Model, viewer: str, client: Client) -> None:
     page = client.get("/admin/presence_app/lastseen/dashboard/")
     assert page.status_code == 200
@@ -338,7 +389,10 @@ def test_no_observer_learns_more_than_the_model_allows(redis_client, django_user
 
         async def run() -> None:
             try:
-                await observe_socket(model, viewer, cookie, ids[site["mover"]])
+                mover = ids[site["mover"]]
+                await observe_stream(model, viewer, users[ids.index(viewer)], mover)
+                model.kind[mover] = "invisible"  # the stream's observer hid them
+                await observe_socket(model, viewer, cookie, mover)
             finally:
                 await shutdown()
 
