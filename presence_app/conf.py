@@ -60,6 +60,11 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
     "MAX_ROOM_NAME_LENGTH": 100,
     "TYPING_THROTTLE": 2.0,
+    # Live per-member room state (cursors, selections): the largest state a connection may
+    # publish per room (bytes of JSON), and how many times a second changes go out (coalesced,
+    # latest wins: per connection on the sending side, one frame per room on the receiving).
+    "ROOM_STATE_MAX_BYTES": 1024,
+    "ROOM_STATE_RATE": 20,
     # JSON API abuse limits (presence_app/ratelimit.py), per process: requests a second and
     # burst per signed-in user and per client IP (429 with Retry-After past them), and the
     # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).

@@ -146,7 +146,7 @@ class PresenceConsumerMixin:
         if self.presence is not None:
             await self.presence.event(event)
 
-    presence_leave = presence_update = presence_typing = presence_join
+    presence_leave = presence_update = presence_typing = presence_roomstate = presence_join
 
     async def presence_message(self, event: dict[str, Any]) -> None:
         """``presence.send_to_user()``: to this user's own connections, so no audience applies."""

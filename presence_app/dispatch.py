@@ -165,6 +165,19 @@ async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: st
     )
 
 
+def room_state_event(room: str, states: list[dict[str, Any]]) -> dict[str, Any]:
+    """Members' live states in ``room`` (``presence_app.roomstate``): ``data`` None is a
+    removal. Redacted per subject by each receiving session."""
+    return {"type": "presence.roomstate", "room": room, "states": states}
+
+
+async def room_states(room: str, states: list[dict[str, Any]], *, layer: Any = None) -> None:
+    """Sends one batch of ``room``'s state changes to every connection in the room."""
+    layer = layer or get_channel_layer()
+    if layer is not None and states:
+        await layer.group_send(room_group(room), room_state_event(room, states))
+
+
 # -- messages to one user's every connection ----------------------------------------------------
 def message_event(payload: Any) -> dict[str, Any]:
     """The event :func:`send_to_user` delivers: every socket and stream relays it as it is."""

@@ -76,6 +76,14 @@ async def on_watch(session: PresenceSession, frame: dict[str, Any]) -> None:
         raise FrameError("invalid", 'a watch frame has "users", "add" or "remove"')
 
 
+async def on_roomstate(session: PresenceSession, frame: dict[str, Any]) -> None:
+    """``data`` (a JSON object, or null to clear) is this connection's live state in ``room``:
+    a cursor, a selection. Coalesced: the room's members get the latest at ``ROOM_STATE_RATE``."""
+    if "data" not in frame:
+        raise FrameError("invalid", 'a roomstate frame has "room" and "data" (an object or null)')
+    await session.set_room_state(frame.get("room"), frame["data"])
+
+
 HANDLERS: dict[str, Handler] = {
     "heartbeat": on_heartbeat,
     "activity": on_activity,
@@ -85,6 +93,7 @@ HANDLERS: dict[str, Handler] = {
     "privacy": on_privacy,
     "typing": on_typing,
     "watch": on_watch,
+    "roomstate": on_roomstate,
 }
 
 

@@ -24,6 +24,7 @@ result passes the one redaction in :mod:`presence_app.visibility` on its way out
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
@@ -186,6 +187,52 @@ def send_to_user(user: User, payload: Any) -> None:
 async def asend_to_user(user: User, payload: Any) -> None:
     """:func:`send_to_user` for async code."""
     await dispatch.send_to_user(rules.user_id(user), _payload(payload))
+
+
+# -- live per-member room state (a connection's own is coalesced by presence_app.roomstate) -----
+#: The public id of the state a server sets for a user (:func:`set_room_state`).
+SERVER_STATE = "server"
+
+
+def _state_entries(entries: list[tuple[str, str, str, str | None]]) -> list[dict[str, Any]]:
+    return [
+        {"user": uid, "conn": pub, "data": None if text is None else json.loads(text)}
+        for uid, pub, _, text in entries
+    ]
+
+
+def set_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
+    """Sets ``user``'s server-driven state in ``room`` (``conn`` ``"server"`` in frames; None
+    removes it) and tells the room's members, as a connection's state is. A JSON object of at
+    most ``ROOM_STATE_MAX_BYTES`` (else :class:`InvalidInput`). Returns False, sending nothing,
+    when the user is not a visible member of the room (an invisible user publishes nothing); the
+    state ends when the user leaves the room."""
+    uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
+    entry = (uid, SERVER_STATE, "", text)
+    if not get_store().set_room_states(name, [entry]):
+        return False
+    async_to_sync(dispatch.room_states)(name, _state_entries([entry]))
+    return True
+
+
+async def aset_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
+    """:func:`set_room_state` for async code."""
+    uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
+    entry = (uid, SERVER_STATE, "", text)
+    if not await get_async_store().set_room_states(name, [entry]):
+        return False
+    await dispatch.room_states(name, _state_entries([entry]))
+    return True
+
+
+async def apublish_room_states(rooms: dict[str, list[tuple[str, str, str, str | None]]]) -> None:
+    """One tick of a process's coalesced room states: ``{room: [(user_id, public id, conn_id,
+    JSON or None)]}`` written in one round trip (the latest values, for snapshots; a connection
+    without a lease writes nothing) and sent as one event per room."""
+    store = get_async_store()
+    names = {rules.room(room): entries for room, entries in rooms.items() if entries}
+    await store.gather(*(store.planned.set_room_states(r, e) for r, e in names.items()))
+    await asyncio.gather(*(dispatch.room_states(r, _state_entries(e)) for r, e in names.items()))
 
 
 # -- who may be in a room ----------------------------------------------------------------------
@@ -438,6 +485,19 @@ def _room_members(room: str, now: float | None = None, *, viewer: Any = ANONYMOU
     return (yield from _listed(v, ids))
 
 
+def _room_states(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
+    """The live per-member states in ``room`` as ``viewer`` may see them: ``[{"user", "conn",
+    "data"}]`` of visible members with a live connection (or server state), in the audience."""
+    name, v = rules.room(room), viewer_of(viewer)
+    found = yield lambda s: s.room_states(name, now)
+    shown = set((yield from _listed(v, list(dict.fromkeys(uid for uid, _, _ in found)))))
+    return [
+        {"user": uid, "conn": pub, "data": json.loads(text)}
+        for uid, pub, text in found
+        if uid in shown
+    ]
+
+
 def _room_count(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
     """How many visible users are in ``room`` (as ``viewer`` sees them)."""
     return len((yield from _room_members(room, now, viewer=viewer)))
@@ -508,6 +568,7 @@ online_page, aonline_page = _sync(_online_page), _async(_online_page)
 online_count, aonline_count = _sync(_online_count), _async(_online_count)
 room_members, aroom_members = _sync(_room_members), _async(_room_members)
 room_count, aroom_count = _sync(_room_count), _async(_room_count)
+room_states, aroom_states = _sync(_room_states), _async(_room_states)
 rooms, arooms = _sync(_rooms), _async(_rooms)
 state_counts, astate_counts = _sync(_state_counts), _async(_state_counts)
 user_rooms_many, auser_rooms_many = _sync(_user_rooms_many), _async(_user_rooms_many)

@@ -4,13 +4,13 @@ Every rule here raises :class:`FrameError`, which the consumer turns into an ``e
 a bad frame is answered and changes nothing. The codes are part of the protocol (README):
 
 ``bad_frame``     not a JSON object with a string ``type`` (or a binary frame)
-``too_large``     longer than ``MAX_FRAME_BYTES``
+``too_large``     longer than ``MAX_FRAME_BYTES``; a room state over ``ROOM_STATE_MAX_BYTES``
 ``unknown_type``  a ``type`` the server does not know
 ``invalid``       a field of the wrong type or shape (room name, state, message, ...): the
                   front door's own check (:mod:`presence_app.rules`), worded the same everywhere
 ``limit``         over ``MAX_ROOMS_PER_CONNECTION`` or ``MAX_WATCHED_USERS``
 ``forbidden``     ``CAN_JOIN`` refused the room
-``not_joined``    ``leave`` or ``typing`` for a room this socket has not joined
+``not_joined``    ``leave``, ``typing`` or ``roomstate`` for a room this socket has not joined
 ``rate_limited``  more than ``MAX_FRAMES_PER_SECOND``
 ``unavailable``   Redis or the channel layer cannot be reached right now; try again later
 """
@@ -114,5 +114,7 @@ def hello(
             "frame_bytes": settings["MAX_FRAME_BYTES"],
             "message_length": settings["MAX_MESSAGE_LENGTH"],
             "room_length": settings["MAX_ROOM_NAME_LENGTH"],
+            "room_state_bytes": settings["ROOM_STATE_MAX_BYTES"],
+            "room_state_rate": settings["ROOM_STATE_RATE"],
         },
     }

@@ -8,6 +8,7 @@ error frame, the JSON API with a 400.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import uuid
@@ -119,3 +120,26 @@ def expires_in(value: Any) -> float | None:
     ):
         raise InvalidInput('"expires_in" must be a positive number of seconds')
     return float(value)
+
+
+class RoomStateTooLarge(InvalidInput):
+    """A room state over ``ROOM_STATE_MAX_BYTES`` (a socket answers ``too_large``)."""
+
+
+def room_state(value: Any) -> str | None:
+    """A member's state in a room as the compact JSON the store keeps: a JSON object of at most
+    ``ROOM_STATE_MAX_BYTES`` (None: the state is removed)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput("room state must be a JSON object (or null to clear it)")
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"room state must be JSON: {exc}") from None
+    if not is_text(text):
+        raise InvalidInput("room state must be Unicode text")
+    limit = int(conf.get("ROOM_STATE_MAX_BYTES"))
+    if len(text.encode()) > limit:
+        raise RoomStateTooLarge(f"room state is limited to {limit} bytes of JSON")
+    return text

@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import audience, conf, dispatch, presence, protocol, rules, tenants, visibility
+from . import audience, conf, dispatch, presence, protocol, roomstate, rules, tenants, visibility
 from .coalescer import get_coalescer
 from .limits import Throttle
 from .protocol import FrameError
@@ -79,6 +79,18 @@ class PresenceSession(LeaseRecovery):
         # Who reads through this connection, with the AUDIENCE answers it got, for a while.
         self.viewer = visibility.viewer_of(self.user_id, audience.Decisions())
         self.recent = RecentUpdates()  # an update comes once per group it concerns
+        self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
+        self.published: set[str] = set()  # rooms this connection set a state in
+
+    @property
+    def public_id(self) -> str:
+        """This connection as others see it in room states (not its id: that drives it)."""
+        return roomstate.public_id(self.conn_id)
+
+    @property
+    def publishes(self) -> bool:
+        """May this connection's room state go out? Never from an invisible user."""
+        return self.own_state != "invisible"
 
     # -- life --------------------------------------------------------------------------------
     @in_tenant
@@ -103,10 +115,14 @@ class PresenceSession(LeaseRecovery):
             return
         self.closed = True
         get_coalescer().forget(self)
+        self.outbox.close()
         for task in self.tasks:
             task.cancel()
         async with self.lock:
             try:
+                # Its states go now, not after the grace: a reload comes back as a new
+                # connection, whose state would otherwise show twice meanwhile.
+                await self.clear_states(self.published)
                 if not forgotten:
                     await presence.adisconnect(self.conn_id, self.user_id)
             except UNAVAILABLE as exc:
@@ -164,7 +180,12 @@ class PresenceSession(LeaseRecovery):
             self.rooms.add(room)
             raise
         self.typing_throttle.forget(room)
+        self.outbox.drop(room)
         await self.groups.discard([dispatch.room_group(room)])
+        try:
+            await self.clear_states({room})  # announced as a removal, for another tab's sake
+        except UNAVAILABLE as exc:
+            log_outage(exc)  # the entry dies with the lease; reads skip it meanwhile
         for event in [t.as_event() for t in left if t.kind == "leave" and t.room == room]:
             await self.send(event)
 
@@ -210,6 +231,31 @@ class PresenceSession(LeaseRecovery):
             await dispatch.typing(self.layer, room, self.user_id, self.own_state, self.channel_name)
 
     @in_tenant
+    async def set_room_state(self, room: str, data: Any) -> None:
+        """This connection's live state in ``room`` (None clears it): coalesced, latest wins,
+        sent to the room's members at most ``ROOM_STATE_RATE`` times a second."""
+        room = rules.room(room)
+        if room not in self.rooms:
+            raise FrameError("not_joined", "join the room before setting a state in it")
+        text = roomstate.encode(data)
+        if not self.publishes:
+            return  # an invisible user publishes nothing (a giveaway)
+        self.published.add(room)
+        roomstate.get_coalescer().put(self, room, text)
+
+    async def clear_states(self, rooms: set[str]) -> None:
+        """Removes this connection's states in ``rooms`` (store and members told)."""
+        mine = sorted(rooms & self.published)
+        if not mine:
+            return
+        coalescer = roomstate.get_coalescer()
+        for room in mine:
+            coalescer.discard(self, room)
+        self.published -= set(mine)
+        entry = (self.user_id, self.public_id, self.conn_id, None)
+        await presence.apublish_room_states({room: [entry] for room in mine})
+
+    @in_tenant
     async def watch(self, target: set[str], shown: list[str]) -> None:
         """Makes ``target`` the watch list, then sends the presence of ``shown``."""
         limit = int(conf.get("MAX_WATCHED_USERS"))
@@ -233,24 +279,43 @@ class PresenceSession(LeaseRecovery):
         one round trip; members outside the viewer's audience are left out (the policy's
         answers come from this connection's memory of them, or one call for the list)."""
         ids = await presence.aroom_members(room, viewer=self.viewer)
+        states = await presence.aroom_states(room, viewer=self.viewer) if ids else []
         size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
         pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
         for n, page in enumerate(pages):
             presences = await presence.aget_many(page, viewer=self.viewer) if page else {}
             shown = [p for p in presences.values() if p.is_online]
-            await self.send(protocol.state_frame(shown, room=room, page=n, more=n + 1 < len(pages)))
+            # Only states of members this page shows online: none of anyone the viewer does not
+            # see (an invisible user, one outside the audience), nor this connection's own.
+            online = {p.user_id for p in shown}
+            mine = (self.user_id, self.public_id)
+            page_states = [
+                st for st in states if st["user"] in online and (st["user"], st["conn"]) != mine
+            ]
+            frame = protocol.state_frame(
+                shown, room=room, page=n, more=n + 1 < len(pages), states=page_states
+            )
+            await self.send(frame)
 
     # -- events from the channel layer ----------------------------------------------------------
     @in_tenant
     async def event(self, event: dict[str, Any]) -> None:
         """Relays a ``presence.*`` group event to the browser: once, and only about users
         this viewer may see (``AUDIENCE``)."""
+        if event.get("type") == "presence.roomstate":
+            await self.room_state_event(event)
+            return
         if event.get("type") == "presence.typing":
             if event.get("sender") == self.channel_name:
                 return  # not echoed to the typist
             event = {k: v for k, v in event.items() if k != "sender"}
         elif event.get("self"):
             self.own_state = event["state"]
+            if not self.publishes and self.published:
+                try:
+                    await self.clear_states(self.published)  # gone invisible: its states go
+                except UNAVAILABLE as exc:
+                    log_outage(exc)  # the room's members got the offline, which drops them
             await self.send(event)
             return
         if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
@@ -265,3 +330,23 @@ class PresenceSession(LeaseRecovery):
         if shown.get("type") == "presence.update" and not self.recent.first_time(shown):
             return
         await self.send(shown)
+
+    async def room_state_event(self, event: dict[str, Any]) -> None:
+        """Members' room states: this connection's own left out, the others only of users this
+        viewer may see (the one redaction), buffered to one frame per room per tick."""
+        room = event.get("room")
+        if room not in self.rooms:
+            return
+        mine = (self.user_id, self.public_id)
+        states = [
+            st
+            for st in event.get("states") or []
+            if isinstance(st, dict) and (str(st.get("user")), st.get("conn")) != mine
+        ]
+        if not states:
+            return
+        ids = list(dict.fromkeys(str(st.get("user", "")) for st in states))
+        seen = await visibility.asight(self.viewer, ids, last_seen=False)
+        shown = visibility.redact_states(self.viewer, states, seen)
+        if shown:
+            await self.outbox.add(room, shown)

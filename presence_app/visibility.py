@@ -211,6 +211,14 @@ def redact_event(viewer: Viewer, event: dict[str, Any], seen: Sight) -> dict[str
     return out
 
 
+def redact_states(
+    viewer: Viewer, states: list[dict[str, Any]], seen: Sight
+) -> list[dict[str, Any]]:
+    """Members' room states (``{"user", "conn", "data"}``) as ``viewer`` may receive them:
+    only those of users the viewer may see."""
+    return [st for st in states if shown(viewer, str(st.get("user", "")), seen)]
+
+
 def with_durable(
     viewer: Viewer, p: Presence, seen: Sight, durable: datetime | None, now: float | None = None
 ) -> Presence:

@@ -108,6 +108,8 @@ async def test_hello_tells_heartbeat_and_limits(alice):
         "frame_bytes",
         "message_length",
         "room_length",
+        "room_state_bytes",
+        "room_state_rate",
     }
     assert await get_async_store().online() == [str(user.pk)]
     await sock.close()

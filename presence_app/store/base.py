@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
+from . import roomstate
 from .keys import KeySpace
 from .plans import _UNSET, Call, Plan, Planner, room_of, user_id_of
 from .types import InvalidInput, PresenceError, StoreConfig, UnknownConnection
@@ -82,7 +83,7 @@ class _Samples:
         )
 
 
-class BaseStore(_Samples):
+class BaseStore(roomstate.RoomStates, _Samples):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 

@@ -18,6 +18,7 @@ NAMES = (
     "leave",
     "online",
     "room",
+    "roomstate",
     "set_status",
     "sweep",
     "touch",

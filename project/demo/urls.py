@@ -8,4 +8,5 @@ urlpatterns = [
     path("", views.room_list, name="room-list"),
     path("rooms/<slug:slug>/", views.room_detail, name="room"),
     path("htmx/<slug:slug>/", views.room_htmx, name="room-htmx"),
+    path("notes/<slug:slug>/", views.note_detail, name="note"),
 ]

@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from presence_app import presence
 
-from .rooms import ROOMS, get_room
+from .rooms import NOTES, ROOMS, get_note, get_room
 
 #: The status picker's emoji, with the message they suggest.
 EMOJIS = (
@@ -64,3 +64,15 @@ def room_htmx(request: HttpRequest, slug: str) -> HttpResponse:
     here = users_in_order(presence.room_members(room.slug, viewer=request.user))
     context = {"room": room, "people": list(people[:MAX_PEOPLE]), "here": here}
     return render(request, "demo/htmx.html", context)
+
+
+@login_required
+def note_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """A shared note: each member's live cursor and selected line, from presence.js'
+    ``setRoomState`` / ``roomstate`` (coalesced by presence_app, redacted per viewer)."""
+    note = get_note(slug)
+    User = get_user_model()
+    people = User._default_manager.filter(is_active=True).order_by(User.USERNAME_FIELD)
+    names = {str(p.pk): p.get_username() for p in people[:MAX_PEOPLE]}
+    context = {"note": note, "notes": NOTES, "rooms": ROOMS, "names": names}
+    return render(request, "demo/note.html", context)

@@ -1,6 +1,11 @@
 // A project's TypeScript using presence.mjs the way a bundler would (checked by `tsc --noEmit`,
 // nox -s js): the declarations must describe what presence.js does, and type-check this.
-import Presence, {connect, type PresenceEvents, type PresenceInfo} from "../../presence_app/static/presence_app/presence.mjs";
+import Presence, {
+  connect,
+  type PresenceEvents,
+  type PresenceInfo,
+  type RoomStateEntry,
+} from "../../presence_app/static/presence_app/presence.mjs";
 
 const client = connect({rooms: ["doc-42"], device: "desktop", minDelay: 500});
 const unsubscribe: () => void = client.on("join", (event) => {
@@ -22,6 +27,15 @@ const asked: boolean = client.setPrivacy({lastSeen: "audience", approximate: tru
 console.log(asked);
 const members: PresenceInfo[] = client.members("doc-42");
 console.log(sent, members.length, client.get(7)?.state, client.transport);
+
+// Live room state: a cursor, and the others' as they move.
+const set: boolean = client.setRoomState("doc-42", {line: 3, column: 7});
+client.on("roomstate", ({room, states}) => {
+  for (const st of states) console.log(room, st.user, st.conn, st.data ?? "gone");
+});
+const others: RoomStateEntry[] = client.roomState("doc-42");
+console.log(set, others.length, client.limits?.room_state_rate);
+client.setRoomState("doc-42", null);
 
 // The same object as the classic script's global.
 const same: boolean = Presence === window.Presence && Presence.Client === client.constructor;

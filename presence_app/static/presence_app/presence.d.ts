@@ -36,6 +36,10 @@ export interface HelloFrame {
     frame_bytes: number;
     message_length: number;
     room_length: number;
+    /** The largest room state (bytes of JSON). */
+    room_state_bytes: number;
+    /** Room state ticks a second. */
+    room_state_rate: number;
   };
   /** SSE only: the stream's signed name and the CSRF token for its POSTs. */
   stream?: string;
@@ -69,6 +73,26 @@ export interface StateFrame {
   page?: number;
   more?: boolean;
   watch?: boolean;
+  /** A room's snapshot: the live states of the members this page shows (not your socket's). */
+  states?: RoomStateEntry[];
+}
+
+/** One member's live state in a room, per connection (two tabs: two states). */
+export interface RoomStateEntry {
+  user: string;
+  /** An opaque public id of the connection; "server" for presence.set_room_state(). */
+  conn: string;
+  /** The state; null: it is gone (a leave, a closed tab, cleared). */
+  data: Record<string, unknown> | null;
+}
+
+/** presence.roomstate: members' states changed in a room (at most one frame per tick). */
+export interface RoomStateEvent {
+  type: "presence.roomstate";
+  room: string;
+  states: RoomStateEntry[];
+  /** Set when the states come from the room's snapshot (after a join or a reconnect). */
+  snapshot?: boolean;
 }
 
 export type ErrorCode =
@@ -117,6 +141,7 @@ export interface PresenceEvents {
   self: UpdateEvent;
   state: StateFrame;
   typing: TypingEvent;
+  roomstate: RoomStateEvent;
   /** A payload presence.send_to_user() sent to all your tabs and devices. */
   direct: unknown;
   /** Your last-seen privacy choice, after setPrivacy(). */
@@ -180,6 +205,14 @@ export declare class PresenceClient {
   watch(ids: Array<string | number>): void;
   /** Throttled for you; only in a room this client joined. */
   typing(room: string | number): void;
+  /**
+   * Your live state in a room this client joined (null clears it): a JSON object of at most
+   * limits.room_state_bytes. Latest wins: sent at most limits.room_state_rate times a second,
+   * and again after a reconnect. False when the room is not joined.
+   */
+  setRoomState(room: string | number, data: Record<string, unknown> | null): boolean;
+  /** The other connections' live states in a room. */
+  roomState(room: string | number): RoomStateEntry[];
   /** A frame of the project's own on the same socket; false while disconnected. */
   send(frame: ProjectFrame): boolean;
   members(room: string | number): PresenceInfo[];

@@ -19,12 +19,16 @@
  * maxDelay (reconnect backoff, ms).
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
- * state (a room's or the watch list's snapshot), self (your own status), direct (a payload
+ * roomstate (members' live states in a room changed: {room, states}), state (a room's or the
+ * watch list's snapshot), self (your own status), direct (a payload
  * presence.send_to_user() sent to all your tabs and devices), privacy (your last-seen
  * privacy choice, after setPrivacy), error, open, close,
  * unauthorized, message (a frame of the project's own, on a socket whose consumer uses
  * PresenceConsumerMixin: never hello, heartbeat.ack, error or a presence.* frame). Calls: join(room), leave(room), setStatus({state, message, emoji,
- * expiresIn}), setPrivacy({lastSeen, approximate}), watch(ids), typing(room), members(room), get(userId), send(frame) (a project's
+ * expiresIn}), setPrivacy({lastSeen, approximate}), watch(ids), typing(room),
+ * setRoomState(room, data) (your live state in a room: a cursor, a selection; sent at most
+ * limits.room_state_rate times a second, the latest), roomState(room) (the others' states),
+ * members(room), get(userId), send(frame) (a project's
  * own frame, rate limited with the rest; false while disconnected), close().
  *
  * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
@@ -102,6 +106,10 @@
       this.lastActivity = 0;
       this.activityMs = 15000;
       this.typingMs = 2000;
+      this.roomStates = new Map(); // room -> Map("user|conn" -> {user, conn, data}): others'
+      this.ownStates = new Map(); // room -> your latest state there (sent again on reconnect)
+      this.dirtyStates = new Set(); // rooms whose own state waits for the next tick
+      this.stateSentAt = 0;
 
       this.socket = null;
       this.openedAt = 0;
@@ -110,7 +118,9 @@
       this.queue = [];
       this.tokens = 0;
       this.tokensAt = 0;
-      this.timers = {heartbeat: null, retry: null, drain: null, scan: null, ago: null};
+      this.timers = {
+        heartbeat: null, retry: null, drain: null, scan: null, ago: null, state: null,
+      };
 
       this._onActivity = this._onActivity.bind(this);
       this._onVisibility = this._onVisibility.bind(this);
@@ -153,6 +163,9 @@
       room = String(room);
       if (!this.rooms.delete(room)) return;
       this.roomMembers.delete(room);
+      this.roomStates.delete(room);
+      this.ownStates.delete(room);
+      this.dirtyStates.delete(room);
       this._paintCounts();
       this._send({type: "leave", room});
     }
@@ -191,6 +204,22 @@
       if (now - (this.lastTyping.get(room) || 0) < this.typingMs) return;
       this.lastTyping.set(room, now);
       this._send({type: "typing", room});
+    }
+
+    // Your live state in a room (null clears it). Latest wins: at most one frame per tick
+    // (limits.room_state_rate, and half the frame rate), so a 60 Hz cursor costs no more.
+    setRoomState(room, data) {
+      room = String(room);
+      if (!this.rooms.has(room)) return false;
+      this.ownStates.set(room, data == null ? null : data);
+      this.dirtyStates.add(room);
+      this._flushStates();
+      return true;
+    }
+
+    roomState(room) {
+      const map = this.roomStates.get(String(room));
+      return map ? Array.from(map.values()) : [];
     }
 
     send(frame) {
@@ -309,6 +338,10 @@
       this.timers.heartbeat = setInterval(() => this._beat(), msg.heartbeat * 1000);
       // A new connection knows nothing: join the rooms and watch the users again.
       for (const room of this.rooms) this._send({type: "join", room});
+      // A new connection has no state: yours goes again after the joins.
+      this.roomStates.clear();
+      for (const [room, data] of this.ownStates) if (data != null) this.dirtyStates.add(room);
+      this._flushStates();
       this._syncWatch();
       if (this.pendingStatus) {
         this._send(this.pendingStatus);
@@ -326,6 +359,31 @@
       this.queue.push(frame);
       this._drain();
       return true;
+    }
+
+    _stateTickMs() {
+      const limits = this.limits || {};
+      const rate = Math.min(limits.room_state_rate || 20, Math.max(1, (this.rate || 2) / 2));
+      return 1000 / rate;
+    }
+
+    _flushStates() {
+      if (this.timers.state || !this.dirtyStates.size || !this.limits) return;
+      const wait = this.stateSentAt + this._stateTickMs() - Date.now();
+      if (wait > 0) {
+        this.timers.state = setTimeout(() => {
+          this.timers.state = null;
+          this._flushStates();
+        }, wait);
+        return;
+      }
+      this.stateSentAt = Date.now();
+      for (const room of this.dirtyStates) {
+        if (this.rooms.has(room)) {
+          this._send({type: "roomstate", room, data: this.ownStates.get(room)});
+        }
+      }
+      this.dirtyStates.clear();
     }
 
     _drain() {
@@ -374,6 +432,7 @@
           this._remember(msg);
           if (this.roomMembers.has(msg.room)) this.roomMembers.get(msg.room).delete(msg.user);
           this._paintCounts();
+          this._dropStates(msg.user, msg.room); // their last connection left: every state
           this._emit("leave", msg);
           break;
         case "presence.update":
@@ -386,11 +445,15 @@
             for (const map of this.roomMembers.values()) {
               if (map.has(msg.user)) map.set(msg.user, Object.assign({}, map.get(msg.user), msg));
             }
+            if (msg.state === "offline") this._dropStates(msg.user, null);
             this._emit("update", msg);
           }
           break;
         case "presence.typing":
           this._emit("typing", msg);
+          break;
+        case "presence.roomstate":
+          this._roomState(msg);
           break;
         case "presence.message": // presence.send_to_user(): to every tab and device of yours
           this._emit("direct", msg.payload);
@@ -422,8 +485,36 @@
         if (msg.page > 0 && known) for (const [user, m] of pairs) known.set(user, m);
         else this.roomMembers.set(msg.room, new Map(pairs));
         this._paintCounts();
+        const states = msg.states || [];
+        if (!(msg.page > 0)) this.roomStates.delete(msg.room);
+        this._roomState({type: "presence.roomstate", room: msg.room, states, snapshot: true});
       }
       this._emit("state", msg);
+    }
+
+    _roomState(msg) {
+      if (!this.rooms.has(msg.room)) return;
+      let map = this.roomStates.get(msg.room);
+      if (!map) this.roomStates.set(msg.room, (map = new Map()));
+      for (const st of msg.states) {
+        const key = st.user + "|" + st.conn;
+        if (st.data == null) map.delete(key);
+        else map.set(key, st);
+      }
+      this._emit("roomstate", msg);
+    }
+
+    // A user left a room (or, with room null, went offline): their states there are gone.
+    _dropStates(user, room) {
+      for (const [name, map] of this.roomStates) {
+        if (room !== null && name !== room) continue;
+        const gone = [];
+        for (const [key, st] of map) if (st.user === user) gone.push(key);
+        if (!gone.length) continue;
+        const states = gone.map((key) => Object.assign({}, map.get(key), {data: null}));
+        for (const key of gone) map.delete(key);
+        this._emit("roomstate", {type: "presence.roomstate", room: name, states});
+      }
     }
 
     _error(msg) {
