@@ -153,6 +153,7 @@ class Model:
     def set_state(self, proc: str, uid: str, state: str) -> None:
         self.leases[proc] = self.now + TTL
         u = self.users[uid]
+        self.prune(uid)  # a change of the user's: their dead connections (and rooms) go
         was_hidden = u.st == "invisible"
         u.st = state
         if u.index is None or was_hidden == (state == "invisible"):
