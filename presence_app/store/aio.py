@@ -35,13 +35,9 @@ class AsyncStore(BaseStore):
     """Presence on a ``redis.asyncio.Redis`` or ``RedisCluster``; every method is awaited."""
 
     def __init__(
-        self,
-        client: aredis.Redis | aredis.RedisCluster,
-        config: StoreConfig | None = None,
-        *,
-        layout: int = 2,
+        self, client: aredis.Redis | aredis.RedisCluster, config: StoreConfig | None = None
     ) -> None:
-        super().__init__(config, layout)
+        super().__init__(config)
         self.client = client
         self.cluster = isinstance(client, aredis.RedisCluster)
 

@@ -52,13 +52,9 @@ class Store(BaseStore):
     """Presence on a ``redis.Redis`` or ``redis.RedisCluster`` client."""
 
     def __init__(
-        self,
-        client: redis.Redis | redis.RedisCluster,
-        config: StoreConfig | None = None,
-        *,
-        layout: int = 2,
+        self, client: redis.Redis | redis.RedisCluster, config: StoreConfig | None = None
     ) -> None:
-        super().__init__(config, layout)
+        super().__init__(config)
         self.client = client
         self.cluster = isinstance(client, redis.RedisCluster)
 
