@@ -69,7 +69,6 @@ def test_the_store_knows_nothing_of_django_channels_or_the_app(graph):
 #: class into two halves that borrow each other's state, which costs more than it saves.
 LONG_CLASSES = {
     "session.py:PresenceSession": "one connection's whole life: open, frames, events, access",
-    "store/base.py:BaseStore": "the store's public API, written once for both faces",
 }
 
 
