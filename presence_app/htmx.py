@@ -31,18 +31,16 @@ import json
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.utils import translation
 from django.utils.html import escape
-from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from . import frames
 from .lookup import users_in_order
-from .sse import EventStream, device_of, read_resume_id
+from .sse import EventStream, device_of, serve
 from .store import Presence
 from .templatetags.presence import display_name, dot_html, last_seen_text
 
@@ -182,26 +180,16 @@ def _listed(request: HttpRequest, name: str) -> list[str]:
 @require_GET
 async def stream(request: HttpRequest) -> HttpResponse:
     """``GET presence/sse/html/?rooms=a,b&users=1,2``: presence as HTML events for htmx."""
-    user = await request.auser()
-    if not user.is_authenticated:
-        return JsonResponse({"detail": _("Authentication required.")}, status=401)
-    layer = get_channel_layer()
-    if layer is None:
-        return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
-    channel = await layer.new_channel()
-    es = HtmlEventStream(
-        user,
-        layer,
-        channel,
-        device_of(request),
-        get_token(request),
-        rooms=_listed(request, "rooms"),
-        users=_listed(request, "users"),
-        language=translation.get_language(),
+    return await serve(
+        request,
+        lambda user, layer, channel: HtmlEventStream(
+            user,
+            layer,
+            channel,
+            device_of(request),
+            get_token(request),
+            rooms=_listed(request, "rooms"),
+            users=_listed(request, "users"),
+            language=translation.get_language(),
+        ),
     )
-    last = request.headers.get("Last-Event-ID") or request.GET.get("lastEventId")
-    resume = read_resume_id(last, es.session.user_id) if last else None
-    response = StreamingHttpResponse(es.events(resume), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response

@@ -263,21 +263,32 @@ def device_of(request: HttpRequest) -> str | None:
     return text or None
 
 
-@never_cache
-@require_GET
-async def stream(request: HttpRequest) -> HttpResponse:
-    """``GET presence/sse/``: the presence stream of the signed-in user (401 otherwise)."""
+async def serve(request: HttpRequest, make: Any) -> HttpResponse:
+    """A stream's response for the signed-in user (401 otherwise, 503 without a channel layer):
+    ``make(user, layer, channel)`` builds its :class:`EventStream`; a ``Last-Event-ID`` of
+    theirs resumes it."""
     user = await request.auser()
     if not user.is_authenticated:
         return JsonResponse({"detail": _("Authentication required.")}, status=401)
     layer = get_channel_layer()
     if layer is None:
         return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
-    channel = await layer.new_channel()
-    es = EventStream(user, layer, channel, device_of(request), get_token(request))
+    es = make(user, layer, await layer.new_channel())
     last = request.headers.get("Last-Event-ID") or request.GET.get("lastEventId")
     resume = read_resume_id(last, es.session.user_id) if last else None
     response = StreamingHttpResponse(es.events(resume), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
     return response
+
+
+@never_cache
+@require_GET
+async def stream(request: HttpRequest) -> HttpResponse:
+    """``GET presence/sse/``: the presence stream of the signed-in user (401 otherwise)."""
+    return await serve(
+        request,
+        lambda user, layer, channel: EventStream(
+            user, layer, channel, device_of(request), get_token(request)
+        ),
+    )
