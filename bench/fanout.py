@@ -205,7 +205,7 @@ async def _sender(url: str, conn: Any) -> None:
 # -- the 10,000-member room --------------------------------------------------------------------
 async def room_figures(layer: Any, members: int, rounds: int) -> dict[str, Any]:
     from presence_app import presence
-    from presence_app.session import PresenceSession
+    from presence_app.realtime.session import PresenceSession
 
     now = time.time()
     for i in range(0, members, 500):

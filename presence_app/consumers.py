@@ -32,12 +32,13 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol, tenants
+from . import conf, dispatch, tenants
 from .limits import TokenBucket
-from .protocol import FrameError
-from .resilience import OutageTolerantConsumer
+from .realtime import frames, protocol
+from .realtime.protocol import FrameError
+from .realtime.resilience import OutageTolerantConsumer
+from .realtime.session import PresenceSession
 from .rooms import permanent_rooms_to_join
-from .session import PresenceSession
 
 CLOSE_UNAUTHENTICATED = 4401
 

@@ -166,7 +166,7 @@ async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: st
 
 
 def room_state_event(room: str, states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Members' live states in ``room`` (``presence_app.roomstate``): ``data`` None is a
+    """Members' live states in ``room`` (``presence_app.realtime.roomstate``): ``data`` None is a
     removal. Redacted per subject by each receiving session."""
     return {"type": "presence.roomstate", "room": room, "states": states}
 
@@ -211,7 +211,7 @@ async def announce_forgotten(user_id: str) -> None:
 
 async def revoke(user_id: str, room: str, *, layer: Any = None) -> None:
     """Tells every connection of ``user_id`` to leave ``room`` (they sit in the user's private
-    group; see :func:`presence_app.frames.on_own_event`)."""
+    group; see :func:`presence_app.realtime.frames.on_own_event`)."""
     layer = layer or get_channel_layer()
     if layer is not None:
         await layer.group_send(self_group(user_id), {"type": "presence.revoke", "room": room})

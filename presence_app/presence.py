@@ -100,7 +100,7 @@ def connect(
 
 def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
     """Renews one lease; False when the connection holds none (connect it again). Sockets beat
-    through the process' coalescer instead (:mod:`presence_app.coalescer`)."""
+    through the process' coalescer instead (:mod:`presence_app.realtime.coalescer`)."""
     return get_store().heartbeat(conn_id, rules.user_id(user), now)
 
 
@@ -189,7 +189,7 @@ async def asend_to_user(user: User, payload: Any) -> None:
     await dispatch.send_to_user(rules.user_id(user), _payload(payload))
 
 
-# -- live per-member room state (a connection's own is coalesced by presence_app.roomstate) -----
+# -- live per-member room state (a connection's own is coalesced by presence_app.realtime.roomstate) -----
 #: The public id of the state a server sets for a user (:func:`set_room_state`).
 SERVER_STATE = "server"
 

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import api, htmx, rest, sse
+from . import api
+from .realtime import htmx, rest, sse
 
 app_name = "presence_app"
 

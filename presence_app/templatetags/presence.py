@@ -297,7 +297,7 @@ def room_roster(context: template.Context, room: str) -> list[Any]:
 
 @register.simple_tag
 def presence_sse_html_url(rooms: Any = "", users: Any = ()) -> str:
-    """The URL of the HTML presence stream for htmx (:mod:`presence_app.htmx`):
+    """The URL of the HTML presence stream for htmx (:mod:`presence_app.realtime.htmx`):
     ``sse-connect="{% presence_sse_html_url rooms="lobby" users=people %}"``. ``rooms``: a name,
     names separated by commas, or a list; ``users``: users or ids."""
     from urllib.parse import urlencode

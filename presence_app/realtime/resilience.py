@@ -27,8 +27,8 @@ from typing import Any
 
 from channels.consumer import AsyncConsumer, get_handler_name
 
+from ..store import UNAVAILABLE
 from . import protocol
-from .store import UNAVAILABLE
 from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")

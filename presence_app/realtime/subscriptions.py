@@ -11,9 +11,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from . import dispatch
-from .limits import Throttle
-from .store import UNAVAILABLE
+from .. import dispatch
+from ..limits import Throttle
+from ..store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
 

@@ -21,8 +21,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from . import rules
-from .store import Presence
+from .. import rules
+from ..store import Presence
 
 
 class FrameError(Exception):

@@ -5,7 +5,7 @@ users it watches, its channel-layer groups — and does what a connection does: 
 the process' coalescer), join, leave, set status, type, watch, recover a lost lease, close. It
 speaks to the browser only through the ``send`` coroutine it is given, and to Redis only through
 the front door (:mod:`presence_app.presence`). The WebSocket consumer and the consumer mixin
-(:mod:`presence_app.consumers`) wrap it; :mod:`presence_app.frames` maps client frames onto it.
+(:mod:`presence_app.consumers`) wrap it; :mod:`presence_app.realtime.frames` maps client frames onto it.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import audience, conf, dispatch, presence, protocol, roomstate, rules, tenants, visibility
+from .. import audience, conf, dispatch, presence, rules, tenants, visibility
+from ..limits import Throttle
+from ..store import UNAVAILABLE
+from ..sweeper import ensure_sweeper
+from . import protocol, roomstate
 from .coalescer import get_coalescer
-from .limits import Throttle
 from .protocol import FrameError
 from .recovery import LeaseRecovery, in_tenant
-from .store import UNAVAILABLE
 from .subscriptions import RecentUpdates, Subscriptions, log_outage
-from .sweeper import ensure_sweeper
 
 logger = logging.getLogger("presence_app")
 

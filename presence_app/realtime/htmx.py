@@ -13,7 +13,7 @@ rendered by the server stays live with no JavaScript of its own::
       <div sse-swap="presence-room-lobby">…</div>
     </div>
 
-The stream is a connection like the JSON one (``presence_app.sse``: a lease, its rooms, the
+The stream is a connection like the JSON one (``presence_app.realtime.sse``: a lease, its rooms, the
 watched users, the same ``AUDIENCE`` rules, resuming with ``Last-Event-ID``); ``?rooms=a,b``
 are joined and ``?users=1,2`` watched when it opens. Its events, each an HTML fragment rendered
 here with the same markup as the template tags:
@@ -38,11 +38,11 @@ from django.utils.html import escape
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ..lookup import users_in_order
+from ..store import Presence
+from ..templatetags.presence import display_name, dot_html, last_seen_text
 from . import frames
-from .lookup import users_in_order
 from .sse import EventStream, device_of, serve
-from .store import Presence
-from .templatetags.presence import display_name, dot_html, last_seen_text
 
 #: At most this many rooms and users from the query string (the connection's own limits apply).
 MAX_QUERY_ITEMS = 500
@@ -69,7 +69,7 @@ def sse_event(name: str, html: str, event_id: str | None = None) -> str:
 
 
 class HtmlEventStream(EventStream):
-    """The SSE stream of ``presence_app.sse``, its frames rendered as htmx events."""
+    """The SSE stream of ``presence_app.realtime.sse``, its frames rendered as htmx events."""
 
     def __init__(self, *args: Any, rooms: list[str], users: list[str], language: str | None,
                  **kwargs: Any) -> None:  # fmt: skip

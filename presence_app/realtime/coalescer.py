@@ -18,10 +18,10 @@ import logging
 import weakref
 from typing import Protocol
 
-from . import conf, presence, tenants
-from .limits import Throttle
-from .store import UNAVAILABLE
-from .sweeper import raise_if_cancelling
+from .. import conf, presence, tenants
+from ..limits import Throttle
+from ..store import UNAVAILABLE
+from ..sweeper import raise_if_cancelling
 
 logger = logging.getLogger("presence_app")
 

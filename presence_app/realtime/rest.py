@@ -4,7 +4,7 @@
 (``X-CSRFToken``, Django's CSRF middleware checks it) and the stream's signed name
 (``X-Presence-Stream``, from its ``hello``). The call is not applied here: it is sent over the
 channel layer to the stream it names, on whatever process holds it, and the stream applies it
-exactly as a socket applies the same frame (:func:`presence_app.frames.apply`: the same
+exactly as a socket applies the same frame (:func:`presence_app.realtime.frames.apply`: the same
 validation, ``CAN_JOIN``, limits and rate limit). Its outcome comes back to this request:
 
 ====  ==========================================================================
@@ -28,10 +28,11 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from . import conf, frames, protocol, rules
+from .. import conf, rules
+from ..store import UNAVAILABLE
+from . import frames, protocol
 from .protocol import FrameError
 from .sse import let_go, stream_channel
-from .store import UNAVAILABLE
 
 #: How long a call waits for its stream's answer (a busy process, a slow CAN_JOIN hook).
 REPLY_TIMEOUT = 15.0

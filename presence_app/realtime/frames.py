@@ -1,7 +1,7 @@
-"""Client frames of the presence protocol, applied to a :class:`~presence_app.session.PresenceSession`.
+"""Client frames of the presence protocol, applied to a :class:`~presence_app.realtime.session.PresenceSession`.
 
 :func:`handle` reads one decoded frame, calls the session, and turns every refusal into an
-``error`` frame (codes in :mod:`presence_app.protocol`): a bad frame is answered and changes
+``error`` frame (codes in :mod:`presence_app.realtime.protocol`): a bad frame is answered and changes
 nothing, Redis being away gets ``unavailable``, never a crashed socket.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import protocol, rooms, tenants
+from .. import rooms, tenants
+from ..store import UNAVAILABLE, InvalidInput
+from . import protocol
 from .protocol import FrameError
 from .session import PresenceSession
-from .store import UNAVAILABLE, InvalidInput
 from .subscriptions import log_outage
 
 Handler = Callable[[PresenceSession, dict[str, Any]], Awaitable[None]]
@@ -136,7 +137,7 @@ async def join_unasked(session: PresenceSession, room: Any) -> dict[str, Any] | 
 
 async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, Any] | None:
     """Applies ``frame``; returns the ``error`` frame of a refusal (None when it was done):
-    the socket sends it, a REST call (:mod:`presence_app.rest`) answers with it."""
+    the socket sends it, a REST call (:mod:`presence_app.realtime.rest`) answers with it."""
     extra: dict[str, Any] = {"frame": frame.get("type")}
     if isinstance(frame.get("room"), str) and len(frame["room"]) <= 1000:
         extra["room"] = frame["room"]

@@ -31,11 +31,11 @@ from typing import Any
 
 from django.conf import settings
 
-from . import conf, rules, tenants
-from .limits import Throttle
+from .. import conf, rules, tenants
+from ..limits import Throttle
+from ..store import UNAVAILABLE
+from ..sweeper import raise_if_cancelling
 from .protocol import FrameError
-from .store import UNAVAILABLE
-from .sweeper import raise_if_cancelling
 
 logger = logging.getLogger("presence_app")
 
@@ -121,7 +121,7 @@ class RoomStateCoalescer:
             await asyncio.sleep(next_tick(last) - time.time())
 
     async def flush(self) -> None:
-        from . import presence  # the front door imports this module
+        from .. import presence  # the front door imports this module
 
         batch, self.pending = self.pending, {}
         by_tenant: dict[str | None, dict[str, list[tuple[Any, str | None]]]] = {}

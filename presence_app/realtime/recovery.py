@@ -1,6 +1,6 @@
 """Taking a lost lease back: what a connection does when its heartbeats find no lease (Redis
 restarted, the lease was swept after a long silence, or its keys were evicted), and when they
-cannot be written (Redis away). Part of :class:`~presence_app.session.PresenceSession`.
+cannot be written (Redis away). Part of :class:`~presence_app.realtime.session.PresenceSession`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import dispatch, presence, protocol, tenants
+from .. import dispatch, presence, tenants
+from ..store import UNAVAILABLE, UnknownConnection
+from . import protocol
 from .coalescer import get_coalescer
 from .protocol import FrameError
-from .store import UNAVAILABLE, UnknownConnection
 from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")

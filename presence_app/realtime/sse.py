@@ -1,10 +1,10 @@
 """Presence over Server-Sent Events: one ``EventSource`` stream a tab, changes sent by REST.
 
 ``GET presence/sse/`` (an async view: uvicorn, daphne) carries a
-:class:`~presence_app.session.PresenceSession` exactly as a WebSocket does: the same ``hello``
+:class:`~presence_app.realtime.session.PresenceSession` exactly as a WebSocket does: the same ``hello``
 first, then the same frames as ``data:`` lines (a room's snapshot, then its diffs). The stream
 has a channel of its own on the channel layer (``layer.new_channel()``); its loop relays the
-layer's events to the browser and applies the REST calls (:mod:`presence_app.rest`) that other
+layer's events to the browser and applies the REST calls (:mod:`presence_app.realtime.rest`) that other
 requests, on any process, send to that channel.
 
 - Liveness: a comment line every ``HEARTBEAT_INTERVAL`` (at most half the grace) keeps proxies
@@ -35,10 +35,11 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from . import conf, frames, lifecycle, protocol, rooms
-from .limits import TokenBucket
+from .. import conf, rooms
+from ..limits import TokenBucket
+from ..store import UNAVAILABLE
+from . import frames, lifecycle, protocol
 from .session import PresenceSession
-from .store import UNAVAILABLE
 from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")
@@ -244,7 +245,7 @@ class EventStream:
             await asyncio.shield(self.session.close())
 
     async def encode(self, frame: dict[str, Any]) -> bytes:
-        """A frame as the stream's bytes: here one JSON event (presence_app.htmx renders HTML)."""
+        """A frame as the stream's bytes: here one JSON event (presence_app.realtime.htmx renders HTML)."""
         return event_bytes(frame, self.next_id())
 
     def next_id(self) -> str | None:
