@@ -1,4 +1,4 @@
-"""The fixtures host projects test with (presence_app/pytest_plugin.py), used here as they would."""
+"""The fixtures host projects test with (presence_app/testing/pytest_plugin.py), used here as they would."""
 
 from __future__ import annotations
 
