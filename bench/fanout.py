@@ -152,7 +152,8 @@ class Counting:
 async def _sender(url: str, conn: Any) -> None:
     from channels.layers import get_channel_layer
 
-    from presence_app import dispatch, presence
+    from presence_app import presence
+    from presence_app.core import dispatch
 
     layer = get_channel_layer()
     counting = Counting(layer)

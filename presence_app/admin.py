@@ -19,12 +19,13 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from . import dashboard, presence
+from . import presence
 from .failopen import breaker
-from .lookup import PresenceBatch
 from .models import LastSeen, PresenceDashboard, RoomMembership
 from .store import UNAVAILABLE
 from .templatetags.presence import dot_html, state_label
+from .web import dashboard
+from .web.lookup import PresenceBatch
 
 
 @admin.register(LastSeen)

@@ -194,7 +194,7 @@ def _cluster_errors(s: dict[str, Any]) -> list:
 @register("presence_redis")
 def check_redis(app_configs=None, **kwargs) -> list:
     """Redis unreachable is a warning: the site still serves pages (presence fails open)."""
-    from .connection import redis_url
+    from .core.connection import redis_url
     from .housekeeping import ping, redis_client
 
     try:

@@ -65,7 +65,7 @@ DEFAULTS: dict[str, Any] = {
     # latest wins: per connection on the sending side, one frame per room on the receiving).
     "ROOM_STATE_MAX_BYTES": 1024,
     "ROOM_STATE_RATE": 20,
-    # JSON API abuse limits (presence_app/ratelimit.py), per process: requests a second and
+    # JSON API abuse limits (presence_app/web/ratelimit.py), per process: requests a second and
     # burst per signed-in user and per client IP (429 with Retry-After past them), and the
     # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).
     "API_USER_RATE": 10,
@@ -73,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "API_IP_RATE": 50,
     "API_IP_BURST": 200,
     "API_MAX_QUERY_BYTES": 32768,
-    # Permanent rooms (presence_app/rooms.py): True makes each connection join its user's
+    # Permanent rooms (presence_app/core/rooms.py): True makes each connection join its user's
     # permanent rooms on opening (one indexed query a connection, so off unless used).
     "PERMANENT_ROOMS": False,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.
@@ -87,7 +87,7 @@ DEFAULTS: dict[str, Any] = {
     # call a thousand): deeper pages go on from a cursor, and counts past it are lower bounds.
     "AUDIENCE_SCAN_LIMIT": 10_000,
     # Each user's choice of who sees their last seen (everyone, audience, nobody) and whether
-    # exactly (presence_app/privacy.py): one indexed query per list read while on.
+    # exactly (presence_app/access/privacy.py): one indexed query per list read while on.
     "LAST_SEEN_PRIVACY": False,
     # With LAST_SEEN_PRIVACY: a user who shows their last seen to nobody sees nobody's.
     "LAST_SEEN_RECIPROCAL": False,

@@ -32,13 +32,14 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, tenants
-from .limits import TokenBucket
+from . import conf, tenants
+from .core import dispatch
+from .core.limits import TokenBucket
+from .core.rooms import permanent_rooms_to_join
 from .realtime import frames, protocol
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer
 from .realtime.session import PresenceSession
-from .rooms import permanent_rooms_to_join
 
 CLOSE_UNAUTHENTICATED = 4401
 

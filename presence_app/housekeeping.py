@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .connection import aclose_async_store, get_async_store, get_store
+from .core.connection import aclose_async_store, get_async_store, get_store
 from .store import upgrade_from_v1 as store_upgrade_from_v1
 
 

@@ -51,7 +51,7 @@ class RoomMembership(models.Model):
 
     Live presence stays in Redis; this row only says "bob belongs to #general": each of bob's
     connections joins the room when it opens, and the room's member list shows him while he is
-    offline, with his last seen (see presence_app/rooms.py).
+    offline, with his last seen (see presence_app/core/rooms.py).
     """
 
     user = models.ForeignKey(
@@ -76,7 +76,7 @@ class RoomMembership(models.Model):
 
     def clean(self) -> None:
         """The room name every entry point admits (``ROOM_NAME_PATTERN``), in their words."""
-        from .rules import room
+        from .core.rules import room
         from .store import InvalidInput
 
         try:

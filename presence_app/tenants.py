@@ -1,7 +1,7 @@
 """Workspaces: presence partitioned by a tenant key (a site, a workspace, an organization).
 
 Each tenant is a key space of its own: its store's prefix is ``KEY_PREFIX~<tenant>`` and so are
-its channel-layer group names (:mod:`presence_app.dispatch`). Everything presence keeps — who is
+its channel-layer group names (:mod:`presence_app.core.dispatch`). Everything presence keeps — who is
 online, rooms, counts, the chart, the sweep's lock — is therefore per tenant, and no read or
 event of one tenant can name a key or group of another: isolation by construction, with no
 filter to forget. The tenants share the Redis client (one connection pool) and the code.
@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from . import conf, hooks
-from .limits import Throttle
+from . import conf
+from .core import hooks
+from .core.limits import Throttle
 from .store import UNAVAILABLE, InvalidInput
 
 #: Tenant keys: ids and slugs (they become part of Redis keys and channel-layer group names).

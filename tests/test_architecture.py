@@ -38,7 +38,9 @@ def test_no_import_circle(graph):
 
 
 def test_only_the_front_door_reaches_redis(graph):
-    assert graph.find_modules_that_directly_import("presence_app.connection") <= CONNECTION_USERS
+    assert (
+        graph.find_modules_that_directly_import("presence_app.core.connection") <= CONNECTION_USERS
+    )
 
 
 def test_no_store_internals_outside_the_store(graph):

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from presence_app import presence
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 from presence_app.models import LastSeen
 
 

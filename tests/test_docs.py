@@ -13,7 +13,8 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from presence_app import conf, consumers, dispatch
+from presence_app import conf, consumers
+from presence_app.core import dispatch
 from presence_app.realtime import frames, protocol
 from presence_app.store import Transition
 

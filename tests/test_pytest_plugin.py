@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import AsyncClient
 
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 
 
 def test_the_clock_moves_presence_without_waiting(presence, presence_clock):

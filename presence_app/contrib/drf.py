@@ -38,10 +38,11 @@ from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.filters import BaseFilterBackend
 
-from .. import presence, visibility
+from .. import presence
+from ..access import visibility
 from ..failopen import breaker
-from ..lookup import user_key
 from ..store import UNAVAILABLE, Presence
+from ..web.lookup import user_key
 
 __all__ = ["OnlineFilter", "PresenceField", "viewer_of"]
 

@@ -19,9 +19,9 @@ import weakref
 from typing import Protocol
 
 from .. import conf, presence, tenants
-from ..limits import Throttle
+from ..core.limits import Throttle
+from ..jobs.sweeper import raise_if_cancelling
 from ..store import UNAVAILABLE
-from ..sweeper import raise_if_cancelling
 
 logger = logging.getLogger("presence_app")
 

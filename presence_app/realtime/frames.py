@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import rooms, tenants
+from .. import tenants
+from ..core import rooms
 from ..store import UNAVAILABLE, InvalidInput
 from . import protocol
 from .protocol import FrameError
@@ -31,7 +32,7 @@ async def on_activity(session: PresenceSession, frame: dict[str, Any]) -> None:
 
 async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.join(frame.get("room"))
-    if frame.get("permanent") is True:  # a membership too (presence_app/rooms.py)
+    if frame.get("permanent") is True:  # a membership too (presence_app/core/rooms.py)
         with tenants.activate(session.tenant):  # its event goes to the user's own group
             await rooms.aadd_member(session.user, frame["room"], sender=session.channel_name)
 

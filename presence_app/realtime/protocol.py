@@ -7,7 +7,7 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 ``too_large``     longer than ``MAX_FRAME_BYTES``; a room state over ``ROOM_STATE_MAX_BYTES``
 ``unknown_type``  a ``type`` the server does not know
 ``invalid``       a field of the wrong type or shape (room name, state, message, ...): the
-                  front door's own check (:mod:`presence_app.rules`), worded the same everywhere
+                  front door's own check (:mod:`presence_app.core.rules`), worded the same everywhere
 ``limit``         over ``MAX_ROOMS_PER_CONNECTION`` or ``MAX_WATCHED_USERS``
 ``forbidden``     ``CAN_JOIN`` refused the room
 ``not_joined``    ``leave``, ``typing`` or ``roomstate`` for a room this socket has not joined
@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .. import rules
+from ..core import rules
 from ..store import Presence
 
 
@@ -88,7 +88,7 @@ def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
 
 
 def privacy_frame(choice: Any) -> dict[str, Any]:
-    """A user's own last-seen privacy choice (:mod:`presence_app.privacy`)."""
+    """A user's own last-seen privacy choice (:mod:`presence_app.access.privacy`)."""
     return {
         "type": "presence.privacy",
         "last_seen": choice.visible_to,

@@ -11,7 +11,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import dispatch, presence, tenants
+from .. import presence, tenants
+from ..core import dispatch
 from ..store import UNAVAILABLE, UnknownConnection
 from . import protocol
 from .coalescer import get_coalescer

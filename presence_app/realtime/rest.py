@@ -28,7 +28,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from .. import conf, rules
+from .. import conf
+from ..core import rules
 from ..store import UNAVAILABLE
 from . import frames, protocol
 from .protocol import FrameError

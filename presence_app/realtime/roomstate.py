@@ -31,10 +31,11 @@ from typing import Any
 
 from django.conf import settings
 
-from .. import conf, rules, tenants
-from ..limits import Throttle
+from .. import conf, tenants
+from ..core import rules
+from ..core.limits import Throttle
+from ..jobs.sweeper import raise_if_cancelling
 from ..store import UNAVAILABLE
-from ..sweeper import raise_if_cancelling
 from .protocol import FrameError
 
 logger = logging.getLogger("presence_app")

@@ -16,10 +16,12 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import audience, conf, dispatch, presence, rules, tenants, visibility
-from ..limits import Throttle
+from .. import conf, presence, tenants
+from ..access import audience, visibility
+from ..core import dispatch, rules
+from ..core.limits import Throttle
+from ..jobs.sweeper import ensure_sweeper
 from ..store import UNAVAILABLE
-from ..sweeper import ensure_sweeper
 from . import protocol, roomstate
 from .coalescer import get_coalescer
 from .protocol import FrameError

@@ -35,8 +35,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .. import conf, rooms
-from ..limits import TokenBucket
+from .. import conf
+from ..core import rooms
+from ..core.limits import TokenBucket
 from ..store import UNAVAILABLE
 from . import frames, lifecycle, protocol
 from .session import PresenceSession

@@ -11,8 +11,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from .. import dispatch
-from ..limits import Throttle
+from ..core import dispatch
+from ..core.limits import Throttle
 from ..store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")

@@ -22,9 +22,9 @@ from django.utils.translation import gettext_lazy
 
 from .. import presence
 from ..failopen import breaker
-from ..lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
 from ..middleware import TOUCHED, is_activity
 from ..store import UNAVAILABLE, Presence
+from ..web.lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
 
 register = template.Library()
 
@@ -99,7 +99,7 @@ def dot_html(presence: Presence) -> SafeString:
     )
 
 
-#: What an approximate last seen reads as (presence_app.privacy's buckets).
+#: What an approximate last seen reads as (presence_app.access.privacy's buckets).
 ROUGHLY = {
     "recently": gettext_lazy("last seen recently"),
     "within_week": gettext_lazy("last seen within a week"),
@@ -241,7 +241,7 @@ def display_name(user: Any) -> str:
 
 class Roster(list):
     """A permanent room's members (``{% room_roster r as members %}``: a list of
-    :class:`~presence_app.rooms.Member`) that renders as a roster presence.js keeps live when
+    :class:`~presence_app.core.rooms.Member`) that renders as a roster presence.js keeps live when
     the tag is used alone (``{% room_roster r %}``): each member's dot, name and "last seen",
     online members first."""
 
@@ -275,9 +275,9 @@ class Roster(list):
 def room_roster(context: template.Context, room: str) -> list[Any]:
     """Every member of the permanent ``room``, offline ones too: ``{% room_roster r as
     members %}``, each with ``.user``, ``.presence`` and ``.last_seen`` (one query, one round
-    trip; see presence_app/rooms.py). Empty for a viewer ``CAN_JOIN`` keeps out. Alone,
+    trip; see presence_app/core/rooms.py). Empty for a viewer ``CAN_JOIN`` keeps out. Alone,
     ``{% room_roster r %}`` renders the live roster (:class:`Roster`)."""
-    from .. import rooms
+    from ..core import rooms
 
     request = context.get("request")
     user = getattr(request, "user", None)

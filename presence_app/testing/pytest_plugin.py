@@ -60,7 +60,7 @@ def presence(presence_redis_url: str) -> Iterator[ModuleType]:
     from presence_app import housekeeping
     from presence_app import presence as api
     from presence_app.failopen import breaker
-    from presence_app.touches import batcher
+    from presence_app.jobs.touches import batcher
 
     configured = getattr(settings, "PRESENCE", None) or {}
     with override_settings(
@@ -81,7 +81,7 @@ def presence(presence_redis_url: str) -> Iterator[ModuleType]:
 def presence_touches(presence: ModuleType) -> Any:
     """The process's batch of touches (PresenceMiddleware queues a request's touch there):
     ``presence_touches.flush()`` writes it, as the background thread would within a second."""
-    from presence_app.touches import batcher
+    from presence_app.jobs.touches import batcher
 
     return batcher
 

@@ -13,7 +13,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from presence_app import presence
-from presence_app.touches import batcher
+from presence_app.jobs.touches import batcher
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, housekeeping, lastseen, presence, rules, sweeper
+from ... import conf, housekeeping, presence
+from ...core import rules
+from ...jobs import lastseen, sweeper
 from ...models import LastSeen
 from ...store import UNAVAILABLE, PresenceError
 

@@ -5,7 +5,7 @@ viewers the ``AUDIENCE`` policy admits) or to nobody, and exactly or only roughl
 "within a week", "within a month", as Telegram shows it). With ``LAST_SEEN_RECIPROCAL`` a user
 who shows theirs to nobody sees nobody's (as WhatsApp does). The choices are rows
 (:class:`~presence_app.models.LastSeenPrivacy`), read in one query for a list and applied by
-:mod:`presence_app.visibility`'s redaction; the user themself and ``TRUSTED`` reads (the
+:mod:`presence_app.access.visibility`'s redaction; the user themself and ``TRUSTED`` reads (the
 dashboard for superusers) see the truth. Online users show online whatever they chose.
 """
 
@@ -18,8 +18,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from . import conf, rules
-from .store import InvalidInput
+from .. import conf
+from ..core import rules
+from ..store import InvalidInput
 
 EVERYONE, AUDIENCE, NOBODY = "everyone", "audience", "nobody"
 #: The rough buckets of an approximate last seen, and how old each may be (seconds).
@@ -58,7 +59,7 @@ def _pks(user_ids: list[str]) -> dict[Any, str]:
 
 def choices(user_ids: list[str]) -> dict[str, Choice]:
     """The choices of the users among ``user_ids`` who made one: one query."""
-    from .models import LastSeenPrivacy
+    from ..models import LastSeenPrivacy
 
     pks = _pks(user_ids)
     if not pks:
@@ -83,7 +84,7 @@ def check(visible_to: Any, approximate: Any) -> None:
 
 def save(user: Any, visible_to: str | None = None, approximate: bool | None = None) -> Choice:
     """Stores ``user``'s choice (None keeps a part as it is); returns the whole choice."""
-    from .models import LastSeenPrivacy
+    from ..models import LastSeenPrivacy
 
     check(visible_to, approximate)
     uid = rules.user_id(user)

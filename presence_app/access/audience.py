@@ -7,7 +7,7 @@
 
 ``viewer`` is the reader's user id, or None for a signed-out visitor. Unset, everybody sees
 everybody (:func:`everyone`). A user always sees themself; ``TRUSTED`` reads skip the policy.
-What the answer hides, and how, is :mod:`presence_app.visibility`'s one redaction.
+What the answer hides, and how, is :mod:`presence_app.access.visibility`'s one redaction.
 
 A connection remembers its answers for ``AUDIENCE_CACHE_SECONDS`` (:class:`Decisions`, kept by
 its viewer), so the events of a room or a watch list cost no call.
@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import conf, hooks
+from .. import conf
+from ..core import hooks
 
 
 class _Anonymous:

@@ -20,9 +20,9 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from . import conf, housekeeping, presence, tenants
-from .limits import Throttle
-from .store import UNAVAILABLE, Transition
+from .. import conf, housekeeping, presence, tenants
+from ..core.limits import Throttle
+from ..store import UNAVAILABLE, Transition
 
 logger = logging.getLogger("presence_app")
 

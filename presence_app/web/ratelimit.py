@@ -26,8 +26,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext as _
 
-from . import conf
-from .limits import KeyedBuckets
+from .. import conf
+from ..core.limits import KeyedBuckets
 
 users, ips = KeyedBuckets(), KeyedBuckets()
 

@@ -16,10 +16,10 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from . import presence
-from .lookup import pk_of
-from .models import LastSeen
-from .store import UNAVAILABLE
+from .. import presence
+from ..models import LastSeen
+from ..store import UNAVAILABLE
+from ..web.lookup import pk_of
 
 logger = logging.getLogger("presence_app")
 
@@ -88,7 +88,7 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
 
 def on_user_forgotten(sender: Any, *, user_id: str, **kwargs: Any) -> None:
     """Receiver of ``user_forgotten``: deletes the user's ``LastSeen`` row and memberships."""
-    from .models import RoomMembership
+    from ..models import RoomMembership
 
     pk = pk_of(user_id)
     if pk is not None:
@@ -98,7 +98,7 @@ def on_user_forgotten(sender: Any, *, user_id: str, **kwargs: Any) -> None:
 
 def stored_rows(user_id: str) -> dict[str, Any]:
     """The database's rows of ``user_id``: their last seen and their permanent rooms."""
-    from .models import RoomMembership
+    from ..models import RoomMembership
 
     pk = pk_of(user_id)
     row = LastSeen.objects.filter(user_id=pk).first() if pk is not None else None

@@ -19,11 +19,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from . import audience, conf, presence, rooms, rules, visibility
-from .failopen import breaker
+from .. import conf, presence
+from ..access import audience, visibility
+from ..core import rooms, rules
+from ..failopen import breaker
+from ..store import UNAVAILABLE, InvalidInput, Presence
 from .lookup import users_in_order
 from .ratelimit import bounded_ids, rate_limited
-from .store import UNAVAILABLE, InvalidInput, Presence
 
 MAX_PER_PAGE = 100
 #: The deepest offset ``?page=`` reaches; past it a list is read on with ``?cursor=``.
@@ -215,7 +217,7 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
 @rate_limited
 @api_view
 def room_roster(request: HttpRequest, room: str) -> dict[str, Any]:
-    """The members of the permanent ``room`` (presence_app/rooms.py), offline ones with their
+    """The members of the permanent ``room`` (presence_app/core/rooms.py), offline ones with their
     last seen, a page at a time (``?page=1&per_page=50``): one query and one round trip."""
     if not _raw_path_is_utf8(request):
         raise InvalidInput("the room name is not valid UTF-8 text")

@@ -14,8 +14,8 @@ import re
 import uuid
 from typing import Any
 
-from . import conf
-from .store import CONTROL_CHARACTERS, InvalidInput
+from .. import conf
+from ..store import CONTROL_CHARACTERS, InvalidInput
 
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255

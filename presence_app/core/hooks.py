@@ -19,7 +19,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from . import conf
+from .. import conf
 
 
 @cache

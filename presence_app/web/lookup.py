@@ -16,15 +16,17 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from . import audience, presence, rules, visibility
-from .failopen import breaker
-from .store import UNAVAILABLE, InvalidInput, Presence
+from .. import presence
+from ..access import audience, visibility
+from ..core import rules
+from ..failopen import breaker
+from ..store import UNAVAILABLE, InvalidInput, Presence
 
 ATTR = "_presence_batch"
 
 
 def user_key(user: Any) -> str | None:
-    """The store's id of a user (:func:`presence_app.rules.optional_user_id`); None for no
+    """The store's id of a user (:func:`presence_app.core.rules.optional_user_id`); None for no
     user and, as templates fail quietly, for a value that cannot be one."""
     try:
         return rules.optional_user_id(user)
@@ -95,7 +97,7 @@ class PresenceBatch:
         and the users' privacy decide."""
         p = self.get(uid)
         if p.last_seen is None and uid not in self.durable:
-            from .models import LastSeen
+            from ..models import LastSeen
 
             wanted = {
                 pk_of(u): u

@@ -13,9 +13,9 @@ import time
 
 from django.db import close_old_connections
 
-from . import conf, presence, tenants
-from .failopen import breaker
-from .store import UNAVAILABLE, Transition
+from .. import conf, presence, tenants
+from ..failopen import breaker
+from ..store import UNAVAILABLE, Transition
 
 logger = logging.getLogger("presence_app")
 

@@ -15,7 +15,7 @@ lists, events and the database's last seen) with a :class:`Sight` of the list: t
 :func:`asight`: one policy call and one query a list). Someone outside a user's audience learns
 of them exactly what they learn of an invisible user: offline, no last seen, no status text, no
 room, no metadata. A user's last seen shows as their privacy choice allows
-(:mod:`presence_app.privacy`).
+(:mod:`presence_app.access.privacy`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from . import audience, privacy, rules
-from .store import Presence
+from ..core import rules
+from ..store import Presence
+from . import audience, privacy
 
 
 class _Sentinel:

@@ -25,9 +25,9 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from . import signals, tenants
+from .. import signals, tenants
+from ..store import UNAVAILABLE, Presence, Transition
 from .limits import Throttle
-from .store import UNAVAILABLE, Presence, Transition
 
 logger = logging.getLogger("presence_app")
 

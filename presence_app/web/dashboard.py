@@ -19,9 +19,11 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
-from . import audience, presence, rules, visibility
+from .. import presence
+from ..access import audience, visibility
+from ..core import rules
+from ..store import Presence, StateCounts
 from .lookup import users_in_order
-from .store import Presence, StateCounts
 
 PER_PAGE = 50
 ROOMS = 20

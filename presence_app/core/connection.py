@@ -52,8 +52,8 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
-from . import conf, tenants
-from .store import AsyncStore, Store, StoreConfig
+from .. import conf, tenants
+from ..store import AsyncStore, Store, StoreConfig
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 #: Async clients: connections per process (single Redis: the blocking pool's size) and per
