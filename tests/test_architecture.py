@@ -10,9 +10,16 @@ import grimp
 import pytest
 
 APP = Path(__file__).resolve().parent.parent / "presence_app"
-#: The only modules that reach the Redis connection: the front door and the housekeeping jobs
-#: (checks reads the configured URL for its message).
-CONNECTION_USERS = {"presence_app.presence", "presence_app.housekeeping", "presence_app.checks"}
+#: The only modules that reach the Redis connection: the front door, and the jobs that work on
+#: the store itself rather than on presence (the sweep's locks and samples, the command's clear
+#: and upgrade, the checks' ping, the test plugin's clear).
+CONNECTION_USERS = {
+    "presence_app.presence",
+    "presence_app.checks",
+    "presence_app.jobs.sweeper",
+    "presence_app.management.commands.presence",
+    "presence_app.testing.pytest_plugin",
+}
 MAX_CLASS_LINES = 200
 
 

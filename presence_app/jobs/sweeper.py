@@ -20,7 +20,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .. import conf, housekeeping, presence, tenants
+from .. import conf, presence, tenants
+from ..core.connection import aclose_async_store, get_async_store
 from ..core.limits import Throttle
 from ..store import UNAVAILABLE, Transition
 
@@ -38,7 +39,7 @@ async def asweep_once(now: float | None = None, *, force: bool = False) -> list[
     within the last interval (``force`` sweeps anyway: sweeping is idempotent, the lock only
     saves work)."""
     rounds = [await _asweep_space(now, force)]
-    for tenant in await housekeeping.aactive_tenants():
+    for tenant in await tenants.aactive(get_async_store()):
         with tenants.activate(tenant):
             rounds.append(await _asweep_space(now, force))
     swept = [r for r in rounds if r is not None]
@@ -48,12 +49,12 @@ async def asweep_once(now: float | None = None, *, force: bool = False) -> list[
 async def _asweep_space(now: float | None, force: bool) -> list[Transition] | None:
     if not force:
         interval = float(conf.get("SWEEP_INTERVAL"))
-        if not await housekeeping.async_job_lock("sweep", timeout=interval).acquire():
+        if not await get_async_store().job_lock("sweep", timeout=interval).acquire():
             return None
     transitions = await presence.asweep(now)  # announced: leaves, offlines (LastSeen), idles
-    await housekeeping.arecord_sample(
-        await presence.aonline_count(now=now, viewer=presence.TRUSTED), now
-    )
+    store = get_async_store()
+    count = await presence.aonline_count(now=now, viewer=presence.TRUSTED)
+    await store.record_sample(count, now if now is not None else await store.server_time())
     await aflush_if_due()
     return transitions
 
@@ -62,7 +63,7 @@ async def aflush_if_due() -> None:
     """Every FLUSH_INTERVAL, one process copies online users' last seen to the database
     (a lock that is never released, like the sweep's, paces the fleet)."""
     interval = float(conf.get("FLUSH_INTERVAL"))
-    if await housekeeping.async_job_lock("flush", timeout=interval).acquire():
+    if await get_async_store().job_lock("flush", timeout=interval).acquire():
         from channels.db import database_sync_to_async
 
         from .lastseen import flush
@@ -122,7 +123,7 @@ async def _own_loop(main: Awaitable[T]) -> T:
     try:
         return await main
     finally:
-        await housekeeping.aclose()  # the loop ends here: so does its Redis client
+        await aclose_async_store()  # the loop ends here: so does its Redis client
 
 
 def sweep_once(now: float | None = None, *, force: bool = False) -> list[Transition] | None:

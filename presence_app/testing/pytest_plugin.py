@@ -57,8 +57,8 @@ def presence(presence_redis_url: str) -> Iterator[ModuleType]:
     from django.conf import settings
     from django.test import override_settings
 
-    from presence_app import housekeeping
     from presence_app import presence as api
+    from presence_app.core.connection import get_store
     from presence_app.failopen import breaker
     from presence_app.jobs.touches import batcher
 
@@ -66,7 +66,7 @@ def presence(presence_redis_url: str) -> Iterator[ModuleType]:
     with override_settings(
         PRESENCE={**configured, "REDIS_URL": presence_redis_url, "CLUSTER": False}
     ):
-        housekeeping.clear()  # the app's keys only: a shared REDIS_URL keeps everything else
+        get_store().clear()  # the app's keys only: a shared REDIS_URL keeps everything else
         breaker.reset()  # Redis presumed reachable, whatever an earlier test did
         # Requests' touches wait for presence_touches.flush(): written when the test says so.
         background, batcher.background = batcher.background, False
