@@ -21,9 +21,10 @@ visits the ones recorded within ``ACTIVE_FOR``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from . import conf
 from .core import hooks
 from .core.limits import Throttle
+from .core.tasks import spawn
 from .store import UNAVAILABLE, InvalidInput
 
 #: Tenant keys: ids and slugs (they become part of Redis keys and channel-layer group names).
@@ -70,6 +72,19 @@ def activate(key: Any) -> Iterator[str | None]:
         yield _current.get()
     finally:
         _current.reset(token)
+
+
+def in_tenant(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Runs an object's coroutine method in the object's ``tenant``, whichever task calls it: a
+    connection's session is called from its consumer's task, the coalescer's flush and the
+    channel layer's handlers alike, and each call must reach the session's own key space."""
+
+    @functools.wraps(method)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with activate(self.tenant):
+            return await method(self, *args, **kwargs)
+
+    return run
 
 
 def prefix(key: str | None = None) -> str:
@@ -121,9 +136,7 @@ def mark_async(store: Any, key: str | None) -> None:
         except UNAVAILABLE:
             _marked.forget(key)
 
-    task = asyncio.get_running_loop().create_task(write())
-    _pending.add(task)
-    task.add_done_callback(_pending.discard)
+    spawn(_pending, write())
 
 
 async def aactive(store: Any, now: float | None = None) -> list[str]:

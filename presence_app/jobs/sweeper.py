@@ -23,6 +23,7 @@ from typing import TypeVar
 from .. import conf, presence, tenants
 from ..core.connection import aclose_async_store, get_async_store
 from ..core.limits import Throttle
+from ..core.tasks import raise_if_cancelling
 from ..store import UNAVAILABLE, Transition
 
 logger = logging.getLogger("presence_app")
@@ -92,15 +93,6 @@ async def arun_sweeper(
         if not loop:
             return transitions
         await asyncio.sleep(float(conf.get("SWEEP_INTERVAL")))
-
-
-def raise_if_cancelling() -> None:
-    """Stop a background loop whose cancellation got lost on the way: on Python 3.11 a cancel
-    that races a redis-py read timeout, or a sync signal receiver's thread, can be absorbed,
-    and a loop that retries on errors would then run on forever."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 _tasks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (

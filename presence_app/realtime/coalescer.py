@@ -20,7 +20,7 @@ from typing import Protocol
 
 from .. import conf, presence, tenants
 from ..core.limits import Throttle
-from ..jobs.sweeper import raise_if_cancelling
+from ..core.tasks import raise_if_cancelling
 from ..store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")

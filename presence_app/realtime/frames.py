@@ -12,11 +12,11 @@ from typing import Any
 
 from .. import tenants
 from ..core import rooms
+from ..failopen import log_outage
 from ..store import UNAVAILABLE, InvalidInput
 from . import protocol
 from .protocol import FrameError
 from .session import PresenceSession
-from .subscriptions import log_outage
 
 Handler = Callable[[PresenceSession, dict[str, Any]], Awaitable[None]]
 

@@ -6,46 +6,21 @@ cannot be written (Redis away). Part of :class:`~presence_app.realtime.session.P
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import presence, tenants
+from .. import presence
 from ..core import dispatch
+from ..core.tasks import spawn
+from ..failopen import log_outage
 from ..store import UNAVAILABLE, UnknownConnection
+from ..tenants import in_tenant
 from . import protocol
 from .coalescer import get_coalescer
 from .protocol import FrameError
-from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")
-
-
-def spawn(tasks: set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
-    """Runs ``coro`` in the background, kept in ``tasks`` until it ends (so it can be cancelled);
-    nobody awaits it, so an error is logged here, not at garbage collection."""
-
-    async def logged() -> None:
-        try:
-            await coro
-        except Exception:
-            logger.exception("presence: a background task of a connection failed")
-
-    task = asyncio.ensure_future(logged())
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
-
-
-def in_tenant(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Runs a session's method in the session's tenant, whichever task calls it."""
-
-    @functools.wraps(method)
-    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with tenants.activate(self.tenant):
-            return await method(self, *args, **kwargs)
-
-    return run
 
 
 class LeaseRecovery:

@@ -27,9 +27,9 @@ from typing import Any
 
 from channels.consumer import AsyncConsumer, get_handler_name
 
+from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import protocol
-from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")
 

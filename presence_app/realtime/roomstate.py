@@ -34,7 +34,7 @@ from django.conf import settings
 from .. import conf, tenants
 from ..core import rules
 from ..core.limits import Throttle
-from ..jobs.sweeper import raise_if_cancelling
+from ..core.tasks import raise_if_cancelling
 from ..store import UNAVAILABLE
 from .protocol import FrameError
 

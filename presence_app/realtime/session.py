@@ -20,13 +20,15 @@ from .. import conf, presence, tenants
 from ..access import audience, visibility
 from ..core import dispatch, rules
 from ..core.limits import Throttle
+from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
 from ..store import UNAVAILABLE
+from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
 from .protocol import FrameError
-from .recovery import LeaseRecovery, in_tenant
-from .subscriptions import RecentUpdates, Subscriptions, log_outage
+from .recovery import LeaseRecovery
+from .subscriptions import RecentUpdates, Subscriptions
 
 logger = logging.getLogger("presence_app")
 

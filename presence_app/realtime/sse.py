@@ -38,10 +38,10 @@ from django.views.decorators.http import require_GET
 from .. import conf
 from ..core import rooms
 from ..core.limits import TokenBucket
+from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import frames, lifecycle, protocol
 from .session import PresenceSession
-from .subscriptions import log_outage
 
 logger = logging.getLogger("presence_app")
 

@@ -12,20 +12,13 @@ from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from ..core import dispatch
-from ..core.limits import Throttle
+from ..failopen import log_outage
 from ..store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
 
 #: Channel-layer calls one connection makes at once: redis-py's pool fails past its size.
 CALLS_AT_ONCE = 16
-_log_outage = Throttle(10.0)
-
-
-def log_outage(exc: BaseException) -> None:
-    """One warning per 10 s for Redis or the channel layer being away."""
-    if _log_outage.ready():
-        logger.warning("presence: Redis or the channel layer is unavailable: %r", exc)
 
 
 async def _bounded(calls: list[Awaitable[Any]]) -> list[Any]:
