@@ -20,14 +20,14 @@ from .. import conf, presence, tenants
 from ..access import audience, visibility
 from ..core import dispatch, rules
 from ..core.limits import Throttle
+from ..core.tasks import spawn
 from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
-from ..store import UNAVAILABLE
+from ..store import UNAVAILABLE, UnknownConnection
 from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
 from .protocol import FrameError
-from .recovery import LeaseRecovery
 from .subscriptions import RecentUpdates, Subscriptions
 
 logger = logging.getLogger("presence_app")
@@ -42,7 +42,7 @@ def activity_interval(settings: dict[str, Any]) -> float:
     return min(float(settings["TOUCH_INTERVAL"]), float(settings["IDLE_AFTER"]) / 2)
 
 
-class PresenceSession(LeaseRecovery):
+class PresenceSession:
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
     (default: the current one) is the key space it lives in for its whole life."""
 
@@ -67,7 +67,7 @@ class PresenceSession(LeaseRecovery):
         self.send = send
         self.device = device
         self.rooms: set[str] = set()
-        self.owed: set[str] = set()  # unasked joins an outage refused (recovery.owe)
+        self.owed: set[str] = set()  # unasked joins an outage refused (owe)
         self.watched: set[str] = set()
         self.own_state = "online"
         self.closed = False
@@ -355,3 +355,128 @@ class PresenceSession(LeaseRecovery):
         shown = visibility.redact_states(self.viewer, states, seen)
         if shown:
             await self.outbox.add(room, shown)
+
+    # -- a lost lease taken back: Redis restarted, a long silence got it swept, its keys were
+    # evicted (the coalescer's callbacks), or it cannot be written (Redis away) -----------------
+    def lease_lost(self) -> None:
+        if not self.closed:
+            self.recovering = True
+            spawn(self.tasks, self._recover())
+
+    def finish_recovery(self) -> None:
+        """A heartbeat came: a recovery Redis cut short is tried again. Once the lease is taken
+        its heartbeats renew it and report nothing missing, so a room left unjoined (Redis
+        refused the join a moment after it took the connect) would otherwise stay lost."""
+        if self.recovery_due and not self.recovering:
+            self.lease_lost()
+
+    def owe(self, room: str) -> None:
+        """A room the connection joins by itself (a permanent one) met an outage: the browser
+        never asked for it, so it will not ask again. The recovery that the next heartbeat
+        starts (:meth:`finish_recovery`) joins it once Redis answers."""
+        self.owed.add(room)
+        self.recovery_due = True
+
+    def lease_unavailable(self) -> None:
+        if not self.closed and self.outage_notice.ready():
+            spawn(
+                self.tasks,
+                self.send(
+                    protocol.error_frame(
+                        "unavailable",
+                        "presence is temporarily unavailable; retrying",
+                        frame="heartbeat",
+                    )
+                ),
+            )
+
+    async def unavailable(self, exc: BaseException, **extra: Any) -> None:
+        log_outage(exc)
+        await self.send(
+            protocol.error_frame(
+                "unavailable", "presence is temporarily unavailable; try again", **extra
+            )
+        )
+
+    @in_tenant
+    async def _recover(self) -> None:
+        """The lease is gone (Redis restarted, or a long silence got it swept): take it again,
+        re-join the rooms and resend their state."""
+        try:
+            async with self.lock:
+                if not self.closed:
+                    await self._try_recover()
+        finally:
+            self.recovering = False
+
+    async def _try_recover(self) -> None:
+        try:
+            await self._reassert()
+            # Due until the browser has each room's state too: once the lease and the rooms are
+            # back the heartbeats report nothing missing, so a state read Redis refused here
+            # would otherwise never be sent (the browser would keep the members of before).
+            self.recovery_due = True
+            for room in sorted(self.rooms):
+                await self.send_room_state(room)
+            await self._join_owed()
+            self.recovery_due = False
+        except UNAVAILABLE as exc:
+            # Redis answered a moment ago (it reported the lease missing), so this is most
+            # likely a pooled connection that died with a Redis restart: check again with the
+            # next flush, once; a lasting failure is retried by the heartbeats (finish_recovery).
+            log_outage(exc)
+            if not self.recover_retried:
+                self.recover_retried = True
+                get_coalescer().beat(self)
+            self.lease_unavailable()
+            return
+        except UnknownConnection:
+            # The lease vanished again between connect and join (keys evicted under memory
+            # pressure): the next flush finds it missing and this runs once more.
+            get_coalescer().beat(self)
+            return
+        self.recover_retried = False
+
+    async def _reassert(self) -> None:
+        """Takes the lease, the status and the rooms again (each change announced)."""
+        self.recovery_due = True  # until the last room is joined again
+        await self.groups.add_all(self.rooms, self.watched)
+        if self.own_state in ("invisible", "dnd"):
+            # A Redis restart lost the status with the rest: set it again first, so that an
+            # invisible user's connect and joins below announce nothing (a no-op otherwise).
+            await presence.aset_status(self.user_id, self.own_state)
+        await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+        for room in sorted(self.rooms):
+            # A connection taken again is let into its rooms again only as a new one would be.
+            if not await presence.acan_join(self.user, room):
+                await self.refused(room)
+                continue
+            await presence.ajoin(room, self.conn_id, self.user_id)
+        self.recovery_due = False
+
+    async def refused(self, room: str) -> None:
+        """``CAN_JOIN`` no longer admits this connection to ``room``: out of it, browser told."""
+        self.rooms.discard(room)
+        await self.groups.discard([dispatch.room_group(room)])
+        await self.send(
+            protocol.error_frame(
+                "forbidden", "You may no longer be in this room.", frame="join", room=room
+            )
+        )
+
+    async def _join_owed(self) -> None:
+        """Joins the rooms an outage kept this connection out of (:meth:`owe`), each with its
+        ``CAN_JOIN`` and its state; a refusal other than the outage goes to the browser."""
+        for room in sorted(self.owed):  # the recovery stays due until the last is joined
+            try:
+                await self.join(room)
+            except FrameError as exc:
+                await self.send(protocol.error_frame(exc.code, exc.detail, frame="join", room=room))
+            self.owed.discard(room)
+
+    async def _store_join(self, room: str) -> None:
+        try:
+            await presence.ajoin(room, self.conn_id, self.user_id)
+        except UnknownConnection:  # the lease was lost before its heartbeat told us
+            await self._reassert()
+            await presence.ajoin(room, self.conn_id, self.user_id)
