@@ -22,9 +22,9 @@ from django.utils.functional import LazyObject, empty
 
 from . import conf, tenants
 from .core.limits import Throttle
+from .core.rules import user_key
 from .failopen import breaker
 from .jobs.touches import batcher
-from .web.lookup import user_key
 
 #: Users whose last touch this process remembers (more are forgotten early: an extra touch).
 THROTTLE_SIZE = 50_000

@@ -40,9 +40,9 @@ from rest_framework.filters import BaseFilterBackend
 
 from .. import presence
 from ..access import visibility
+from ..core.rules import user_key
 from ..failopen import breaker
 from ..store import UNAVAILABLE, Presence
-from ..web.lookup import user_key
 
 __all__ = ["OnlineFilter", "PresenceField", "viewer_of"]
 

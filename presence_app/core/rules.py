@@ -14,23 +14,16 @@ import re
 import uuid
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+
 from .. import conf
-from ..store import CONTROL_CHARACTERS, InvalidInput
+from ..store import CONTROL_CHARACTERS, MAX_DEVICE_LENGTH, InvalidInput, is_text
 
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255
 #: ``set_status`` states a caller may ask for; "online" is the automatic state.
 SET_STATES = {"auto": "auto", "online": "auto", "dnd": "dnd", "invisible": "invisible"}
-
-
-def is_text(value: str) -> bool:
-    """False for a str that is not Unicode text (a lone surrogate, as JSON's "\\ud800" yields):
-    it cannot be written to Redis as UTF-8."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 #: The primary-key types Django's user models use: AutoField and BigAutoField (int), UUIDField,
@@ -54,6 +47,35 @@ def optional_user_id(value: Any) -> str | None:
     if value is None or value == "" or getattr(value, "pk", value) is None:
         return None
     return user_id(value)
+
+
+def user_key(value: Any) -> str | None:
+    """:func:`optional_user_id` for code that must not raise (templates fail quietly, the
+    middleware must serve the page): None for no user and for a value that cannot be an id."""
+    try:
+        return optional_user_id(value)
+    except InvalidInput:
+        return None
+
+
+def pk_of(uid: str) -> Any:
+    """The other way: the user model's primary key for a store id, or None when it cannot be
+    one (an id of another model's type)."""
+    try:
+        return get_user_model()._meta.pk.to_python(uid)
+    except ValidationError:
+        return None
+
+
+#: What a device label may hold (``?device=`` on a socket or a stream): it is shown in the admin.
+DEVICE_UNSAFE = re.compile(r"[^A-Za-z0-9 ._()/-]")
+
+
+def device(value: str | None) -> str | None:
+    """A device label from what a client sent (phone, desktop ...): its safe characters only,
+    at most ``MAX_DEVICE_LENGTH`` of them; None for nothing left."""
+    text = DEVICE_UNSAFE.sub("", value or "")[:MAX_DEVICE_LENGTH]
+    return text or None
 
 
 def user_ids(values: Any) -> list[str]:

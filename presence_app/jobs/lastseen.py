@@ -17,9 +17,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from .. import presence
+from ..core.rules import pk_of
 from ..models import LastSeen
-from ..store import UNAVAILABLE
-from ..web.lookup import pk_of
+from ..store import MAX_DEVICE_LENGTH, UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
 
@@ -51,7 +51,7 @@ def record(rows: Iterable[Row], *, with_device: bool = True) -> int:
     if not latest:
         return 0
     objs = [
-        LastSeen(user_id=pk, last_seen_at=latest[uid][1], device=latest[uid][2][:64])
+        LastSeen(user_id=pk, last_seen_at=latest[uid][1], device=latest[uid][2][:MAX_DEVICE_LENGTH])
         for pk, uid in _pks(latest).items()
     ]
     LastSeen.objects.bulk_create(

@@ -21,7 +21,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .. import conf
 from ..core import rules
+from ..core.limits import TokenBucket
 from ..store import Presence
 
 
@@ -40,6 +42,25 @@ HEARTBEAT_ACK: dict[str, Any] = {"type": "heartbeat.ack"}
 
 def error_frame(code: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "code": code, "detail": detail, **extra}
+
+
+class FrameRate:
+    """The client frames one connection may send: ``MAX_FRAMES_PER_SECOND``, a socket's frames
+    and a stream's REST calls alike, bad frames included."""
+
+    def __init__(self) -> None:
+        self.limit = conf.get("MAX_FRAMES_PER_SECOND")
+        self.bucket = TokenBucket(self.limit)
+
+    def refusal(self, **extra: Any) -> dict[str, Any] | None:
+        """None when a frame may go on; else the ``rate_limited`` error frame to answer it with."""
+        if self.bucket.take():
+            return None
+        return error_frame(
+            "rate_limited",
+            f"A connection may send at most {self.limit} frames a second.",
+            **extra,
+        )
 
 
 def state_frame(presences: Iterable[Presence], **extra: Any) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from typing import Any
@@ -36,8 +35,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from .. import conf
-from ..core import rooms
-from ..core.limits import TokenBucket
+from ..core import rooms, rules
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import frames, lifecycle, protocol
@@ -129,7 +127,7 @@ class EventStream:
         self.session = PresenceSession(
             user, layer=layer, channel_name=channel, send=self.push, device=device
         )
-        self.frames_bucket = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
+        self.frame_rate = protocol.FrameRate()
         self.rooms_sent: list[str] | None = None
         self.ending = False  # end() was called: the server is shutting down
 
@@ -194,13 +192,9 @@ class EventStream:
         frame = message.get("frame")
         if not isinstance(frame, dict):
             return
-        if self.frames_bucket.take():
+        error = self.frame_rate.refusal(frame=frame.get("type"))
+        if error is None:
             error = await frames.apply(self.session, frame)
-        else:
-            limit = conf.get("MAX_FRAMES_PER_SECOND")
-            error = protocol.error_frame(
-                "rate_limited", f"at most {limit} frames a second", frame=frame.get("type")
-            )
         reply = message.get("reply")
         if isinstance(reply, str):
             await self.layer.send(reply, {"type": "presence.rest.reply", "error": error})
@@ -261,8 +255,7 @@ class EventStream:
 
 def device_of(request: HttpRequest) -> str | None:
     """The ``?device=`` the client named, reduced to safe characters (as on the socket)."""
-    text = re.sub(r"[^A-Za-z0-9 ._()/-]", "", request.GET.get("device", ""))[:64]
-    return text or None
+    return rules.device(request.GET.get("device"))
 
 
 async def serve(request: HttpRequest, make: Any) -> HttpResponse:

@@ -18,6 +18,7 @@ from typing import Any
 from .keys import CONN_SEP, KeySpace, shard_of
 from .types import (
     CONTROL_CHARACTERS,
+    MAX_DEVICE_LENGTH,
     RECORD_FIELDS,
     SEP,
     InvalidInput,
@@ -26,6 +27,7 @@ from .types import (
     StoreConfig,
     Transition,
     _str,
+    is_text,
     rooms_of_record,
 )
 
@@ -33,7 +35,6 @@ CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
 MAX_ID_LENGTH = 255
 MAX_ROOM_LENGTH = 255
 MAX_EMOJI_LENGTH = 32
-MAX_DEVICE_LENGTH = 64
 STATES = ("auto", "dnd", "invisible")
 _UNSET: Any = object()
 
@@ -117,18 +118,8 @@ def lease_members(pairs: Iterable[tuple[Any, Any]]) -> list[str]:
     return [f"{u}{CONN_SEP}{c}" for u, c in zip(uids, cids, strict=True)]
 
 
-def _encodable(text: str) -> bool:
-    """False for a str that is not Unicode text (a lone surrogate, as JSON's "\\ud800" gives):
-    it cannot reach Redis as UTF-8."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def room_of(room: Any) -> str:
-    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not _encodable(room):
+    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not is_text(room):
         raise InvalidInput("room must be a string of 1-255 characters of Unicode text")
     if CONTROL_CHARACTERS.search(room):
         raise InvalidInput("room must not contain control characters")
@@ -142,7 +133,7 @@ def _text(value: Any, limit: int, what: str) -> str:
         raise InvalidInput(f"{what} is longer than {limit} characters")
     if any(ord(c) < 32 and c not in "\t" for c in value):
         raise InvalidInput(f"{what} must not contain control characters")
-    if not _encodable(value):
+    if not is_text(value):
         raise InvalidInput(f"{what} must be Unicode text")
     return value
 

@@ -21,10 +21,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import presence
+from ..core.rules import user_key
 from ..failopen import breaker
 from ..middleware import TOUCHED, is_activity
 from ..store import UNAVAILABLE, Presence
-from ..web.lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
+from ..web.lookup import PresenceBatch, batch_for, user_keys, users_in_order
 
 register = template.Library()
 

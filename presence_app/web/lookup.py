@@ -13,25 +13,15 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from .. import presence
 from ..access import audience, visibility
 from ..core import rules
 from ..failopen import breaker
-from ..store import UNAVAILABLE, InvalidInput, Presence
+from ..store import UNAVAILABLE, Presence
 
 ATTR = "_presence_batch"
-
-
-def user_key(user: Any) -> str | None:
-    """The store's id of a user (:func:`presence_app.core.rules.optional_user_id`); None for no
-    user and, as templates fail quietly, for a value that cannot be one."""
-    try:
-        return rules.optional_user_id(user)
-    except InvalidInput:
-        return None
 
 
 def user_keys(users: Iterable[Any], attr: str = "") -> list[str]:
@@ -40,23 +30,15 @@ def user_keys(users: Iterable[Any], attr: str = "") -> list[str]:
     for item in users or ():
         for part in attr.split(".") if attr else ():
             item = getattr(item, part, None)
-        key = user_key(item)
+        key = rules.user_key(item)
         if key is not None:
             out.append(key)
     return out
 
 
-def pk_of(uid: str) -> Any:
-    """The user model's primary key for a store id, or None when it cannot be one."""
-    try:
-        return get_user_model()._meta.pk.to_python(uid)
-    except ValidationError:
-        return None
-
-
 def users_in_order(user_ids: Iterable[str]) -> list[Any]:
     """User objects for store ids, in the same order; ids without a user are dropped."""
-    pks = [pk for pk in map(pk_of, user_ids) if pk is not None]
+    pks = [pk for pk in map(rules.pk_of, user_ids) if pk is not None]
     found = get_user_model()._default_manager.in_bulk(pks)
     return [found[pk] for pk in pks if pk in found]
 
@@ -100,7 +82,7 @@ class PresenceBatch:
             from ..models import LastSeen
 
             wanted = {
-                pk_of(u): u
+                rules.pk_of(u): u
                 for u, q in self.presences.items()
                 if q.last_seen is None and u not in self.durable
             }
