@@ -375,9 +375,6 @@ class RedisSentinelGroup:
                 continue
         return None
 
-    def server_at(self, port: int) -> RedisServer:
-        return next(s for s in self.servers if s.port == port)
-
     def stop(self) -> None:
         for process in self.processes:
             if process.poll() is None:
