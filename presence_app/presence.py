@@ -172,9 +172,11 @@ def _payload(payload: Any) -> Any:
     try:
         size = len(json.dumps(payload, allow_nan=False).encode())
     except (TypeError, ValueError):
-        raise InvalidInput("the payload must be JSON: dicts, lists, strings, numbers") from None
+        raise InvalidInput(
+            "The payload must be JSON: objects, lists, strings and numbers."
+        ) from None
     if size > MAX_USER_MESSAGE_BYTES:
-        raise InvalidInput(f"the payload is limited to {MAX_USER_MESSAGE_BYTES} bytes of JSON")
+        raise InvalidInput(f"The payload may be at most {MAX_USER_MESSAGE_BYTES} bytes of JSON.")
     return payload
 
 

@@ -55,7 +55,7 @@ def check(key: Any) -> str | None:
         return None
     key = str(getattr(key, "pk", key))
     if not KEY_PATTERN.fullmatch(key):
-        raise InvalidInput("tenant keys are 1-64 of A-Z a-z 0-9 _ . -")
+        raise InvalidInput("A tenant key is 1 to 64 characters of A-Z, a-z, 0-9, _, . and -.")
     return key
 
 

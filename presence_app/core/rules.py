@@ -22,6 +22,8 @@ from ..store import CONTROL_CHARACTERS, MAX_DEVICE_LENGTH, InvalidInput, is_text
 
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255
+#: The room name of a URL whose bytes are not UTF-8 (the API's paths, the rules' own check).
+NOT_UTF8_ROOM = "The room name is not valid UTF-8 text."
 #: ``set_status`` states a caller may ask for; "online" is the automatic state.
 SET_STATES = {"auto": "auto", "online": "auto", "dnd": "dnd", "invisible": "invisible"}
 
@@ -38,7 +40,7 @@ def user_id(value: Any) -> str:
         raise InvalidInput("A user id is a string, an integer or a UUID.")
     text = str(pk)
     if not 0 < len(text) <= MAX_USER_ID_LENGTH or not text.isprintable():
-        raise InvalidInput(f"user ids are 1-{MAX_USER_ID_LENGTH} printable characters")
+        raise InvalidInput(f"A user id is 1 to {MAX_USER_ID_LENGTH} printable characters.")
     return text
 
 
@@ -81,7 +83,7 @@ def device(value: str | None) -> str | None:
 def user_ids(values: Any) -> list[str]:
     """Ids of ``values`` (objects, keys or strings) in order, without duplicates."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise InvalidInput("user ids come as a list")
+        raise InvalidInput("User ids must come as a list.")
     return list(dict.fromkeys(user_id(v) for v in values))
 
 
@@ -91,20 +93,20 @@ def room(value: Any) -> str:
         try:
             value = value.decode()
         except UnicodeDecodeError:
-            raise InvalidInput("the room name is not valid UTF-8 text") from None
+            raise InvalidInput(NOT_UTF8_ROOM) from None
     if not isinstance(value, str) or not value:
-        raise InvalidInput("a room name is a non-empty string")
+        raise InvalidInput("A room name must be a non-empty string.")
     limit = int(conf.get("MAX_ROOM_NAME_LENGTH"))
     if len(value) > limit:
-        raise InvalidInput(f"room names are limited to {limit} characters")
+        raise InvalidInput(f"A room name may be at most {limit} characters long.")
     if not is_text(value):
-        raise InvalidInput("the room name is not valid Unicode text")
+        raise InvalidInput("The room name is not valid Unicode text.")
     # fullmatch: with re.match a pattern ending in "$" would admit "lobby\n".
     if not re.fullmatch(conf.get("ROOM_NAME_PATTERN"), value):
-        raise InvalidInput("the room name does not match the allowed pattern")
+        raise InvalidInput("The room name does not match the allowed pattern.")
     # whatever the pattern admits: a room is a name, and the store refuses them too
     if CONTROL_CHARACTERS.search(value):
-        raise InvalidInput("the room name must not contain control characters")
+        raise InvalidInput("The room name must not contain control characters.")
     return value
 
 
@@ -113,7 +115,7 @@ def status_state(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or value not in SET_STATES:
-        raise InvalidInput('"state" must be one of online, auto, dnd, invisible')
+        raise InvalidInput('"state" must be one of online, auto, dnd and invisible.')
     return SET_STATES[value]
 
 
@@ -122,10 +124,10 @@ def status_text(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not is_text(value):
-        raise InvalidInput(f'"{name}" must be a string of Unicode text')
+        raise InvalidInput(f'"{name}" must be a string of Unicode text.')
     limit = int(conf.get("MAX_MESSAGE_LENGTH"))
     if name == "message" and len(value) > limit:
-        raise InvalidInput(f"status messages are limited to {limit} characters")
+        raise InvalidInput(f"A status message may be at most {limit} characters long.")
     return value
 
 
@@ -140,7 +142,7 @@ def expires_in(value: Any) -> float | None:
         or not value > 0
         or not math.isfinite(value)
     ):
-        raise InvalidInput('"expires_in" must be a positive number of seconds')
+        raise InvalidInput('"expires_in" must be a positive number of seconds.')
     return float(value)
 
 
@@ -154,14 +156,14 @@ def room_state(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise InvalidInput("room state must be a JSON object (or null to clear it)")
+        raise InvalidInput("A room state must be a JSON object, or null to clear it.")
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInput(f"room state must be JSON: {exc}") from None
+        raise InvalidInput(f"A room state must be JSON ({exc}).") from None
     if not is_text(text):
-        raise InvalidInput("room state must be Unicode text")
+        raise InvalidInput("A room state must be Unicode text.")
     limit = int(conf.get("ROOM_STATE_MAX_BYTES"))
     if len(text.encode()) > limit:
-        raise RoomStateTooLarge(f"room state is limited to {limit} bytes of JSON")
+        raise RoomStateTooLarge(f"A room state may be at most {limit} bytes of JSON.")
     return text

@@ -54,7 +54,7 @@ async def on_privacy(session: PresenceSession, frame: dict[str, Any]) -> None:
     """``last_seen`` (everyone, audience, nobody) and/or ``approximate``: the user's choice of
     who sees their last seen; the whole choice comes back as a ``privacy`` frame."""
     if frame.get("last_seen") is None and frame.get("approximate") is None:
-        raise FrameError("invalid", 'a privacy frame sets "last_seen", "approximate" or both')
+        raise FrameError("invalid", 'A privacy frame must set "last_seen", "approximate" or both.')
     await session.set_privacy(frame.get("last_seen"), frame.get("approximate"))
 
 
@@ -75,14 +75,16 @@ async def on_watch(session: PresenceSession, frame: dict[str, Any]) -> None:
         ids = protocol.user_ids(frame, "remove")
         await session.watch(session.watched - set(ids), [])
     else:
-        raise FrameError("invalid", 'a watch frame has "users", "add" or "remove"')
+        raise FrameError("invalid", 'A watch frame must have "users", "add" or "remove".')
 
 
 async def on_roomstate(session: PresenceSession, frame: dict[str, Any]) -> None:
     """``data`` (a JSON object, or null to clear) is this connection's live state in ``room``:
     a cursor, a selection. Coalesced: the room's members get the latest at ``ROOM_STATE_RATE``."""
     if "data" not in frame:
-        raise FrameError("invalid", 'a roomstate frame has "room" and "data" (an object or null)')
+        raise FrameError(
+            "invalid", 'A roomstate frame must have "room" and "data" (an object or null).'
+        )
     await session.set_room_state(frame.get("room"), frame["data"])
 
 
@@ -145,7 +147,7 @@ async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, An
     try:
         handler = HANDLERS.get(frame["type"])
         if handler is None:
-            raise FrameError("unknown_type", "unknown frame type")
+            raise FrameError("unknown_type", "The server does not know this frame type.")
         async with session.lock:
             await handler(session, frame)
     except FrameError as exc:
@@ -154,9 +156,7 @@ async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, An
         return protocol.error_frame("invalid", str(exc), **extra)
     except UNAVAILABLE as exc:
         log_outage(exc)
-        return protocol.error_frame(
-            "unavailable", "presence is temporarily unavailable; try again", **extra
-        )
+        return protocol.error_frame("unavailable", protocol.TRY_AGAIN, **extra)
     return None
 
 

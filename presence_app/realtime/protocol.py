@@ -26,6 +26,11 @@ from ..core import rules
 from ..core.limits import TokenBucket
 from ..store import Presence
 
+#: What a client is told when Redis or the channel layer cannot serve its frame (``unavailable``).
+TRY_AGAIN = "Presence is unavailable for the moment. Try again."
+#: ... and when the connection found that out in the background and retries by itself.
+RETRYING = "Presence is unavailable for the moment. The connection retries on its own."
+
 
 class FrameError(Exception):
     def __init__(self, code: str, detail: str, **extra: Any) -> None:
@@ -76,18 +81,18 @@ def _not_json(name: str) -> Any:
 def parse(text: str | None, data: bytes | None, max_bytes: int) -> dict[str, Any]:
     """The frame as a dict with a string ``type``; size is checked before any decoding."""
     if text is None:
-        raise FrameError("bad_frame", "binary frames are not supported; send JSON text")
+        raise FrameError("bad_frame", "Binary frames are not supported: send JSON text.")
     # A character is at most 4 UTF-8 bytes: skip the encode for the common, small frame.
     if len(text) > max_bytes or (len(text) * 4 > max_bytes and len(text.encode()) > max_bytes):
-        raise FrameError("too_large", f"frames are limited to {max_bytes} bytes")
+        raise FrameError("too_large", f"A frame may be at most {max_bytes} bytes.")
     try:
         # NaN and Infinity are Python's, not JSON; nesting deeper than Python's recursion
         # limit (a few KB of "[") raises RecursionError, not ValueError.
         frame = json.loads(text, parse_constant=_not_json)
     except (ValueError, RecursionError):
-        raise FrameError("bad_frame", "the frame is not valid JSON") from None
+        raise FrameError("bad_frame", "The frame is not valid JSON.") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-        raise FrameError("bad_frame", 'a frame is a JSON object with a string "type"')
+        raise FrameError("bad_frame", 'A frame must be a JSON object with a string "type".')
     return frame
 
 
@@ -95,7 +100,7 @@ def user_ids(frame: dict[str, Any], key: str) -> list[str]:
     """The ids listed under ``key`` (strings or integers), as strings, without duplicates."""
     values = frame.get(key)
     if not isinstance(values, list):
-        raise FrameError("invalid", f'"{key}" must be a list of user ids')
+        raise FrameError("invalid", f'"{key}" must be a list of user ids.')
     return rules.user_ids(values)
 
 
@@ -104,7 +109,9 @@ def status_fields(frame: dict[str, Any]) -> dict[str, Any]:
     ``expires_in`` (a missing or null field keeps its value, "" clears a message or emoji)."""
     fields = {k: frame.get(k) for k in ("state", "message", "emoji", "expires_in")}
     if all(fields[k] is None for k in ("state", "message", "emoji")):
-        raise FrameError("invalid", "a status frame sets at least one of state, message, emoji")
+        raise FrameError(
+            "invalid", "A status frame must set at least one of state, message and emoji."
+        )
     return fields
 
 

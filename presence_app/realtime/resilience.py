@@ -70,7 +70,7 @@ class OutageTolerantConsumer(AsyncConsumer):
                 if session is not None and not session.closed and session.outage_notice.ready():
                     await session.send(
                         protocol.error_frame(
-                            "unavailable", "live updates are interrupted; retrying"
+                            "unavailable", "Live updates are interrupted. The server is retrying."
                         )
                     )
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))

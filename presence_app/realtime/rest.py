@@ -77,13 +77,13 @@ def _frame(body: bytes, frame_type: str) -> dict[str, Any]:
     """The frame a body describes, checked as a socket's frame is (size first)."""
     limit = int(conf.get("MAX_FRAME_BYTES"))
     if len(body) > limit:
-        raise FrameError("too_large", f"frames are limited to {limit} bytes")
+        raise FrameError("too_large", f"A frame may be at most {limit} bytes.")
     try:
         fields = json.loads(body or b"{}", parse_constant=_not_json)
     except (ValueError, RecursionError):
-        raise FrameError("bad_frame", "the body is not valid JSON") from None
+        raise FrameError("bad_frame", "The body is not valid JSON.") from None
     if not isinstance(fields, dict):
-        raise FrameError("bad_frame", "the body is a JSON object")
+        raise FrameError("bad_frame", "The body must be a JSON object.")
     return {**fields, "type": frame_type}
 
 

@@ -157,9 +157,9 @@ class PresenceSession:
             return
         limit = int(conf.get("MAX_ROOMS_PER_CONNECTION"))
         if len(self.rooms) >= limit:
-            raise FrameError("limit", f"at most {limit} rooms a connection")
+            raise FrameError("limit", f"A connection may join at most {limit} rooms.")
         if not await presence.acan_join(self.user, room):
-            raise FrameError("forbidden", "you may not join this room")
+            raise FrameError("forbidden", "You may not join this room.")
         # Into the group before the snapshot is read: events queue behind it, none is missed.
         group = dispatch.room_group(room)
         await self.groups.add([group])
@@ -175,7 +175,7 @@ class PresenceSession:
     async def leave(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
-            raise FrameError("not_joined", "this connection is not in that room")
+            raise FrameError("not_joined", "This connection is not in that room.")
         # The group may be left before the leave event comes back through it: the connection
         # hears its own leave from the store's answer, once (event() drops the group's copy).
         self.rooms.discard(room)
@@ -230,7 +230,7 @@ class PresenceSession:
     async def typing(self, room: str) -> None:
         room = rules.room(room)
         if room not in self.rooms:
-            raise FrameError("not_joined", "join the room before typing in it")
+            raise FrameError("not_joined", "Join the room before typing in it.")
         # Ephemeral and best effort: throttled, never from an invisible user (a giveaway).
         if self.own_state != "invisible" and self.typing_throttle.ready(room):
             await dispatch.typing(self.layer, room, self.user_id, self.own_state, self.channel_name)
@@ -241,7 +241,7 @@ class PresenceSession:
         sent to the room's members at most ``ROOM_STATE_RATE`` times a second."""
         room = rules.room(room)
         if room not in self.rooms:
-            raise FrameError("not_joined", "join the room before setting a state in it")
+            raise FrameError("not_joined", "Join the room before setting a state in it.")
         text = roomstate.encode(data)
         if not self.publishes:
             return  # an invisible user publishes nothing (a giveaway)
@@ -265,7 +265,7 @@ class PresenceSession:
         """Makes ``target`` the watch list, then sends the presence of ``shown``."""
         limit = int(conf.get("MAX_WATCHED_USERS"))
         if len(target) > limit:
-            raise FrameError("limit", f"at most {limit} watched users a connection")
+            raise FrameError("limit", f"A connection may watch at most {limit} users.")
         added, removed = target - self.watched, self.watched - target
         # Counted before subscribing: a failure midway leaves a superset, which the next watch
         # or the close cleans up.
@@ -384,7 +384,7 @@ class PresenceSession:
                 self.send(
                     protocol.error_frame(
                         "unavailable",
-                        "presence is temporarily unavailable; retrying",
+                        protocol.RETRYING,
                         frame="heartbeat",
                     )
                 ),
@@ -392,11 +392,7 @@ class PresenceSession:
 
     async def unavailable(self, exc: BaseException, **extra: Any) -> None:
         log_outage(exc)
-        await self.send(
-            protocol.error_frame(
-                "unavailable", "presence is temporarily unavailable; try again", **extra
-            )
-        )
+        await self.send(protocol.error_frame("unavailable", protocol.TRY_AGAIN, **extra))
 
     @in_tenant
     async def _recover(self) -> None:

@@ -120,7 +120,7 @@ def users(request: HttpRequest) -> dict[str, Any]:
         raise BadRequest(_("Pass the user ids as ?ids=1,2,3."))
     if len(ids) > conf.get("MAX_WATCHED_USERS"):
         limit = conf.get("MAX_WATCHED_USERS")
-        raise BadRequest(_("Too many ids: at most %(max)s.") % {"max": limit})
+        raise BadRequest(_("A request may name at most %(max)s ids.") % {"max": limit})
     presences = presence.get_many(ids, viewer=request.user)
     return {"users": [p.as_dict() for p in presences.values()]}
 
@@ -138,7 +138,7 @@ def privacy(request: HttpRequest) -> dict[str, Any]:
         except ValueError:
             raise BadRequest(_("The body is not valid JSON.")) from None
         if not isinstance(body, dict):
-            raise BadRequest(_("The body is a JSON object."))
+            raise BadRequest(_("The body must be a JSON object."))
         choice = presence.set_privacy(request.user, body.get("last_seen"), body.get("approximate"))
     else:
         choice = presence.get_privacy(request.user)
@@ -205,7 +205,7 @@ def _raw_path_is_utf8(request: HttpRequest) -> bool:
 def room(request: HttpRequest, room: str) -> dict[str, Any]:
     """The visible members of ``room``, in the order they came, with their presence."""
     if not _raw_path_is_utf8(request):
-        raise InvalidInput("the room name is not valid UTF-8 text")
+        raise InvalidInput(rules.NOT_UTF8_ROOM)
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
     viewer = visibility.viewer_of(request.user, audience.Decisions())
@@ -220,7 +220,7 @@ def room_roster(request: HttpRequest, room: str) -> dict[str, Any]:
     """The members of the permanent ``room`` (presence_app/core/rooms.py), offline ones with their
     last seen, a page at a time (``?page=1&per_page=50``): one query and one round trip."""
     if not _raw_path_is_utf8(request):
-        raise InvalidInput("the room name is not valid UTF-8 text")
+        raise InvalidInput(rules.NOT_UTF8_ROOM)
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)

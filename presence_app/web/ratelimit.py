@@ -50,7 +50,7 @@ def refused(detail: str, status: int) -> JsonResponse:
 
 def too_many(retry_after: float) -> JsonResponse:
     seconds = max(1, math.ceil(retry_after))
-    response = refused(_("Too many requests: retry in %(n)s s.") % {"n": seconds}, 429)
+    response = refused(_("Too many requests. Try again in %(n)s seconds.") % {"n": seconds}, 429)
     response["Retry-After"] = str(seconds)
     return response
 
@@ -81,12 +81,14 @@ def check_ids(request: HttpRequest) -> HttpResponse | None:
     raw = request.META.get("QUERY_STRING", "")
     limit = conf.get("API_MAX_QUERY_BYTES")
     if len(raw) > limit:
-        return refused(_("The query is too long: at most %(n)s bytes.") % {"n": limit}, 400)
+        return refused(
+            _("The query is too long: it may be at most %(n)s bytes.") % {"n": limit}, 400
+        )
     most = conf.get("MAX_WATCHED_USERS")
     # Each id is a comma (or %2C) or an id= pair: a count bounded by the length, no split.
     named = raw.count(",") + raw.upper().count("%2C") + raw.count("=")
     if named > most:
-        return refused(_("Too many ids: at most %(max)s.") % {"max": most}, 400)
+        return refused(_("A request may name at most %(max)s ids.") % {"max": most}, 400)
     return None
 
 

@@ -44,7 +44,7 @@ class Command(BaseCommand):
         try:
             getattr(self, f"do_{action}")(**options)
         except UNAVAILABLE as exc:
-            raise CommandError(f"Redis for presence is unreachable: {exc}") from exc
+            raise CommandError(f"Redis for presence cannot be reached: {exc}.") from exc
         except KeyboardInterrupt:
             self.stdout.write("Stopped.")
 
