@@ -81,6 +81,14 @@ LONG_CLASSES = {
         "one connection's whole life: open, frames, events, access, and its lost lease taken back"
         " (the recovery reads and writes a dozen of the session's attributes)"
     ),
+    "store/plans.py:Planner": (
+        "every plan of one configuration, reads and writes: each read uses the same call,"
+        " user_call, by_shard and keys, so a reads-only half borrowed five names"
+    ),
+    "store/base.py:BaseStore": (
+        "the store's API over its plans; the chart's samples and the tenants in use use the"
+        " same run and keys, so a half of their own borrowed both"
+    ),
 }
 
 

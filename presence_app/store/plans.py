@@ -156,10 +156,53 @@ def _flat_transitions(replies: list[Any]) -> list[Transition]:
     return out
 
 
-class _ReadPlans:
-    """The reads of :class:`Planner` (which gives ``call``, ``user_call``, ``by_shard``,
-    ``keys`` and ``config``)."""
+class Planner:
+    """Builds the plans for one configuration."""
 
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.keys = KeySpace(config.prefix, config.shards)
+
+    # -- building blocks --------------------------------------------------------------------
+    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
+        c = self.config
+        keys = (
+            KeySpace.seen(tag),
+            KeySpace.hidden(tag),
+            KeySpace.leases(tag),
+            KeySpace.active(tag),
+            KeySpace.rooms(tag),
+        )
+        head = (
+            tag,
+            "" if now is None else repr(float(now)),
+            c.lease_ttl,
+            c.disconnect_grace,
+            c.online_window,
+            c.idle_after,
+            int(c.metadata_ttl),
+        )
+        return Call(script, keys, head + args)
+
+    def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
+        return self.call(script, self.keys.tag_for_user(user_id), now, *args)
+
+    def transitions(self, script: str, user_id: Any, now: float | None, *args: Any) -> Plan:
+        uid = user_id_of(user_id)
+        return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
+
+    def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
+        if self.keys.shards == 1:
+            ids = list(user_ids)
+            return {self.keys.tag(0): ids} if ids else {}
+        groups: dict[str, list[str]] = {}
+        for uid in user_ids:
+            groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)
+        return groups
+
+    # -- state changes ----------------------------------------------------------------------
+
+    # -- reads ---------------------------------------------------------------------------------
     def get_many(
         self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
     ) -> Plan:
@@ -273,52 +316,7 @@ class _ReadPlans:
 
         return Plan(calls, finish)
 
-
-class Planner(_ReadPlans):
-    """Builds the plans for one configuration."""
-
-    def __init__(self, config: StoreConfig) -> None:
-        self.config = config
-        self.keys = KeySpace(config.prefix, config.shards)
-
-    # -- building blocks --------------------------------------------------------------------
-    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
-        c = self.config
-        keys = (
-            KeySpace.seen(tag),
-            KeySpace.hidden(tag),
-            KeySpace.leases(tag),
-            KeySpace.active(tag),
-            KeySpace.rooms(tag),
-        )
-        head = (
-            tag,
-            "" if now is None else repr(float(now)),
-            c.lease_ttl,
-            c.disconnect_grace,
-            c.online_window,
-            c.idle_after,
-            int(c.metadata_ttl),
-        )
-        return Call(script, keys, head + args)
-
-    def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
-        return self.call(script, self.keys.tag_for_user(user_id), now, *args)
-
-    def transitions(self, script: str, user_id: Any, now: float | None, *args: Any) -> Plan:
-        uid = user_id_of(user_id)
-        return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
-
-    def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
-        if self.keys.shards == 1:
-            ids = list(user_ids)
-            return {self.keys.tag(0): ids} if ids else {}
-        groups: dict[str, list[str]] = {}
-        for uid in user_ids:
-            groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)
-        return groups
-
-    # -- state changes ----------------------------------------------------------------------
+    # -- writes --------------------------------------------------------------------------------
     def touch(self, user_id: Any, activity: bool, now: float | None) -> Plan:
         return self.transitions("touch", user_id, now, "1" if activity else "0")
 
