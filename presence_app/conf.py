@@ -73,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "API_IP_RATE": 50,
     "API_IP_BURST": 200,
     "API_MAX_QUERY_BYTES": 32768,
-    # Permanent rooms (presence_app/core/rooms.py): True makes each connection join its user's
+    # Permanent rooms (presence_app/rooms.py): True makes each connection join its user's
     # permanent rooms on opening (one indexed query a connection, so off unless used).
     "PERMANENT_ROOMS": False,
     # Room authorization hook: a callable or dotted path to can_join(user, room) -> bool.

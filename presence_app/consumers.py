@@ -33,11 +33,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import conf, tenants
 from .core import dispatch, rules
-from .core.rooms import permanent_rooms_to_join
 from .realtime import frames, protocol
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer
 from .realtime.session import PresenceSession
+from .rooms import permanent_rooms_to_join
 
 CLOSE_UNAUTHENTICATED = 4401
 

@@ -53,7 +53,7 @@ class RoomMembership(models.Model):
 
     Live presence stays in Redis; this row only says "bob belongs to #general": each of bob's
     connections joins the room when it opens, and the room's member list shows him while he is
-    offline, with his last seen (see presence_app/core/rooms.py).
+    offline, with his last seen (see presence_app/rooms.py).
     """
 
     user = models.ForeignKey(

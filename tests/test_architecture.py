@@ -74,6 +74,91 @@ def test_the_store_knows_nothing_of_django_channels_or_the_app(graph):
             assert outside == set(), module
 
 
+#: Each folder is a family (docs/architecture.md); what it may not import, by module prefix.
+#: The front door's parts (core/) and who-may-see-what (access/) sit under the front door and
+#: every entry point; realtime/ carries connections and renders no page; web/ holds no
+#: connection; jobs/ run beside both; testing/ is for a host project's tests only.
+ENTRY_POINTS = (
+    "presence_app.presence",
+    "presence_app.rooms",
+    "presence_app.consumers",
+    "presence_app.middleware",
+    "presence_app.routing",
+    "presence_app.urls",
+    "presence_app.admin",
+    "presence_app.apps",
+    "presence_app.checks",
+    "presence_app.templatetags",
+    "presence_app.management",
+    "presence_app.contrib",
+)
+FAMILIES = ("realtime", "web", "jobs", "testing")
+MAY_NOT_IMPORT = {
+    "presence_app.core": (
+        *ENTRY_POINTS,
+        *(f"presence_app.{family}" for family in FAMILIES),
+    ),
+    "presence_app.access": (
+        *ENTRY_POINTS,
+        *(f"presence_app.{family}" for family in FAMILIES),
+    ),
+    "presence_app.realtime": (
+        "presence_app.web",
+        "presence_app.testing",
+        "presence_app.admin",
+        "presence_app.urls",
+        "presence_app.routing",
+        "presence_app.consumers",
+        "presence_app.management",
+    ),
+    "presence_app.web": ("presence_app.realtime", "presence_app.testing", "presence_app.consumers"),
+    "presence_app.jobs": (
+        "presence_app.realtime",
+        "presence_app.web",
+        "presence_app.testing",
+        "presence_app.consumers",
+        "presence_app.admin",
+    ),
+}
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_each_folder_imports_only_what_sits_below_it(graph):
+    climbing = sorted(
+        (module, imported)
+        for module in app_modules(graph)
+        for family, forbidden in MAY_NOT_IMPORT.items()
+        if within(module, family)
+        for imported in graph.find_modules_directly_imported_by(module)
+        if any(within(imported, f) for f in forbidden)
+    )
+    assert climbing == []
+
+
+def test_no_runtime_module_imports_the_test_helpers(graph):
+    # The fixtures' old path (the pytest11 entry point of installs made before the move) is
+    # the one module outside testing/ that may name them.
+    users = {
+        user
+        for inner in app_modules(graph)
+        if within(inner, "presence_app.testing")
+        for user in graph.find_modules_that_directly_import(inner)
+        if not within(user, "presence_app.testing")
+    }
+    assert users <= {"presence_app.pytest_plugin"}
+
+
+def test_the_top_level_stays_small():
+    # A newcomer reads the top level in one go: the public paths (presence, consumers, routing,
+    # urls, middleware, tenants, signals, conf, models, admin, apps, checks, failopen, rooms)
+    # and the fixtures' old path; every other module lives in its family's folder.
+    top = sorted(p.stem for p in APP.glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 16, top
+
+
 #: Classes allowed past MAX_CLASS_LINES, each with its reason: splitting them would make one
 #: class into two halves that borrow each other's state, which costs more than it saves.
 LONG_CLASSES = {

@@ -297,7 +297,7 @@ def test_two_browsers_see_each_other_live(redis_client):
 
 
 def test_last_seen_roster_and_own_dot_are_live_without_page_code(redis_client):
-    from presence_app.core import rooms
+    from presence_app import rooms
 
     alice, alice_cookie = login("alice")
     bob, bob_cookie = login("bob")

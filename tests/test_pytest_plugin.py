@@ -121,3 +121,20 @@ def test_a_visit_puts_the_user_online(client, presence, presence_touches, django
     assert presence.get(user).state == "offline"  # queued, not written: nothing waited on Redis
     presence_touches.flush()
     assert presence.get(user).state == "online"
+
+
+def test_the_entry_point_and_the_old_path_both_give_the_fixtures():
+    """pyproject's pytest11 entry point names the plugin in presence_app/testing/; the old
+    path, which installs made before the move still name, gives the same fixtures."""
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    entry = tomllib.loads(pyproject.read_text())["project"]["entry-points"]["pytest11"]
+    assert entry == {"presence_app": "presence_app.testing.pytest_plugin"}
+    plugin = importlib.import_module(entry["presence_app"])
+    old = importlib.import_module("presence_app.pytest_plugin")
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(plugin, name)
+    assert len(old.__all__) == 5

@@ -19,8 +19,7 @@ from channels.layers import channel_layers
 from django.template import Context, Template
 from django.test import RequestFactory
 
-from presence_app import presence
-from presence_app.core import rooms
+from presence_app import presence, rooms
 from presence_app.models import LastSeen, RoomMembership
 
 from .users import create_user, login_name, names

@@ -29,8 +29,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from presence_app import presence
-from presence_app.core import rooms
+from presence_app import presence, rooms
 from presence_app.core.connection import get_store
 from presence_app.models import LastSeen
 from presence_app.testing import RedisServer

@@ -3,7 +3,8 @@
 Every entry point (socket, SSE, JSON API, template tags, Python calls) validates through these
 functions, so a name is refused the same way, with the same words, wherever it arrives. They
 raise :class:`~presence_app.store.InvalidInput`; the WebSocket answers it with an ``invalid``
-error frame, the JSON API with a 400.
+error frame, the JSON API with a 400. The way back, from a store id to the user
+(:func:`pk_of`, :func:`users_in_order`), is written here too, beside the rule it inverts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -67,6 +69,13 @@ def pk_of(uid: str) -> Any:
         return get_user_model()._meta.pk.to_python(uid)
     except ValidationError:
         return None
+
+
+def users_in_order(user_ids: Iterable[str]) -> list[Any]:
+    """User objects for store ids, in the same order; ids without a user are dropped."""
+    pks = [pk for pk in map(pk_of, user_ids) if pk is not None]
+    found = get_user_model()._default_manager.in_bulk(pks)
+    return [found[pk] for pk in pks if pk in found]
 
 
 #: What a device label may hold (``?device=`` on a socket or a stream): it is shown in the admin.

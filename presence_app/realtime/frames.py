@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import tenants
-from ..core import rooms
+from .. import rooms, tenants
 from ..failopen import log_outage
 from ..store import UNAVAILABLE, InvalidInput
 from . import protocol
@@ -32,7 +31,7 @@ async def on_activity(session: PresenceSession, frame: dict[str, Any]) -> None:
 
 async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.join(frame.get("room"))
-    if frame.get("permanent") is True:  # a membership too (presence_app/core/rooms.py)
+    if frame.get("permanent") is True:  # a membership too (presence_app/rooms.py)
         with tenants.activate(session.tenant):  # its event goes to the user's own group
             await rooms.aadd_member(session.user, frame["room"], sender=session.channel_name)
 

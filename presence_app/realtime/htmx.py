@@ -38,9 +38,9 @@ from django.utils.html import escape
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ..core.rules import users_in_order
 from ..store import Presence
 from ..templatetags.presence import display_name, dot_html, last_seen_text
-from ..web.lookup import users_in_order
 from . import frames
 from .sse import EventStream, device_of, serve
 

@@ -21,11 +21,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import presence
-from ..core.rules import user_key
+from ..core.rules import user_key, users_in_order
 from ..failopen import breaker
 from ..middleware import TOUCHED, is_activity
 from ..store import UNAVAILABLE, Presence
-from ..web.lookup import PresenceBatch, batch_for, user_keys, users_in_order
+from ..web.lookup import PresenceBatch, batch_for, user_keys
 
 register = template.Library()
 
@@ -242,7 +242,7 @@ def display_name(user: Any) -> str:
 
 class Roster(list):
     """A permanent room's members (``{% room_roster r as members %}``: a list of
-    :class:`~presence_app.core.rooms.Member`) that renders as a roster presence.js keeps live when
+    :class:`~presence_app.rooms.Member`) that renders as a roster presence.js keeps live when
     the tag is used alone (``{% room_roster r %}``): each member's dot, name and "last seen",
     online members first."""
 
@@ -276,9 +276,9 @@ class Roster(list):
 def room_roster(context: template.Context, room: str) -> list[Any]:
     """Every member of the permanent ``room``, offline ones too: ``{% room_roster r as
     members %}``, each with ``.user``, ``.presence`` and ``.last_seen`` (one query, one round
-    trip; see presence_app/core/rooms.py). Empty for a viewer ``CAN_JOIN`` keeps out. Alone,
+    trip; see presence_app/rooms.py). Empty for a viewer ``CAN_JOIN`` keeps out. Alone,
     ``{% room_roster r %}`` renders the live roster (:class:`Roster`)."""
-    from ..core import rooms
+    from .. import rooms
 
     request = context.get("request")
     user = getattr(request, "user", None)

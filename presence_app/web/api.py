@@ -19,12 +19,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from .. import conf, presence
+from .. import conf, presence, rooms
 from ..access import audience, visibility
-from ..core import rooms, rules
+from ..core import rules
 from ..failopen import breaker
 from ..store import UNAVAILABLE, InvalidInput, Presence
-from .lookup import users_in_order
 from .ratelimit import bounded_ids, rate_limited
 
 MAX_PER_PAGE = 100
@@ -101,7 +100,7 @@ def _page(request: HttpRequest, per_page: int) -> tuple[int, int]:
 
 
 def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
-    users = {rules.user_id(u): u for u in users_in_order(presences)}
+    users = {rules.user_id(u): u for u in rules.users_in_order(presences)}
     return [
         {**p.as_dict(), "username": users[uid].get_username() if uid in users else None}
         for uid, p in presences.items()
@@ -217,7 +216,7 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
 @rate_limited
 @api_view
 def room_roster(request: HttpRequest, room: str) -> dict[str, Any]:
-    """The members of the permanent ``room`` (presence_app/core/rooms.py), offline ones with their
+    """The members of the permanent ``room`` (presence_app/rooms.py), offline ones with their
     last seen, a page at a time (``?page=1&per_page=50``): one query and one round trip."""
     if not _raw_path_is_utf8(request):
         raise InvalidInput(rules.NOT_UTF8_ROOM)

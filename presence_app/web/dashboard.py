@@ -23,7 +23,6 @@ from .. import presence
 from ..access import audience, visibility
 from ..core import rules
 from ..store import Presence, StateCounts
-from .lookup import users_in_order
 
 PER_PAGE = 50
 ROOMS = 20
@@ -215,7 +214,7 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         request.user, [r for r, _ in rooms] + [r for uid in ids for r in user_rooms.get(uid, [])]
     )
     rooms = [(room, n) for room, n in rooms if room in allowed]
-    users = {rules.user_id(u): u for u in users_in_order(ids)}
+    users = {rules.user_id(u): u for u in rules.users_in_order(ids)}
     rows = [
         Row(
             uid,

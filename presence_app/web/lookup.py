@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 
 from .. import presence
@@ -34,13 +33,6 @@ def user_keys(users: Iterable[Any], attr: str = "") -> list[str]:
         if key is not None:
             out.append(key)
     return out
-
-
-def users_in_order(user_ids: Iterable[str]) -> list[Any]:
-    """User objects for store ids, in the same order; ids without a user are dropped."""
-    pks = [pk for pk in map(rules.pk_of, user_ids) if pk is not None]
-    found = get_user_model()._default_manager.in_bulk(pks)
-    return [found[pk] for pk in pks if pk in found]
 
 
 class PresenceBatch:

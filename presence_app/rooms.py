@@ -27,10 +27,10 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from .. import conf, presence
-from ..access import audience, visibility
-from ..store import InvalidInput, Presence
-from . import dispatch, rules
+from . import conf, presence
+from .access import audience, visibility
+from .core import dispatch, rules
+from .store import InvalidInput, Presence
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Member:
 
 
 def _membership() -> Any:
-    from ..models import RoomMembership  # the app registry is ready by the time this runs
+    from .models import RoomMembership  # the app registry is ready by the time this runs
 
     return RoomMembership
 
