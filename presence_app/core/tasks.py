@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 logger = logging.getLogger("presence_app")
+T = TypeVar("T")
 
 
 def spawn(tasks: set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
@@ -32,3 +35,18 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def per_loop(make: Callable[[], T]) -> Callable[[], T]:
+    """A getter of one ``make()`` per running event loop: one per process under an ASGI
+    server, one per test's loop, dropped with its loop."""
+    made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = weakref.WeakKeyDictionary()
+
+    def get() -> T:
+        loop = asyncio.get_running_loop()
+        found = made.get(loop)
+        if found is None:
+            found = made[loop] = make()
+        return found
+
+    return get

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from typing import Protocol
 
 from .. import conf, presence, tenants
 from ..core.limits import Throttle
-from ..core.tasks import raise_if_cancelling
+from ..core.tasks import per_loop, raise_if_cancelling
 from ..store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
@@ -106,15 +105,9 @@ class HeartbeatCoalescer:
                     owner.lease_lost()
 
 
-_coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HeartbeatCoalescer] = (
-    weakref.WeakKeyDictionary()
-)
+_coalescer = per_loop(HeartbeatCoalescer)
 
 
 def get_coalescer() -> HeartbeatCoalescer:
     """The coalescer of the running event loop (one per process under an ASGI server)."""
-    loop = asyncio.get_running_loop()
-    coalescer = _coalescers.get(loop)
-    if coalescer is None:
-        coalescer = _coalescers[loop] = HeartbeatCoalescer()
-    return coalescer
+    return _coalescer()

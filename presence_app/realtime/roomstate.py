@@ -24,7 +24,6 @@ import hashlib
 import logging
 import math
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
@@ -34,7 +33,7 @@ from django.conf import settings
 from .. import conf, tenants
 from ..core import rules
 from ..core.limits import Throttle
-from ..core.tasks import raise_if_cancelling
+from ..core.tasks import per_loop, raise_if_cancelling
 from ..store import UNAVAILABLE
 from .protocol import FrameError
 
@@ -148,18 +147,12 @@ class RoomStateCoalescer:
                         logger.warning("presence: room states not sent (%s)", exc)
 
 
-_coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RoomStateCoalescer] = (
-    weakref.WeakKeyDictionary()
-)
+_coalescer = per_loop(RoomStateCoalescer)
 
 
 def get_coalescer() -> RoomStateCoalescer:
     """The room-state coalescer of the running event loop (one per process)."""
-    loop = asyncio.get_running_loop()
-    found = _coalescers.get(loop)
-    if found is None:
-        found = _coalescers[loop] = RoomStateCoalescer()
-    return found
+    return _coalescer()
 
 
 # -- the receiving side: one frame per room per tick to a socket ---------------------------------

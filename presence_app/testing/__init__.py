@@ -17,11 +17,27 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 class RedisUnavailable(RuntimeError):
     pass
+
+
+class _Running:
+    """``with Server() as server:`` starts it and stops it, whatever the block raised."""
+
+    def start(self) -> Self:  # pragma: no cover - each server defines it
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - each server defines it
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def find_redis_server() -> str:
@@ -77,7 +93,7 @@ def free_port(below: int | None = None) -> int:
                 return port
 
 
-class RedisServer:
+class RedisServer(_Running):
     """One redis-server process on 127.0.0.1; ``extra`` adds command-line options."""
 
     def __init__(self, port: int | None = None, extra: list[str] | None = None) -> None:
@@ -155,12 +171,6 @@ class RedisServer:
         self.stop()
         return self.start()
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def ensure_redis_url() -> str:
     """REDIS_URL from the environment, or a private server started now (and stopped at exit).
@@ -186,7 +196,7 @@ def ensure_redis_url() -> str:
     return server.url
 
 
-class RedisClusterServer:
+class RedisClusterServer(_Running):
     """A local Redis Cluster of ``masters`` redis-server processes, each with ``replicas``
     replicas, built with CLUSTER ADDSLOTS / MEET / REPLICATE, so it needs no redis-cli.
     ``node_timeout`` (ms) is how long a master may be unreachable before its replica takes over."""
@@ -259,12 +269,6 @@ class RedisClusterServer:
         for node in self.nodes:
             node.stop()
 
-    def __enter__(self) -> RedisClusterServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def find_redis_sentinel() -> list[str]:
     """The command that runs a sentinel: Debian's ``redis-sentinel``, else ``redis-server
@@ -281,7 +285,7 @@ def find_redis_sentinel() -> list[str]:
         ) from None
 
 
-class RedisSentinelGroup:
+class RedisSentinelGroup(_Running):
     """A primary, ``replicas`` replicas and ``sentinels`` sentinels on loopback, the primary
     known to the sentinels as ``service``. ``down_after`` (ms): how long the primary may be
     silent before the sentinels agree it is down and promote a replica."""
@@ -388,9 +392,3 @@ class RedisSentinelGroup:
         self.processes = []
         for server in self.servers:
             server.stop()
-
-    def __enter__(self) -> RedisSentinelGroup:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
