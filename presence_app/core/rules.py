@@ -36,7 +36,8 @@ PK_TYPES = (str, int, uuid.UUID)
 
 
 def user_id(value: Any) -> str:
-    """A user's id as the store spells it, from a user object, a primary key or an id string."""
+    """A user's id as the store spells it, from a user object, a primary key or an id string;
+    InvalidInput for anything else (see :func:`user_key` for the form that never raises)."""
     pk = getattr(value, "pk", value)
     if isinstance(pk, bool) or not isinstance(pk, PK_TYPES):
         raise InvalidInput("A user id is a string, an integer or a UUID.")

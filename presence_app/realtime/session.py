@@ -5,7 +5,8 @@ users it watches, its channel-layer groups — and does what a connection does: 
 the process' coalescer), join, leave, set status, type, watch, recover a lost lease, close. It
 speaks to the browser only through the ``send`` coroutine it is given, and to Redis only through
 the front door (:mod:`presence_app.presence`). The WebSocket consumer and the consumer mixin
-(:mod:`presence_app.consumers`) wrap it; :mod:`presence_app.realtime.frames` maps client frames onto it.
+(:mod:`presence_app.consumers`) wrap it; :mod:`presence_app.realtime.frames` maps client frames
+onto it.
 """
 
 from __future__ import annotations
