@@ -5,7 +5,7 @@ per group and fans out to its own consumers in memory), on the same Redis, in th
 
 The shape is presence's: receiver *processes* (ASGI workers) each hold ``members`` consumer
 channels, all in one group (a room); a sender process does ``group_send`` to that group, as
-``presence_app.dispatch`` does for every join, leave, update and typing event.
+``presence_app.core.dispatch`` does for every join, leave, update and typing event.
 
 - latency: one ``group_send`` every 20 ms (no queueing); per delivery, the time from just before
   ``group_send`` to the consumer's ``receive()`` returning it (one host, one clock). p50 / p99.

@@ -152,7 +152,8 @@ class Counting:
 async def _sender(url: str, conn: Any) -> None:
     from channels.layers import get_channel_layer
 
-    from presence_app import dispatch, presence
+    from presence_app import presence
+    from presence_app.core import dispatch
 
     layer = get_channel_layer()
     counting = Counting(layer)
@@ -205,7 +206,7 @@ async def _sender(url: str, conn: Any) -> None:
 # -- the 10,000-member room --------------------------------------------------------------------
 async def room_figures(layer: Any, members: int, rounds: int) -> dict[str, Any]:
     from presence_app import presence
-    from presence_app.session import PresenceSession
+    from presence_app.realtime.session import PresenceSession
 
     now = time.time()
     for i in range(0, members, 500):

@@ -118,7 +118,7 @@ def inprocess(config: dict) -> dict:
     from django.core.handlers.wsgi import WSGIHandler
     from django.test.utils import override_settings
 
-    from presence_app.touches import batcher
+    from presence_app.jobs.touches import batcher
 
     from .middleware_settings import MIDDLEWARE_WITH, MIDDLEWARE_WITHOUT
 

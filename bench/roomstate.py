@@ -2,7 +2,7 @@
 processes, against the naive design in the same run.
 
 Two *server* processes (Django set up, the project's code, ``RedisPubSubChannelLayer``) each
-hold 50 members as real :class:`~presence_app.session.PresenceSession` objects: a lease, the
+hold 50 members as real :class:`~presence_app.realtime.session.PresenceSession` objects: a lease, the
 room joined, a channel in the room's group, and a loop handing that channel's events to the
 session, as a socket's consumer does. Every ``1 / 30`` s each member's cursor moves (``{"x": k,
 "t": <wall clock>}``). Two ways, one after the other, on the same Redis and processes:
@@ -114,7 +114,7 @@ async def _server(index: int, members: int, conn: Any) -> None:
     from channels.layers import get_channel_layer
 
     from presence_app import presence
-    from presence_app.session import PresenceSession
+    from presence_app.realtime.session import PresenceSession
 
     layer = get_channel_layer()
     rec = Recorder()

@@ -19,27 +19,20 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from . import dashboard, presence
+from . import presence
 from .failopen import breaker
-from .lookup import PresenceBatch
 from .models import LastSeen, PresenceDashboard, RoomMembership
 from .store import UNAVAILABLE
 from .templatetags.presence import dot_html, state_label
+from .web import dashboard
+from .web.lookup import PresenceBatch
 
 
-@admin.register(LastSeen)
-class LastSeenAdmin(admin.ModelAdmin):
-    list_display = ("user", "live_status", "last_seen_at", "device")
-    list_filter = ("last_seen_at", "device")
-    list_select_related = ("user",)
-    date_hierarchy = "last_seen_at"
-    readonly_fields = ("user", "last_seen_at", "device")
-    dashboard_template = "admin/presence_app/dashboard.html"
-    dashboard_body_template = "admin/presence_app/dashboard_body.html"
+class ReadOnly(admin.ModelAdmin):
+    """An admin that adds, changes and deletes nothing: the rows are written by the presence
+    machinery only (like a log), for superusers too. No "Delete selected" either: a deleted row
+    would only come back at the user's next sign of life (deleting the user deletes its row)."""
 
-    # Rows are written by the presence machinery only (like a log): read-only, for superusers
-    # too. No "Delete selected" either: a deleted row would only come back at the user's next
-    # sign of life (deleting the user deletes their row).
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -48,6 +41,17 @@ class LastSeenAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(LastSeen)
+class LastSeenAdmin(ReadOnly):
+    list_display = ("user", "live_status", "last_seen_at", "device")
+    list_filter = ("last_seen_at", "device")
+    list_select_related = ("user",)
+    date_hierarchy = "last_seen_at"
+    readonly_fields = ("user", "last_seen_at", "device")
+    dashboard_template = "admin/presence_app/dashboard.html"
+    dashboard_body_template = "admin/presence_app/dashboard_body.html"
 
     def get_search_fields(self, request: HttpRequest) -> list[str]:
         User = get_user_model()
@@ -109,7 +113,7 @@ class LastSeenAdmin(admin.ModelAdmin):
 
 
 @admin.register(PresenceDashboard)
-class PresenceDashboardAdmin(admin.ModelAdmin):
+class PresenceDashboardAdmin(ReadOnly):
     """The admin index's "Live dashboard" entry: it opens LastSeenAdmin's dashboard."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -118,15 +122,6 @@ class PresenceDashboardAdmin(admin.ModelAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         if not self.has_view_permission(request):

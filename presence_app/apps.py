@@ -13,8 +13,9 @@ class PresenceConfig(AppConfig):
         from django.conf import settings
         from django.db.models.signals import post_delete
 
-        from . import checks, failopen, hooks, presence  # noqa: F401
-        from .lastseen import on_user_deleted, on_user_forgotten, on_user_offline
+        from . import checks, failopen, presence  # noqa: F401
+        from .core import hooks  # noqa: F401
+        from .jobs.lastseen import on_user_deleted, on_user_forgotten, on_user_offline
         from .signals import user_forgotten, user_offline
 
         # Offline transitions make the last seen durable (LastSeen), whoever observed them.

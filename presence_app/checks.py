@@ -194,11 +194,10 @@ def _cluster_errors(s: dict[str, Any]) -> list:
 @register("presence_redis")
 def check_redis(app_configs=None, **kwargs) -> list:
     """Redis unreachable is a warning: the site still serves pages (presence fails open)."""
-    from .connection import redis_url
-    from .housekeeping import ping, redis_client
+    from .core.connection import get_store, redis_url
 
     try:
-        ping()
+        get_store().ping()
     except Exception as exc:  # any connection problem: report it, never crash the check run
         return [
             Warning(
@@ -207,7 +206,7 @@ def check_redis(app_configs=None, **kwargs) -> list:
                 id="presence_app.W001",
             )
         ]
-    return _eviction_warnings(redis_client())
+    return _eviction_warnings(get_store().client)
 
 
 def _memory_infos(client: Any) -> list[dict[str, Any]]:

@@ -65,7 +65,7 @@ DEFAULTS: dict[str, Any] = {
     # latest wins: per connection on the sending side, one frame per room on the receiving).
     "ROOM_STATE_MAX_BYTES": 1024,
     "ROOM_STATE_RATE": 20,
-    # JSON API abuse limits (presence_app/ratelimit.py), per process: requests a second and
+    # JSON API abuse limits (presence_app/web/ratelimit.py), per process: requests a second and
     # burst per signed-in user and per client IP (429 with Retry-After past them), and the
     # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).
     "API_USER_RATE": 10,
@@ -87,7 +87,7 @@ DEFAULTS: dict[str, Any] = {
     # call a thousand): deeper pages go on from a cursor, and counts past it are lower bounds.
     "AUDIENCE_SCAN_LIMIT": 10_000,
     # Each user's choice of who sees their last seen (everyone, audience, nobody) and whether
-    # exactly (presence_app/privacy.py): one indexed query per list read while on.
+    # exactly (presence_app/access/privacy.py): one indexed query per list read while on.
     "LAST_SEEN_PRIVACY": False,
     # With LAST_SEEN_PRIVACY: a user who shows their last seen to nobody sees nobody's.
     "LAST_SEEN_RECIPROCAL": False,

@@ -25,19 +25,19 @@ rooms, watches users, keeps its grace on close and receives ``presence.*`` event
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import conf, dispatch, frames, protocol, tenants
-from .limits import TokenBucket
-from .protocol import FrameError
-from .resilience import OutageTolerantConsumer
+from . import conf, tenants
+from .core import dispatch, rules
+from .realtime import frames, protocol
+from .realtime.protocol import FrameError
+from .realtime.resilience import OutageTolerantConsumer
+from .realtime.session import PresenceSession
 from .rooms import permanent_rooms_to_join
-from .session import PresenceSession
 
 CLOSE_UNAUTHENTICATED = 4401
 
@@ -52,8 +52,7 @@ CLIENT_GONE: tuple[type[BaseException], ...] = (OSError, _DaphneDisconnected)
 def device_of(scope: dict[str, Any]) -> str | None:
     """The ``?device=`` the client named (phone, desktop ...), reduced to safe characters."""
     values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("device")
-    text = re.sub(r"[^A-Za-z0-9 ._()/-]", "", values[0])[:64] if values else ""
-    return text or None
+    return rules.device(values[0] if values else None)
 
 
 class PresenceConsumerMixin:
@@ -73,7 +72,7 @@ class PresenceConsumerMixin:
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
             return False
-        self.presence_frames = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
+        self.presence_frames = protocol.FrameRate()
         self.presence = PresenceSession(
             user,
             layer=self.channel_layer,
@@ -111,13 +110,10 @@ class PresenceConsumerMixin:
         return True
 
     async def _presence_rate_ok(self) -> bool:
-        if self.presence_frames.take():
-            return True
-        limit = conf.get("MAX_FRAMES_PER_SECOND")
-        await self.presence_send(
-            protocol.error_frame("rate_limited", f"at most {limit} frames a second")
-        )
-        return False
+        refusal = self.presence_frames.refusal()
+        if refusal is not None:
+            await self.presence_send(refusal)
+        return refusal is None
 
     async def presence_group_send(self, room: str, event: dict[str, Any]) -> None:
         """Sends a channel-layer ``event`` to every socket in ``room`` (every socket that joined

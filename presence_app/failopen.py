@@ -17,6 +17,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import conf
+from .core.limits import Throttle
 from .store import UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
@@ -52,6 +53,14 @@ class Breaker:
 
 
 breaker = Breaker()
+_log_outage = Throttle(10.0)
+
+
+def log_outage(exc: BaseException) -> None:
+    """One warning per 10 s for Redis or the channel layer being away, from code that carries
+    on without them (a connection's calls, the channel layer's group calls)."""
+    if _log_outage.ready():
+        logger.warning("presence: Redis or the channel layer is unavailable: %r", exc)
 
 
 @receiver(setting_changed)

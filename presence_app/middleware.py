@@ -2,7 +2,7 @@
 
 Cheap by design: a request never waits on Redis. At most once per user per process per
 ``TOUCH_INTERVAL`` (a bounded in-memory throttle) the user is handed to the process' touch batch,
-which a background thread writes in one round trip a second (:mod:`presence_app.touches`). No
+which a background thread writes in one round trip a second (:mod:`presence_app.jobs.touches`). No
 database write, nothing for static, media and ``SKIP_PATHS``. Fails open: with Redis away pages
 are served and one warning is logged per interval (``failopen``). Place it after
 ``AuthenticationMiddleware``.
@@ -21,10 +21,10 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.functional import LazyObject, empty
 
 from . import conf, tenants
+from .core.limits import Throttle
+from .core.rules import user_key
 from .failopen import breaker
-from .limits import Throttle
-from .lookup import user_key
-from .touches import batcher
+from .jobs.touches import batcher
 
 #: Users whose last touch this process remembers (more are forgotten early: an extra touch).
 THROTTLE_SIZE = 50_000

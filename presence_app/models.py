@@ -7,6 +7,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .store import MAX_DEVICE_LENGTH
+
 
 class LastSeen(models.Model):
     """When a user was last online, as the public saw it (an invisible user's stays frozen).
@@ -22,7 +24,7 @@ class LastSeen(models.Model):
         verbose_name=_("user"),
     )
     last_seen_at = models.DateTimeField(_("last seen at"), db_index=True)
-    device = models.CharField(_("last device"), max_length=64, blank=True)
+    device = models.CharField(_("last device"), max_length=MAX_DEVICE_LENGTH, blank=True)
 
     class Meta:
         ordering = ["-last_seen_at"]
@@ -76,7 +78,7 @@ class RoomMembership(models.Model):
 
     def clean(self) -> None:
         """The room name every entry point admits (``ROOM_NAME_PATTERN``), in their words."""
-        from .rules import room
+        from .core.rules import room
         from .store import InvalidInput
 
         try:

@@ -4,11 +4,11 @@ Every entry point goes through these functions: the WebSocket consumer and its m
 API, the middleware, the template tags, the admin dashboard, the sweeper, the ``presence``
 command, and a project's own views, shells and tasks. Each call
 
-1. validates its arguments once (:mod:`presence_app.rules`; a bad one raises
+1. validates its arguments once (:mod:`presence_app.core.rules`; a bad one raises
    :class:`~presence_app.store.InvalidInput`),
 2. calls the store (one round trip, one Lua script per change), and
 3. announces every transition it made, once: channel-layer events to the browsers that care and
-   Django signals to Python code (:mod:`presence_app.dispatch`).
+   Django signals to Python code (:mod:`presence_app.core.dispatch`).
 
 So ``presence.set_status(user, "dnd")`` from a view turns the user's dot red in every browser,
 and ``presence.sweep()`` from a cron job fires ``user_offline`` (which writes ``LastSeen``).
@@ -16,10 +16,10 @@ Users may be given as user objects, primary keys or id strings. Each function ha
 prefixed twin for async code (``aget``, ``ajoin``, ...), the way Django names its own. Who may
 enter a room is :func:`can_join` / :func:`acan_join` (the ``CAN_JOIN`` hook).
 
-Every read states its viewer (:mod:`presence_app.visibility`): a user sees what the ``AUDIENCE``
+Every read states its viewer (:mod:`presence_app.access.visibility`): a user sees what the ``AUDIENCE``
 policy lets them; a read without one reads as a signed-out visitor (``ANONYMOUS``); the site's own
 code spells ``viewer=presence.TRUSTED`` to read the truth, invisible users included. Every
-result passes the one redaction in :mod:`presence_app.visibility` on its way out.
+result passes the one redaction in :mod:`presence_app.access.visibility` on its way out.
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from . import audience, conf, dispatch, hooks, privacy, rules, visibility
-from .connection import get_async_store, get_store
+from . import conf
+from .access import audience, privacy, visibility
+from .access.visibility import ANONYMOUS, Viewer, redact, viewer_of
+from .access.visibility import TRUSTED as TRUSTED
+from .core import dispatch, hooks, rules
+from .core.connection import get_async_store, get_store
 from .store import InvalidInput, StateCounts, Transition
 from .store import Presence as Presence
-from .visibility import ANONYMOUS, Viewer, redact, viewer_of
-from .visibility import TRUSTED as TRUSTED
 
 User = Any  # a user object, a primary key or an id string
 
@@ -100,7 +102,7 @@ def connect(
 
 def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
     """Renews one lease; False when the connection holds none (connect it again). Sockets beat
-    through the process' coalescer instead (:mod:`presence_app.coalescer`)."""
+    through the process' coalescer instead (:mod:`presence_app.realtime.coalescer`)."""
     return get_store().heartbeat(conn_id, rules.user_id(user), now)
 
 
@@ -170,9 +172,11 @@ def _payload(payload: Any) -> Any:
     try:
         size = len(json.dumps(payload, allow_nan=False).encode())
     except (TypeError, ValueError):
-        raise InvalidInput("the payload must be JSON: dicts, lists, strings, numbers") from None
+        raise InvalidInput(
+            "The payload must be JSON: objects, lists, strings and numbers."
+        ) from None
     if size > MAX_USER_MESSAGE_BYTES:
-        raise InvalidInput(f"the payload is limited to {MAX_USER_MESSAGE_BYTES} bytes of JSON")
+        raise InvalidInput(f"The payload may be at most {MAX_USER_MESSAGE_BYTES} bytes of JSON.")
     return payload
 
 
@@ -189,7 +193,7 @@ async def asend_to_user(user: User, payload: Any) -> None:
     await dispatch.send_to_user(rules.user_id(user), _payload(payload))
 
 
-# -- live per-member room state (a connection's own is coalesced by presence_app.roomstate) -----
+# -- live per-member room state (a connection's own is coalesced by presence_app.realtime.roomstate) -----
 #: The public id of the state a server sets for a user (:func:`set_room_state`).
 SERVER_STATE = "server"
 
@@ -322,7 +326,7 @@ Read = Generator[Any, Any, Any]
 
 @dataclass(frozen=True)
 class _Ask:
-    """What ``viewer`` may learn of ``ids`` (a :class:`~presence_app.visibility.Sight`): the
+    """What ``viewer`` may learn of ``ids`` (a :class:`~presence_app.access.visibility.Sight`): the
     ``AUDIENCE`` policy's answer and, for ``last_seen``, the users' privacy choices."""
 
     viewer: Viewer

@@ -27,7 +27,9 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from . import audience, conf, dispatch, presence, rules, visibility
+from . import conf, presence
+from .access import audience, visibility
+from .core import dispatch, rules
 from .store import InvalidInput, Presence
 
 

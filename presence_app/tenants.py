@@ -1,7 +1,7 @@
 """Workspaces: presence partitioned by a tenant key (a site, a workspace, an organization).
 
 Each tenant is a key space of its own: its store's prefix is ``KEY_PREFIX~<tenant>`` and so are
-its channel-layer group names (:mod:`presence_app.dispatch`). Everything presence keeps — who is
+its channel-layer group names (:mod:`presence_app.core.dispatch`). Everything presence keeps — who is
 online, rooms, counts, the chart, the sweep's lock — is therefore per tenant, and no read or
 event of one tenant can name a key or group of another: isolation by construction, with no
 filter to forget. The tenants share the Redis client (one connection pool) and the code.
@@ -21,15 +21,18 @@ visits the ones recorded within ``ACTIVE_FOR``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from . import conf, hooks
-from .limits import Throttle
+from . import conf
+from .core import hooks
+from .core.limits import Throttle
+from .core.tasks import spawn
 from .store import UNAVAILABLE, InvalidInput
 
 #: Tenant keys: ids and slugs (they become part of Redis keys and channel-layer group names).
@@ -52,7 +55,7 @@ def check(key: Any) -> str | None:
         return None
     key = str(getattr(key, "pk", key))
     if not KEY_PATTERN.fullmatch(key):
-        raise InvalidInput("tenant keys are 1-64 of A-Z a-z 0-9 _ . -")
+        raise InvalidInput("A tenant key is 1 to 64 characters of A-Z, a-z, 0-9, _, . and -.")
     return key
 
 
@@ -69,6 +72,19 @@ def activate(key: Any) -> Iterator[str | None]:
         yield _current.get()
     finally:
         _current.reset(token)
+
+
+def in_tenant(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Runs an object's coroutine method in the object's ``tenant``, whichever task calls it: a
+    connection's session is called from its consumer's task, the coalescer's flush and the
+    channel layer's handlers alike, and each call must reach the session's own key space."""
+
+    @functools.wraps(method)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with activate(self.tenant):
+            return await method(self, *args, **kwargs)
+
+    return run
 
 
 def prefix(key: str | None = None) -> str:
@@ -120,9 +136,7 @@ def mark_async(store: Any, key: str | None) -> None:
         except UNAVAILABLE:
             _marked.forget(key)
 
-    task = asyncio.get_running_loop().create_task(write())
-    _pending.add(task)
-    task.add_done_callback(_pending.discard)
+    spawn(_pending, write())
 
 
 async def aactive(store: Any, now: float | None = None) -> list[str]:

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import api, htmx, rest, sse
+from .realtime import htmx, rest, sse
+from .web import api
 
 app_name = "presence_app"
 

@@ -7,7 +7,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from presence_app.connection import reset_stores
+from presence_app.core.connection import reset_stores
 from presence_app.store import Store, StoreConfig
 from presence_app.testing import RedisClusterServer
 
@@ -140,7 +140,7 @@ class RedisCalls:
 def redis_calls(redis_client):
     """Counts the commands sent to the test Redis from now on (the store's connection and
     scripts are warmed up first, so connecting does not count)."""
-    from presence_app.connection import get_store
+    from presence_app.core.connection import get_store
     from presence_app.store import scripts
 
     for script in scripts.load().values():
@@ -166,7 +166,7 @@ def _presence_breaker():
 def _touches_by_hand():
     """The middleware's touches wait for ``batcher.flush()`` in this process, so that tests see
     them at a moment they choose (servers the tests start flush in the background)."""
-    from presence_app.touches import batcher
+    from presence_app.jobs.touches import batcher
 
     batcher.background = False
     batcher.pending.clear()
@@ -179,7 +179,7 @@ def redis_down():
     """PRESENCE pointed at a private Redis that was up and has been stopped."""
     from django.test import override_settings
 
-    from presence_app.connection import get_store
+    from presence_app.core.connection import get_store
     from presence_app.testing import RedisServer
 
     server = RedisServer().start()

@@ -7,10 +7,11 @@ from django.contrib.auth.models import Permission
 from django.contrib.staticfiles import finders
 from django.urls import reverse
 
-from presence_app import dashboard, presence
-from presence_app.connection import get_store
+from presence_app import presence
+from presence_app.core.connection import get_store
+from presence_app.jobs.touches import batcher
 from presence_app.models import LastSeen
-from presence_app.touches import batcher
+from presence_app.web import dashboard
 
 from .users import create_user, login_name, names
 

@@ -4,7 +4,7 @@ import pytest
 from django.test import override_settings
 
 from presence_app import presence
-from presence_app.touches import batcher
+from presence_app.jobs.touches import batcher
 
 from .users import create_user, login_name
 from .users import names as logins

@@ -191,7 +191,7 @@ def test_every_read_matches_the_model(redis_client, site):
 def test_online_pages_fill_past_hidden_users(redis_client):
     """An online page skips the users the viewer may not see and still fills up (chunks of
     SCAN_CHUNK: one policy call each)."""
-    from presence_app import audience
+    from presence_app.access import audience
 
     now = time.time()
     for i in range(30):
@@ -299,7 +299,7 @@ def test_a_hidden_user_shows_no_durable_last_seen_either(site):
     ann, bob, cat = site
     LastSeen.objects.update_or_create(user=cat, defaults={"last_seen_at": "2026-01-01T00:00Z"})
     LastSeen.objects.update_or_create(user=bob, defaults={"last_seen_at": "2026-01-01T00:00Z"})
-    from presence_app.connection import get_store
+    from presence_app.core.connection import get_store
 
     get_store().client.flushall()  # only the durable rows are left
     request = RequestFactory().get("/")

@@ -13,7 +13,7 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
 from presence_app import presence
-from presence_app.connection import get_async_store, get_store
+from presence_app.core.connection import get_async_store, get_store
 from presence_app.signals import user_offline
 from presence_app.store import scripts
 

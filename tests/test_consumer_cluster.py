@@ -19,7 +19,7 @@ import pytest
 import redis
 from channels.layers import channel_layers
 
-from presence_app.connection import get_async_store
+from presence_app.core.connection import get_async_store
 from presence_app.store import scripts
 from presence_app.store.keys import CONN_SEP, KeySpace, shard_of
 

@@ -4,6 +4,7 @@ frames and events, the system checks' hints (they must make sense after a pip in
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 from pathlib import Path
@@ -13,7 +14,9 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from presence_app import conf, consumers, dispatch, frames, protocol
+from presence_app import conf, consumers
+from presence_app.core import dispatch
+from presence_app.realtime import frames, protocol
 from presence_app.store import Transition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,3 +140,60 @@ def test_reference_pages_explain_before_the_autodoc(page):
     prose = re.sub(r"```.*?```", "", before, flags=re.S)
     assert len(prose.split()) > 150, "a reference page needs prose, not only autodoc"
     assert re.search(r"```(python|django|html|javascript)\n", before), "and an example"
+
+
+#: A dotted path the README or the docs name: ``presence_app.x.y`` (a module, then attributes).
+DOTTED = re.compile(r"\bpresence_app(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+#: ``from presence_app[.x] import a, b`` in a code block.
+FROM_IMPORT = re.compile(r"^\s*from (presence_app[\w.]*) import ([\w, ]+)", re.M)
+#: Check ids (presence_app.E001) and model labels are names, not import paths.
+NOT_A_PATH = re.compile(r"\.(?:[EW]\d{3}|lastseen|roommembership)$")
+
+
+def documented_paths() -> set[str]:
+    texts = [(ROOT / "README.md").read_text()]
+    texts += [p.read_text() for p in sorted(DOCS.glob("*.md")) if p.name != "changelog.md"]
+    texts += [p.read_text() for p in sorted(DOCS.glob("*.py"))]
+    found: set[str] = set()
+    for text in texts:
+        found |= {m for m in DOTTED.findall(text) if not NOT_A_PATH.search(m)}
+        for module, names in FROM_IMPORT.findall(text):
+            found |= {f"{module}.{name.strip()}" for name in names.split(",") if name.strip()}
+    return found
+
+
+def resolve(path: str) -> object:
+    """The object a dotted path names: the longest importable module, then attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("presence_app"):
+                pytest.skip(f"{path} needs {exc.name}, an optional extra")
+            continue
+        for name in parts[cut:]:
+            target = getattr(target, name)
+        return target
+    raise ModuleNotFoundError(path)
+
+
+def test_the_documentation_names_the_public_paths():
+    # The paths a project copies from the README must stay among those checked below.
+    assert {
+        "presence_app.presence",
+        "presence_app.consumers.PresenceConsumerMixin",
+        "presence_app.routing.websocket_urlpatterns",
+        "presence_app.urls",
+        "presence_app.middleware.PresenceMiddleware",
+        "presence_app.signals.user_offline",
+        "presence_app.testing.RedisSentinelGroup",
+        "presence_app.failopen.ChannelLayerOutageFilter",
+    } <= documented_paths()
+
+
+@pytest.mark.parametrize("path", sorted(documented_paths()))
+def test_every_documented_import_path_imports(path):
+    """Each ``presence_app...`` path the README and the docs teach names something real, so a
+    moved module cannot leave a page pointing at nothing."""
+    assert resolve(path) is not None

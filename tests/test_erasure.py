@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 
 from presence_app import presence, rooms
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 from presence_app.models import LastSeen, RoomMembership
 
 from .frame_waits import CLOSED

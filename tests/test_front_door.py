@@ -31,10 +31,10 @@ HOOKS = ["tests.test_front_door.refuse_sync", "tests.test_front_door.refuse_asyn
 
 #: Room names no entry point admits, and the one message each gets everywhere.
 BAD_ROOMS = [
-    ("lobby\n", "the room name does not match the allowed pattern"),
-    ("", "a room name is a non-empty string"),
-    ("x" * 300, "room names are limited to 100 characters"),
-    ("lobby\ud800", "the room name is not valid Unicode text"),
+    ("lobby\n", "The room name does not match the allowed pattern."),
+    ("", "A room name must be a non-empty string."),
+    ("x" * 300, "A room name may be at most 100 characters long."),
+    ("lobby\ud800", "The room name is not valid Unicode text."),
 ]
 
 
@@ -119,7 +119,7 @@ def test_python_calls_refuse_bad_rooms(redis_client, room, message):
 
 
 def test_python_calls_refuse_undecodable_bytes(redis_client):
-    with pytest.raises(InvalidInput, match="the room name is not valid UTF-8 text"):
+    with pytest.raises(InvalidInput, match="The room name is not valid UTF-8 text."):
         presence.room_members(b"lobby\xff")
 
 
@@ -139,7 +139,7 @@ def test_the_template_tag_refuses_bad_rooms(admin_user, room, message):
     [
         ("lobby%0A", BAD_ROOMS[0][1]),
         ("x" * 300, BAD_ROOMS[2][1]),
-        ("lobby%FF", "the room name is not valid UTF-8 text"),
+        ("lobby%FF", "The room name is not valid UTF-8 text."),
     ],
 )
 def test_the_api_refuses_bad_rooms(client, admin_user, redis_client, path, message):

@@ -1,4 +1,4 @@
-"""presence_app.htmx's pieces: the stream's URL tag, its event encoding, its door (the live
+"""presence_app.realtime.htmx's pieces: the stream's URL tag, its event encoding, its door (the live
 stream itself runs in the browser test tests/e2e/test_htmx.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.template import Context, Template
 
-from presence_app.htmx import presence_of, sse_event
+from presence_app.realtime.htmx import presence_of, sse_event
 
 from .users import create_user
 

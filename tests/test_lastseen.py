@@ -7,9 +7,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from presence_app import dispatch, lastseen, presence
+from presence_app import presence
+from presence_app.core import dispatch
+from presence_app.jobs import lastseen
+from presence_app.jobs.touches import batcher
 from presence_app.models import LastSeen
-from presence_app.touches import batcher
 
 from .users import create_user, login_name, names
 

@@ -15,10 +15,10 @@ from django.test import AsyncRequestFactory, RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from presence_app import presence
-from presence_app.limits import Throttle
+from presence_app.core.limits import Throttle
+from presence_app.jobs.touches import batcher
 from presence_app.middleware import PresenceMiddleware
 from presence_app.signals import user_online
-from presence_app.touches import batcher
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from django.http import HttpResponse
 from django.test import Client, override_settings
 from django.urls import path
 
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 from presence_app.testing import free_port
 
 from .browser import SKIP_REASON, launch, skip_browser

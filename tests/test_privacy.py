@@ -17,7 +17,7 @@ from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from presence_app import presence
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 from presence_app.models import LastSeen
 
 from .users import create_user

@@ -1,4 +1,4 @@
-"""The fixtures host projects test with (presence_app/pytest_plugin.py), used here as they would."""
+"""The fixtures host projects test with (presence_app/testing/pytest_plugin.py), used here as they would."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import AsyncClient
 
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 
 
 def test_the_clock_moves_presence_without_waiting(presence, presence_clock):
@@ -121,3 +121,20 @@ def test_a_visit_puts_the_user_online(client, presence, presence_touches, django
     assert presence.get(user).state == "offline"  # queued, not written: nothing waited on Redis
     presence_touches.flush()
     assert presence.get(user).state == "online"
+
+
+def test_the_entry_point_and_the_old_path_both_give_the_fixtures():
+    """pyproject's pytest11 entry point names the plugin in presence_app/testing/; the old
+    path, which installs made before the move still name, gives the same fixtures."""
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    entry = tomllib.loads(pyproject.read_text())["project"]["entry-points"]["pytest11"]
+    assert entry == {"presence_app": "presence_app.testing.pytest_plugin"}
+    plugin = importlib.import_module(entry["presence_app"])
+    old = importlib.import_module("presence_app.pytest_plugin")
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(plugin, name)
+    assert len(old.__all__) == 5

@@ -225,4 +225,4 @@ def test_memberships_in_the_admin(admin_client, django_user_model, redis_client)
         "/admin/presence_app/roommembership/add/", {"user": ann.pk, "room": "bad name!"}
     )
     assert bad.status_code == 200
-    assert b"the room name does not match the allowed pattern" in bad.content
+    assert b"The room name does not match the allowed pattern." in bad.content

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 
 from presence_app import presence
-from presence_app.connection import get_async_store
+from presence_app.core.connection import get_async_store
 
 from .ws import FAST, Socket, make_user, presence_settings, shutdown
 

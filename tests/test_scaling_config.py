@@ -1,4 +1,4 @@
-"""Configuration for scale-out (presence_app.connection, presence_app.checks):
+"""Configuration for scale-out (presence_app.core.connection, presence_app.checks):
 
 - PRESENCE["CLUSTER"]: the stores built from settings on the local 3-master Redis Cluster, with
   the default REDIS_OPTIONS, startup nodes, an unreachable cluster failing open as a single Redis
@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from presence_app.connection import (
+from presence_app.core.connection import (
     ASYNC_CLUSTER_MAX_CONNECTIONS,
     ASYNC_MAX_CONNECTIONS,
     CLUSTER_RETRY,

@@ -46,9 +46,9 @@ async def test_every_socket_of_the_user_and_nobody_else(redis_client):
 @pytest.mark.parametrize(
     "payload, words",
     [
-        ({"when": object()}, "the payload must be JSON"),
-        (float("nan"), "the payload must be JSON"),
-        ("x" * 70_000, "the payload is limited to 65536 bytes of JSON"),
+        ({"when": object()}, "The payload must be JSON"),
+        (float("nan"), "The payload must be JSON"),
+        ("x" * 70_000, "The payload may be at most 65536 bytes of JSON."),
     ],
 )
 def test_a_payload_that_cannot_travel_is_refused(payload, words):

@@ -10,12 +10,13 @@ from asgiref.sync import sync_to_async
 from django.http import HttpResponse
 from django.test import AsyncRequestFactory, RequestFactory
 
-from presence_app import dispatch, presence, signals
-from presence_app.connection import store_config
+from presence_app import presence, signals
+from presence_app.core import dispatch
+from presence_app.core.connection import store_config
+from presence_app.jobs.touches import batcher
 from presence_app.middleware import PresenceMiddleware
 from presence_app.models import LastSeen
 from presence_app.store import Store
-from presence_app.touches import batcher
 
 pytestmark = pytest.mark.django_db
 

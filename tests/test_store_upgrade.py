@@ -93,7 +93,7 @@ def test_the_upgrade_command_writes_last_seen_rows(django_user_model, redis_clie
 
     from django.core.management import call_command
 
-    from presence_app.connection import get_store, reset_stores
+    from presence_app.core.connection import get_store, reset_stores
     from presence_app.models import LastSeen
 
     settings.PRESENCE = {**settings.PRESENCE, "SHARDS": DATA["shards"]}

@@ -12,8 +12,9 @@ from channels.layers import BaseChannelLayer, channel_layers, get_channel_layer
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from presence_app import dispatch, sweeper
-from presence_app.connection import get_store
+from presence_app.core import dispatch
+from presence_app.core.connection import get_store
+from presence_app.jobs import sweeper
 from presence_app.signals import user_offline
 from presence_app.store import Transition
 
@@ -98,7 +99,7 @@ def test_run_sweeper_loop_keeps_going_until_cancelled(fast):
             await asyncio.sleep(0.05)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        from presence_app.connection import aclose_async_store
+        from presence_app.core.connection import aclose_async_store
 
         await aclose_async_store()
 
@@ -151,8 +152,8 @@ def test_the_sweeper_flushes_last_seen_once_per_flush_interval(redis_client, set
     from django.contrib.auth import get_user_model
 
     from presence_app import presence
+    from presence_app.jobs.sweeper import sweep_once
     from presence_app.models import LastSeen
-    from presence_app.sweeper import sweep_once
 
     settings.PRESENCE = {**settings.PRESENCE, "FLUSH_INTERVAL": 3600}
     ann = get_user_model().objects.create_user("ann")

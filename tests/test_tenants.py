@@ -12,9 +12,10 @@ from channels.layers import channel_layers
 from django.conf import settings
 from django.test import override_settings
 
-from presence_app import presence, sweeper, tenants
+from presence_app import presence, tenants
+from presence_app.jobs import sweeper
+from presence_app.jobs.touches import batcher
 from presence_app.store import InvalidInput
-from presence_app.touches import batcher
 
 from .conftest import all_keys
 from .ws import Socket, make_user, presence_settings, shutdown

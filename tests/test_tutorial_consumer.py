@@ -17,7 +17,7 @@ from channels.layers import channel_layers
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from presence_app.connection import get_async_store
+from presence_app.core.connection import get_async_store
 
 from .servers import ROOT
 from .ws import ORIGIN, Socket, make_user, presence_settings, shutdown

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from presence_app import presence, rules
-from presence_app.lookup import user_key
+from presence_app import presence
+from presence_app.core import rules
+from presence_app.core.rules import user_key
 from presence_app.store import InvalidInput
 
 UID = uuid.UUID("7c9e6679-7425-40de-944b-e07fc1f90ae7")

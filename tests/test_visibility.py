@@ -26,7 +26,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.template import Context, Template
 from django.test import RequestFactory, override_settings
 
-from presence_app import lastseen, presence, rooms
+from presence_app import presence, rooms
+from presence_app.jobs import lastseen
 from presence_app.models import LastSeen
 from presence_app.store import InvalidInput
 

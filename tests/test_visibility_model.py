@@ -30,7 +30,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from presence_app import presence, rooms
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 from presence_app.models import LastSeen
 from presence_app.testing import RedisServer
 

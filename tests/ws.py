@@ -132,7 +132,7 @@ class Socket(FrameWaits):
 
 async def shutdown() -> None:
     """End the loop's other tasks (sockets, sweeper, coalescer) and close its store."""
-    from presence_app.connection import aclose_async_store
+    from presence_app.core.connection import aclose_async_store
 
     me = asyncio.current_task()
     tasks = [t for t in asyncio.all_tasks() if t is not me]

@@ -38,9 +38,10 @@ from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.filters import BaseFilterBackend
 
-from .. import presence, visibility
+from .. import presence
+from ..access import visibility
+from ..core.rules import user_key
 from ..failopen import breaker
-from ..lookup import user_key
 from ..store import UNAVAILABLE, Presence
 
 __all__ = ["OnlineFilter", "PresenceField", "viewer_of"]

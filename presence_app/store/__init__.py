@@ -11,6 +11,7 @@ from .base import BaseStore
 from .sync import Store
 from .types import (
     CONTROL_CHARACTERS,
+    MAX_DEVICE_LENGTH,
     ONLINE_STATES,
     InvalidInput,
     Presence,
@@ -19,6 +20,7 @@ from .types import (
     StoreConfig,
     Transition,
     UnknownConnection,
+    is_text,
 )
 from .upgrade import upgrade_from_v1
 
@@ -39,6 +41,7 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 
 __all__ = [
     "CONTROL_CHARACTERS",
+    "MAX_DEVICE_LENGTH",
     "ONLINE_STATES",
     "AsyncStore",
     "BaseStore",
@@ -51,5 +54,6 @@ __all__ = [
     "Transition",
     "UNAVAILABLE",
     "UnknownConnection",
+    "is_text",
     "upgrade_from_v1",
 ]

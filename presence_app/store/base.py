@@ -26,64 +26,7 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
-class _Samples:
-    """Bookkeeping of :class:`BaseStore` beside presence: the 24-hour chart (one sample a
-    minute, in a sorted set trimmed to a day) and the tenants in use."""
-
-    keys: KeySpace
-
-    def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
-        raise NotImplementedError
-
-    def record_sample(self, count: int, now: float):
-        """Keeps ``count`` as the sample of the minute ``now`` falls in (once per minute)."""
-        minute = int(now // 60) * 60
-        key = self.keys.history()
-        calls = [
-            Call("", (), ("ZREMRANGEBYSCORE", key, minute, minute)),
-            Call("", (), ("ZADD", key, minute, f"{minute}:{int(count)}")),
-            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({minute - 24 * 3600}")),
-        ]
-        return self.run(Plan(calls, lambda replies: None))
-
-    def history(self, since: float):
-        """[(minute, count)] samples since ``since``, oldest first."""
-        key = self.keys.history()
-
-        def finish(replies: list[Any]) -> list[tuple[int, int]]:
-            out = []
-            for member in replies[0]:
-                text = member.decode() if isinstance(member, bytes) else member
-                minute, count = text.split(":")
-                out.append((int(minute), int(count)))
-            return out
-
-        return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
-
-    # -- tenants in use (presence_app.tenants), on the store of the base prefix ----------------
-    def record_tenant(self, tenant: str, now: float):
-        """Notes that a process served ``tenant`` at ``now`` (the sweeper visits recent ones)."""
-        call = Call("", (), ("ZADD", self.keys.tenants(), now, tenant))
-        return self.run(Plan([call], lambda replies: None))
-
-    def active_tenants(self, since: float):
-        """The tenants served since ``since``; older entries are dropped."""
-        key = self.keys.tenants()
-        calls = [
-            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({since}")),
-            Call("", (), ("ZRANGE", key, 0, -1)),
-        ]
-        return self.run(
-            Plan(
-                calls,
-                lambda replies: [
-                    k.decode() if isinstance(k, bytes) else str(k) for k in replies[1]
-                ],
-            )
-        )
-
-
-class BaseStore(roomstate.RoomStates, _Samples):
+class BaseStore(roomstate.RoomStates):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
@@ -277,6 +220,54 @@ class BaseStore(roomstate.RoomStates, _Samples):
         return [
             (self.keys.match_all(), [*map(self.keys.lock, self.keys.JOBS), self.keys.history()])
         ]
+
+    # -- beside presence: the dashboard's chart (one sample a minute, trimmed to a day) ---------
+    def record_sample(self, count: int, now: float):
+        """Keeps ``count`` as the sample of the minute ``now`` falls in (once per minute)."""
+        minute = int(now // 60) * 60
+        key = self.keys.history()
+        calls = [
+            Call("", (), ("ZREMRANGEBYSCORE", key, minute, minute)),
+            Call("", (), ("ZADD", key, minute, f"{minute}:{int(count)}")),
+            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({minute - 24 * 3600}")),
+        ]
+        return self.run(Plan(calls, lambda replies: None))
+
+    def history(self, since: float):
+        """[(minute, count)] samples since ``since``, oldest first."""
+        key = self.keys.history()
+
+        def finish(replies: list[Any]) -> list[tuple[int, int]]:
+            out = []
+            for member in replies[0]:
+                text = member.decode() if isinstance(member, bytes) else member
+                minute, count = text.split(":")
+                out.append((int(minute), int(count)))
+            return out
+
+        return self.run(Plan([Call("", (), ("ZRANGEBYSCORE", key, since, "+inf"))], finish))
+
+    # -- tenants in use (presence_app.tenants), on the store of the base prefix ----------------
+    def record_tenant(self, tenant: str, now: float):
+        """Notes that a process served ``tenant`` at ``now`` (the sweeper visits recent ones)."""
+        call = Call("", (), ("ZADD", self.keys.tenants(), now, tenant))
+        return self.run(Plan([call], lambda replies: None))
+
+    def active_tenants(self, since: float):
+        """The tenants served since ``since``; older entries are dropped."""
+        key = self.keys.tenants()
+        calls = [
+            Call("", (), ("ZREMRANGEBYSCORE", key, "-inf", f"({since}")),
+            Call("", (), ("ZRANGE", key, 0, -1)),
+        ]
+        return self.run(
+            Plan(
+                calls,
+                lambda replies: [
+                    k.decode() if isinstance(k, bytes) else str(k) for k in replies[1]
+                ],
+            )
+        )
 
 
 class _Planned(BaseStore):

@@ -111,7 +111,3 @@ class KeySpace:
     def match_all(self) -> str:
         """A SCAN pattern for every key of this prefix (used by ``clear``)."""
         return f"{{{self.prefix}:*"
-
-    @staticmethod
-    def lease_member(user_id: str, conn_id: str) -> str:
-        return f"{user_id}{CONN_SEP}{conn_id}"

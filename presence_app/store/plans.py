@@ -18,6 +18,7 @@ from typing import Any
 from .keys import CONN_SEP, KeySpace, shard_of
 from .types import (
     CONTROL_CHARACTERS,
+    MAX_DEVICE_LENGTH,
     RECORD_FIELDS,
     SEP,
     InvalidInput,
@@ -26,6 +27,7 @@ from .types import (
     StoreConfig,
     Transition,
     _str,
+    is_text,
     rooms_of_record,
 )
 
@@ -33,7 +35,6 @@ CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
 MAX_ID_LENGTH = 255
 MAX_ROOM_LENGTH = 255
 MAX_EMOJI_LENGTH = 32
-MAX_DEVICE_LENGTH = 64
 STATES = ("auto", "dnd", "invisible")
 _UNSET: Any = object()
 
@@ -117,18 +118,8 @@ def lease_members(pairs: Iterable[tuple[Any, Any]]) -> list[str]:
     return [f"{u}{CONN_SEP}{c}" for u, c in zip(uids, cids, strict=True)]
 
 
-def _encodable(text: str) -> bool:
-    """False for a str that is not Unicode text (a lone surrogate, as JSON's "\\ud800" gives):
-    it cannot reach Redis as UTF-8."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def room_of(room: Any) -> str:
-    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not _encodable(room):
+    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not is_text(room):
         raise InvalidInput("room must be a string of 1-255 characters of Unicode text")
     if CONTROL_CHARACTERS.search(room):
         raise InvalidInput("room must not contain control characters")
@@ -142,7 +133,7 @@ def _text(value: Any, limit: int, what: str) -> str:
         raise InvalidInput(f"{what} is longer than {limit} characters")
     if any(ord(c) < 32 and c not in "\t" for c in value):
         raise InvalidInput(f"{what} must not contain control characters")
-    if not _encodable(value):
+    if not is_text(value):
         raise InvalidInput(f"{what} must be Unicode text")
     return value
 
@@ -165,10 +156,53 @@ def _flat_transitions(replies: list[Any]) -> list[Transition]:
     return out
 
 
-class _ReadPlans:
-    """The reads of :class:`Planner` (which gives ``call``, ``user_call``, ``by_shard``,
-    ``keys`` and ``config``)."""
+class Planner:
+    """Builds the plans for one configuration."""
 
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.keys = KeySpace(config.prefix, config.shards)
+
+    # -- building blocks --------------------------------------------------------------------
+    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
+        c = self.config
+        keys = (
+            KeySpace.seen(tag),
+            KeySpace.hidden(tag),
+            KeySpace.leases(tag),
+            KeySpace.active(tag),
+            KeySpace.rooms(tag),
+        )
+        head = (
+            tag,
+            "" if now is None else repr(float(now)),
+            c.lease_ttl,
+            c.disconnect_grace,
+            c.online_window,
+            c.idle_after,
+            int(c.metadata_ttl),
+        )
+        return Call(script, keys, head + args)
+
+    def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
+        return self.call(script, self.keys.tag_for_user(user_id), now, *args)
+
+    def transitions(self, script: str, user_id: Any, now: float | None, *args: Any) -> Plan:
+        uid = user_id_of(user_id)
+        return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
+
+    def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
+        if self.keys.shards == 1:
+            ids = list(user_ids)
+            return {self.keys.tag(0): ids} if ids else {}
+        groups: dict[str, list[str]] = {}
+        for uid in user_ids:
+            groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)
+        return groups
+
+    # -- state changes ----------------------------------------------------------------------
+
+    # -- reads ---------------------------------------------------------------------------------
     def get_many(
         self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
     ) -> Plan:
@@ -282,52 +316,7 @@ class _ReadPlans:
 
         return Plan(calls, finish)
 
-
-class Planner(_ReadPlans):
-    """Builds the plans for one configuration."""
-
-    def __init__(self, config: StoreConfig) -> None:
-        self.config = config
-        self.keys = KeySpace(config.prefix, config.shards)
-
-    # -- building blocks --------------------------------------------------------------------
-    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
-        c = self.config
-        keys = (
-            KeySpace.seen(tag),
-            KeySpace.hidden(tag),
-            KeySpace.leases(tag),
-            KeySpace.active(tag),
-            KeySpace.rooms(tag),
-        )
-        head = (
-            tag,
-            "" if now is None else repr(float(now)),
-            c.lease_ttl,
-            c.disconnect_grace,
-            c.online_window,
-            c.idle_after,
-            int(c.metadata_ttl),
-        )
-        return Call(script, keys, head + args)
-
-    def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
-        return self.call(script, self.keys.tag_for_user(user_id), now, *args)
-
-    def transitions(self, script: str, user_id: Any, now: float | None, *args: Any) -> Plan:
-        uid = user_id_of(user_id)
-        return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
-
-    def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
-        if self.keys.shards == 1:
-            ids = list(user_ids)
-            return {self.keys.tag(0): ids} if ids else {}
-        groups: dict[str, list[str]] = {}
-        for uid in user_ids:
-            groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)
-        return groups
-
-    # -- state changes ----------------------------------------------------------------------
+    # -- writes --------------------------------------------------------------------------------
     def touch(self, user_id: Any, activity: bool, now: float | None) -> Plan:
         return self.transitions("touch", user_id, now, "1" if activity else "0")
 

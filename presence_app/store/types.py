@@ -204,6 +204,18 @@ SEP_BYTES = SEP.encode()
 #: What a room name may not contain, at the front door and in the store: a room is a name, and
 #: the scripts' replies split on \x1e and \x1f.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f]")
+#: The longest device label a connection keeps (``?device=``; ``LastSeen.device`` holds as many).
+MAX_DEVICE_LENGTH = 64
+
+
+def is_text(value: str) -> bool:
+    """False for a str that is not Unicode text (a lone surrogate, as JSON's "\\ud800" gives):
+    it cannot reach Redis as UTF-8. The front door's rules and the store's plans both ask it."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def rooms_of_record(raw: Any) -> list[str]:

@@ -21,10 +21,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import presence
+from ..core.rules import user_key, users_in_order
 from ..failopen import breaker
-from ..lookup import PresenceBatch, batch_for, user_key, user_keys, users_in_order
 from ..middleware import TOUCHED, is_activity
 from ..store import UNAVAILABLE, Presence
+from ..web.lookup import PresenceBatch, batch_for, user_keys
 
 register = template.Library()
 
@@ -99,7 +100,7 @@ def dot_html(presence: Presence) -> SafeString:
     )
 
 
-#: What an approximate last seen reads as (presence_app.privacy's buckets).
+#: What an approximate last seen reads as (presence_app.access.privacy's buckets).
 ROUGHLY = {
     "recently": gettext_lazy("last seen recently"),
     "within_week": gettext_lazy("last seen within a week"),
@@ -297,7 +298,7 @@ def room_roster(context: template.Context, room: str) -> list[Any]:
 
 @register.simple_tag
 def presence_sse_html_url(rooms: Any = "", users: Any = ()) -> str:
-    """The URL of the HTML presence stream for htmx (:mod:`presence_app.htmx`):
+    """The URL of the HTML presence stream for htmx (:mod:`presence_app.realtime.htmx`):
     ``sse-connect="{% presence_sse_html_url rooms="lobby" users=people %}"``. ``rooms``: a name,
     names separated by commas, or a list; ``users``: users or ids."""
     from urllib.parse import urlencode

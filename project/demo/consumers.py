@@ -32,7 +32,11 @@ class ChatConsumer(PresenceConsumerMixin, AsyncJsonWebsocketConsumer):
             await self.post(content)
         else:
             await self.send_json(
-                {"type": "error", "code": "unknown_type", "detail": "unknown frame type"}
+                {
+                    "type": "error",
+                    "code": "unknown_type",
+                    "detail": "The server does not know this frame type.",
+                }
             )
 
     async def post(self, frame: dict[str, Any]) -> None:

@@ -56,7 +56,7 @@ def room_htmx(request: HttpRequest, slug: str) -> HttpResponse:
     """A room kept live by htmx's SSE extension from presence_app's HTML stream
     (``presence/sse/html/``): server-rendered fragments, no presence.js."""
     from presence_app import presence
-    from presence_app.lookup import users_in_order
+    from presence_app.core.rules import users_in_order
 
     room = get_room(slug)
     User = get_user_model()

@@ -29,7 +29,7 @@ LOOKS = [
 # (an outage) nor before (a new install). Counts between 2 and 12.
 HISTORY = """
 import math, time
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 store = get_store()
 minute = int(time.time() // 60) * 60
 # Up to this minute: the live sweeper's sample of this minute (or of the last) joins the run
@@ -40,7 +40,7 @@ for ago in [*range(14 * 60, 8 * 60, -1), *range(120, -1, -1)]:
 
 
 FRESH = """
-from presence_app.connection import get_store
+from presence_app.core.connection import get_store
 store = get_store()
 store.client.delete(store.keys.history())
 """

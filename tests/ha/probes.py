@@ -66,7 +66,7 @@ def lease_expiries(store: Store) -> dict[str, float]:
     for tag in store.keys.all_tags():
         for member, score in store.client.zrange(store.keys.leases(tag), 0, -1, withscores=True):
             text = member.decode() if isinstance(member, bytes) else member
-            user = text.rsplit(CONN_SEP, 1)[0]  # members are KeySpace.lease_member(user, conn)
+            user = text.rsplit(CONN_SEP, 1)[0]  # members: user, CONN_SEP, conn (lease_members)
             out[user] = max(out.get(user, 0.0), score)
     return out
 

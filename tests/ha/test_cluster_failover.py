@@ -81,7 +81,7 @@ def test_a_connection_closed_under_a_call_is_redis_unreachable(redis_cluster):
     that kills the heartbeat task."""
     import uvloop
 
-    from presence_app.connection import aclose_async_store, get_async_store
+    from presence_app.core.connection import aclose_async_store, get_async_store
     from presence_app.store import UNAVAILABLE
     from tests.ws import presence_settings
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from presence_app import coalescer
-from presence_app.connection import aclose_async_store, get_async_store
+from presence_app.core.connection import aclose_async_store, get_async_store
+from presence_app.realtime import coalescer
 from presence_app.testing import RedisServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -72,7 +72,7 @@ async def test_primary_killed_under_load_heals_on_the_promoted_replica(
 async def test_stores_follow_the_primary_through_django_redis_sentinel_settings(sentinel_group):
     """The sync store on django-redis' SentinelClient connection, the async one on redis-py's
     asyncio Sentinel from the cache's SENTINELS option; both reach the new primary."""
-    from presence_app.connection import aclose_async_store, get_async_store, get_store
+    from presence_app.core.connection import aclose_async_store, get_async_store, get_store
 
     url = f"redis://{SERVICE}/0"
     caches = {

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from presence_app.connection import get_async_store
+from presence_app.core.connection import get_async_store
 from tests.ws import Socket, make_user, presence_settings, shutdown
 
 from .clients import Client

@@ -5,7 +5,7 @@ process, in the room and watching everybody, must hear nothing: no leave, no joi
 no duplicate.
 
 - A process told to stop ends its connections at once: uvicorn closes its WebSockets (1012),
-  and the app ends its SSE streams (presence_app/lifecycle.py), which uvicorn would otherwise
+  and the app ends its SSE streams (presence_app/realtime/lifecycle.py), which uvicorn would otherwise
   wait for until its ``--timeout-graceful-shutdown`` (30 s here; by default, for ever). Each
   ended connection cuts its lease to the grace.
 - The clients come back as presence.js does, through the front, to the live process: a socket

@@ -11,9 +11,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, housekeeping, lastseen, presence, rules, sweeper
+from ... import conf, presence
+from ...core import rules
+from ...core.connection import get_store
+from ...jobs import lastseen, sweeper
 from ...models import LastSeen
-from ...store import UNAVAILABLE, PresenceError
+from ...store import UNAVAILABLE, PresenceError, upgrade_from_v1
 
 
 class Command(BaseCommand):
@@ -41,7 +44,7 @@ class Command(BaseCommand):
         try:
             getattr(self, f"do_{action}")(**options)
         except UNAVAILABLE as exc:
-            raise CommandError(f"Redis for presence is unreachable: {exc}") from exc
+            raise CommandError(f"Redis for presence cannot be reached: {exc}.") from exc
         except KeyboardInterrupt:
             self.stdout.write("Stopped.")
 
@@ -103,7 +106,7 @@ class Command(BaseCommand):
             if answer.strip().lower() != "yes":
                 self.stdout.write("Cancelled.")
                 return
-        self.stdout.write(f"cleared: {housekeeping.clear()} keys")
+        self.stdout.write(f"cleared: {get_store().clear()} keys")
 
     def do_upgrade(self, force: bool = False, **options: Any) -> None:
         def save(rows: list[tuple[str, float, str]]) -> None:
@@ -112,7 +115,7 @@ class Command(BaseCommand):
             )
 
         try:
-            carried = housekeeping.upgrade_from_v1(save, force=force)
+            carried = upgrade_from_v1(get_store(), save, force=force)
         except PresenceError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"upgraded: {carried} users carried from the old layout, which is gone")

@@ -1,0 +1,113 @@
+"""Coalesced heartbeats: one process writes the heartbeats of all its sockets in batches.
+
+A heartbeat frame only marks its socket in a dict; a task per event loop renews every marked
+lease with one ``heartbeat_many`` call (one script call per shard) every
+``HEARTBEAT_FLUSH_INTERVAL`` seconds. 10,000 sockets beating every 30 s cost ~1 Redis call a
+second, not 330. Pairs Redis reports as holding no lease (swept, or lost with a Redis restart)
+are handed back to their socket, which connects and joins its rooms again.
+
+Bounded whatever Redis does: ``pending`` holds at most one entry per socket, one flush runs at a
+time (a slow Redis delays the next, it does not stack them), and a flush writes at most
+``MAX_BATCH`` leases per script call, so no single call holds Redis for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from .. import conf, presence, tenants
+from ..core.limits import Throttle
+from ..core.tasks import per_loop, raise_if_cancelling
+from ..store import UNAVAILABLE
+
+logger = logging.getLogger("presence_app")
+
+#: Quiet flush rounds after which the task ends (the next heartbeat starts a new one).
+IDLE_ROUNDS = 30
+#: Leases per heartbeat_many call: benchmark 1's fastest batch (docs/benchmarks.md: ~4 ms of
+#: Redis per call; a batch of 10,000 holds Redis ~50 ms, and other clients wait meanwhile).
+MAX_BATCH = 1000
+#: A Redis outage fails every flush: one warning per this many seconds, not one per flush.
+_log_failure = Throttle(10.0)
+
+
+class Beating(Protocol):
+    conn_id: str
+    user_id: str
+    tenant: str | None
+
+    def lease_lost(self) -> None:
+        """Redis holds no lease for this socket: connect and join again."""
+
+    def lease_unavailable(self) -> None:
+        """The batch could not be written (Redis away); it is retried with the next one."""
+
+
+class HeartbeatCoalescer:
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, str], Beating] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.flushes = 0
+
+    def beat(self, owner: Beating) -> None:
+        self.pending[(owner.conn_id, owner.user_id)] = owner
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def forget(self, owner: Beating) -> None:
+        """The socket closed: its pending beat is moot (disconnect sets the lease itself)."""
+        self.pending.pop((owner.conn_id, owner.user_id), None)
+
+    async def _run(self) -> None:
+        quiet = 0
+        while quiet < IDLE_ROUNDS:
+            raise_if_cancelling()
+            await asyncio.sleep(min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0))
+            if self.pending:
+                quiet = 0
+                await self.flush()
+            else:
+                quiet += 1
+
+    async def flush(self) -> None:
+        batch, self.pending = self.pending, {}
+        if not batch:
+            return
+        by_tenant: dict[str | None, dict[tuple[str, str], Beating]] = {}
+        for key, owner in batch.items():  # each tenant's leases live in its own key space
+            by_tenant.setdefault(getattr(owner, "tenant", None), {})[key] = owner
+        for tenant, part in by_tenant.items():
+            with tenants.activate(tenant):
+                await self._flush(part)
+
+    async def _flush(self, batch: dict[tuple[str, str], Beating]) -> None:
+        pairs = list(batch)
+        for start in range(0, len(pairs), MAX_BATCH):
+            self.flushes += 1
+            try:
+                missing = await presence.aheartbeat_many(pairs[start : start + MAX_BATCH])
+            except UNAVAILABLE as exc:
+                if _log_failure.ready():
+                    logger.warning(
+                        "presence: %d heartbeats not written (%s); retrying",
+                        len(pairs) - start,
+                        exc,
+                    )
+                for key in pairs[start:]:
+                    self.pending.setdefault(key, batch[key])
+                    batch[key].lease_unavailable()
+                return
+            for pair in missing:
+                owner = batch.get(pair)
+                if owner is not None:
+                    owner.lease_lost()
+
+
+_coalescer = per_loop(HeartbeatCoalescer)
+
+
+def get_coalescer() -> HeartbeatCoalescer:
+    """The coalescer of the running event loop (one per process under an ASGI server)."""
+    return _coalescer()

@@ -1,0 +1,195 @@
+"""Presence for htmx pages, without presence.js: ``GET presence/sse/html/`` streams HTML.
+
+htmx's SSE extension swaps each named event's data into the elements that ask for it, so a page
+rendered by the server stays live with no JavaScript of its own::
+
+    {% load presence %}
+    <div hx-ext="sse" sse-connect="{% presence_sse_html_url rooms="lobby" users=people %}">
+      {% for p in people %}
+        <span sse-swap="presence-dot-{{ p.pk }}">{% presence_dot p %}</span> {{ p }}
+        <span sse-swap="presence-seen-{{ p.pk }}">{% last_seen p live=False %}</span>
+      {% endfor %}
+      <span sse-swap="presence-count-lobby">…</span> here:
+      <div sse-swap="presence-room-lobby">…</div>
+    </div>
+
+The stream is a connection like the JSON one (``presence_app.realtime.sse``: a lease, its rooms, the
+watched users, the same ``AUDIENCE`` rules, resuming with ``Last-Event-ID``); ``?rooms=a,b``
+are joined and ``?users=1,2`` watched when it opens. Its events, each an HTML fragment rendered
+here with the same markup as the template tags:
+
+- ``presence-dot-<user>``: the user's dot, on every change of their state or status;
+- ``presence-seen-<user>``: "online now" / "last seen …";
+- ``presence-room-<room>``: the room's members (dot and name), in the order they came;
+- ``presence-count-<room>``: how many they are;
+- ``presence-message``: a ``presence.send_to_user()`` payload, as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.utils import translation
+from django.utils.html import escape
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from ..core.rules import users_in_order
+from ..store import Presence
+from ..templatetags.presence import display_name, dot_html, last_seen_text
+from . import frames
+from .sse import EventStream, device_of, serve
+
+#: At most this many rooms and users from the query string (the connection's own limits apply).
+MAX_QUERY_ITEMS = 500
+
+
+def presence_of(data: dict[str, Any]) -> Presence:
+    """A frame's or a member's presence (``last_seen``; an event's ``at``)."""
+    seen = data.get("last_seen", data.get("at"))
+    return Presence(
+        user_id=str(data.get("user", "")),
+        state=data.get("state") or "offline",
+        last_seen=seen if isinstance(seen, (int, float)) else None,
+        message=data.get("message") or "",
+        emoji=data.get("emoji") or "",
+    )
+
+
+def sse_event(name: str, html: str, event_id: str | None = None) -> str:
+    """One named SSE event; every line of ``html`` a ``data:`` line."""
+    name = name.replace("\n", " ").replace("\r", " ")
+    head = f"id: {event_id}\n" if event_id else ""
+    data = "".join(f"data: {line}\n" for line in (html.splitlines() or [""]))
+    return f"{head}event: {name}\n{data}\n"
+
+
+class HtmlEventStream(EventStream):
+    """The SSE stream of ``presence_app.realtime.sse``, its frames rendered as htmx events."""
+
+    def __init__(self, *args: Any, rooms: list[str], users: list[str], language: str | None,
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.wanted_rooms = rooms
+        self.wanted_users = users
+        self.language = language
+        self.members: dict[str, dict[str, Presence]] = {}  # room -> user -> presence
+        self.names: dict[str, str] = {}
+
+    async def start(self, resume: tuple[str, list[str]] | None) -> None:
+        await super().start(resume)
+        for room in self.wanted_rooms:
+            error = await frames.apply(self.session, {"type": "join", "room": room})
+            if error is not None:
+                await self.push(error)
+        if self.wanted_users:
+            error = await frames.apply(self.session, {"type": "watch", "users": self.wanted_users})
+            if error is not None:
+                await self.push(error)
+
+    async def encode(self, frame: dict[str, Any]) -> bytes:
+        with translation.override(self.language):
+            events = await self.render(frame)
+        if not events:
+            return b""
+        event_id = self.next_id()
+        out = [sse_event(name, html, event_id if i == 0 else None) for i, (name, html) in
+               enumerate(events)]  # fmt: skip
+        return "".join(out).encode()
+
+    async def render(self, frame: dict[str, Any]) -> list[tuple[str, str]]:
+        kind = frame.get("type")
+        if kind == "hello":
+            me = frame.get("me")
+            return self.user_events(presence_of(me)) if isinstance(me, dict) else []
+        if kind == "presence.state":
+            members = [presence_of(m) for m in frame.get("members", []) if isinstance(m, dict)]
+            out = [e for p in members for e in self.user_events(p)]
+            room = frame.get("room")
+            if isinstance(room, str):
+                known = self.members.setdefault(room, {})
+                if not frame.get("page"):
+                    known.clear()
+                known.update((p.user_id, p) for p in members)
+                if not frame.get("more"):
+                    out += await self.room_events(room)
+            return out
+        if kind in ("presence.join", "presence.leave", "presence.update"):
+            p = presence_of(frame)
+            out = self.user_events(p)
+            room = frame.get("room")
+            if kind == "presence.join" and isinstance(room, str):
+                self.members.setdefault(room, {})[p.user_id] = p
+            elif kind == "presence.leave" and isinstance(room, str):
+                self.members.get(room, {}).pop(p.user_id, None)
+            changed = [room] if isinstance(room, str) and room in self.members else []
+            if kind == "presence.update":
+                for name, known in self.members.items():
+                    if p.user_id in known:
+                        known[p.user_id] = p
+                        changed.append(name)
+            for name in changed:
+                out += await self.room_events(name)
+            return out
+        if kind == "presence.message":
+            return [("presence-message", escape(json.dumps(frame.get("payload"))))]
+        return []  # typing, errors, acks: nothing to swap
+
+    def user_events(self, p: Presence) -> list[tuple[str, str]]:
+        if not p.user_id:
+            return []
+        out = [(f"presence-dot-{p.user_id}", str(dot_html(p)))]
+        if p.is_online or p.last_seen is not None or p.last_seen_approx:
+            out.append((f"presence-seen-{p.user_id}", escape(last_seen_text(p))))
+        return out
+
+    async def room_events(self, room: str) -> list[tuple[str, str]]:
+        members = list(self.members.get(room, {}).values())
+        missing = [p.user_id for p in members if p.user_id not in self.names]
+        if missing:
+            self.names.update(await database_sync_to_async(names_of)(missing))
+        items = "".join(
+            f'<li class="presence-roster-member presence-{"online" if p.is_online else "offline"}"'
+            f' data-presence-member="{escape(p.user_id)}">{dot_html(p)} '
+            f'<span class="presence-roster-name">{escape(self.names.get(p.user_id, p.user_id))}'
+            "</span></li>"
+            for p in members
+        )
+        return [
+            (f"presence-room-{room}", f'<ul class="presence-roster">{items}</ul>'),
+            (f"presence-count-{room}", str(len(members))),
+        ]
+
+
+def names_of(user_ids: list[str]) -> dict[str, str]:
+    """Display names of users, in one query; ids without a user keep their id."""
+    found = {str(u.pk): display_name(u) for u in users_in_order(user_ids)}
+    return {uid: found.get(uid, uid) for uid in user_ids}
+
+
+def _listed(request: HttpRequest, name: str) -> list[str]:
+    values = ",".join(request.GET.getlist(name))
+    return [v for v in dict.fromkeys(v.strip() for v in values.split(",")) if v][:MAX_QUERY_ITEMS]
+
+
+@never_cache
+@require_GET
+async def stream(request: HttpRequest) -> HttpResponse:
+    """``GET presence/sse/html/?rooms=a,b&users=1,2``: presence as HTML events for htmx."""
+    return await serve(
+        request,
+        lambda user, layer, channel: HtmlEventStream(
+            user,
+            layer,
+            channel,
+            device_of(request),
+            get_token(request),
+            rooms=_listed(request, "rooms"),
+            users=_listed(request, "users"),
+            language=translation.get_language(),
+        ),
+    )

@@ -1,0 +1,120 @@
+"""REST calls of an SSE stream: join, leave, status, typing, heartbeat, activity, watch.
+
+``POST presence/api/stream/<frame>/`` with the frame's fields as a JSON body, the CSRF token
+(``X-CSRFToken``, Django's CSRF middleware checks it) and the stream's signed name
+(``X-Presence-Stream``, from its ``hello``). The call is not applied here: it is sent over the
+channel layer to the stream it names, on whatever process holds it, and the stream applies it
+exactly as a socket applies the same frame (:func:`presence_app.realtime.frames.apply`: the same
+validation, ``CAN_JOIN``, limits and rate limit). Its outcome comes back to this request:
+
+====  ==========================================================================
+200   done (``{"ok": true}``); its events arrive on the stream
+400   ``bad_frame``, ``too_large``, ``unknown_type``, ``invalid``
+401   not signed in; 403: CSRF, a stream of somebody else's, or ``forbidden``
+404   ``gone``: the stream is closed (or its process died): open a new one
+409   ``limit``, ``not_joined``; 429: ``rate_limited``; 503: ``unavailable``
+====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.http import HttpRequest, JsonResponse
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from .. import conf
+from ..core import rules
+from ..store import UNAVAILABLE
+from . import frames, protocol
+from .protocol import FrameError
+from .sse import let_go, stream_channel
+
+#: How long a call waits for its stream's answer (a busy process, a slow CAN_JOIN hook).
+REPLY_TIMEOUT = 15.0
+
+STATUS = {
+    "bad_frame": 400,
+    "too_large": 400,
+    "unknown_type": 400,
+    "invalid": 400,
+    "forbidden": 403,
+    "limit": 409,
+    "not_joined": 409,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+
+
+def _error(code: str, detail: str, status: int | None = None, **extra: Any) -> JsonResponse:
+    return JsonResponse(
+        protocol.error_frame(code, detail, **extra), status=status or STATUS.get(code, 400)
+    )
+
+
+async def _ask(layer: Any, channel: str, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """Sends ``frame`` to the stream and waits for its answer (None: no stream answered)."""
+    reply = await layer.new_channel()
+    try:
+        await layer.send(channel, {"type": "presence.rest", "frame": frame, "reply": reply})
+    except BaseException:
+        await let_go(layer, reply)
+        raise
+    try:
+        answer = await asyncio.wait_for(layer.receive(reply), REPLY_TIMEOUT)
+    except TimeoutError:
+        return None  # the cancelled receive has let go of the reply channel
+    await let_go(layer, reply)
+    return answer
+
+
+def _frame(body: bytes, frame_type: str) -> dict[str, Any]:
+    """The frame a body describes, checked as a socket's frame is (size first)."""
+    limit = int(conf.get("MAX_FRAME_BYTES"))
+    if len(body) > limit:
+        raise FrameError("too_large", f"A frame may be at most {limit} bytes.")
+    try:
+        fields = json.loads(body or b"{}", parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        raise FrameError("bad_frame", "The body is not valid JSON.") from None
+    if not isinstance(fields, dict):
+        raise FrameError("bad_frame", "The body must be a JSON object.")
+    return {**fields, "type": frame_type}
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@never_cache
+@require_POST
+async def command(request: HttpRequest, frame_type: str) -> JsonResponse:
+    """Applies one frame to the caller's own SSE stream; see the module's table."""
+    user = await request.auser()
+    if not user.is_authenticated:
+        return JsonResponse({"detail": _("Authentication required.")}, status=401)
+    if frame_type not in frames.HANDLERS:
+        return _error("unknown_type", "unknown frame type")
+    channel = stream_channel(request.headers.get("X-Presence-Stream", ""), rules.user_id(user))
+    if channel is None:
+        return _error("forbidden", "X-Presence-Stream does not name a stream of yours")
+    try:
+        frame = _frame(request.body, frame_type)
+    except FrameError as exc:
+        return _error(exc.code, exc.detail)
+    layer = get_channel_layer()
+    try:
+        answer = await _ask(layer, channel, frame)
+    except UNAVAILABLE:
+        return _error("unavailable", "presence is temporarily unavailable; try again")
+    if answer is None:
+        return _error("gone", "the stream is closed; open a new one", status=404)
+    error = answer.get("error")
+    if error:
+        return JsonResponse(error, status=STATUS.get(error.get("code"), 400))
+    return JsonResponse({"ok": True})

@@ -1,0 +1,214 @@
+"""Live per-member state in a room (a cursor, a selection, "editing section 3"), coalesced.
+
+Each connection may publish one JSON object per room it joined (``ROOM_STATE_MAX_BYTES``). A
+cursor moved at 60 Hz must not cost 60 writes and 60 frames a second to every member, so both
+ends coalesce, latest wins, at ``ROOM_STATE_RATE`` ticks a second:
+
+- the sending process keeps the latest state per (room, connection) in a
+  :class:`RoomStateCoalescer` and flushes once per tick: one ``group_send`` per room carrying all
+  its changes, and one round trip writing the latest values for snapshots (the store keeps them
+  in a hash per room whose reads drop entries without a live lease);
+- each receiving session buffers incoming changes per room (:class:`Outbox`) and sends its
+  socket at most one ``presence.roomstate`` frame per room per tick, carrying every member's
+  change since the last. Ticks fall on the wall clock's boundaries in every process
+  (:func:`next_tick`), so a short wait gathers all processes' flushes of a tick in one frame.
+
+A state is named by the user and the connection's *public id*, a keyed hash of its connection
+id: two tabs of one user have two states, and nothing a viewer learns can drive a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+
+from .. import conf, tenants
+from ..core import rules
+from ..core.limits import Throttle
+from ..core.tasks import per_loop, raise_if_cancelling
+from ..store import UNAVAILABLE
+from .protocol import FrameError
+
+logger = logging.getLogger("presence_app")
+
+#: The public id of state set from Python (:func:`presence_app.presence.set_room_state`).
+SERVER = "server"
+#: Quiet ticks after which a coalescer's task ends (the next change starts a new one).
+IDLE_TICKS = 20
+#: The part of a tick a receiving socket waits to gather the sending processes' flushes.
+GATHER = 0.4
+_log_failure = Throttle(10.0)
+
+
+@lru_cache(maxsize=4096)
+def public_id(conn_id: str) -> str:
+    """The connection's id as others may see it: a keyed hash, so it cannot be turned back
+    into the connection id (nor into an SSE stream's token)."""
+    key = hashlib.sha256(f"presence_app.roomstate\0{settings.SECRET_KEY}".encode()).digest()
+    return hashlib.blake2b(conn_id.encode(), key=key[:32], digest_size=9).hexdigest()
+
+
+def tick() -> float:
+    """Seconds between two flushes (``1 / ROOM_STATE_RATE``)."""
+    return 1.0 / max(float(conf.get("ROOM_STATE_RATE")), 0.1)
+
+
+def next_tick(last: float) -> float:
+    """The next flush: the first boundary of the wall clock's ticks (multiples of the tick) not
+    past and at least half a tick after ``last`` (so, after a flush on a boundary, the next
+    boundary). Every process flushes on the same boundaries, so a receiving socket gets their
+    changes together, in one frame."""
+    t = tick()
+    return math.ceil(max(last + t / 2, time.time()) / t) * t
+
+
+def encode(data: Any) -> str | None:
+    """``data`` as the compact JSON the store keeps (None: remove the state). A state over
+    ``ROOM_STATE_MAX_BYTES`` is refused as ``too_large`` (a frame's own size limit is separate)."""
+    try:
+        return rules.room_state(data)
+    except rules.RoomStateTooLarge as exc:
+        raise FrameError("too_large", str(exc)) from None
+
+
+def entry(user_id: str, public: str, data: Any) -> dict[str, Any]:
+    """One member's state as frames carry it (``data`` None: the state is gone)."""
+    return {"user": user_id, "conn": public, "data": data}
+
+
+# -- the sending side: one process's latest states, flushed once per tick ------------------------
+
+
+class RoomStateCoalescer:
+    """The latest state of each (room, connection) of this process, flushed once per tick."""
+
+    def __init__(self) -> None:
+        # (tenant, room) -> {conn_id: (session, JSON or None)}
+        self.pending: dict[tuple[str | None, str], dict[str, tuple[Any, str | None]]] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.flushes = 0
+
+    def put(self, session: Any, room: str, text: str | None) -> None:
+        self.pending.setdefault((session.tenant, room), {})[session.conn_id] = (session, text)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def discard(self, session: Any, room: str) -> None:
+        """The connection left ``room`` (or closed): its pending change is moot."""
+        part = self.pending.get((session.tenant, room))
+        if part is not None:
+            part.pop(session.conn_id, None)
+            if not part:
+                del self.pending[(session.tenant, room)]
+
+    async def _run(self) -> None:
+        quiet, last = 0, -1e9
+        while quiet < IDLE_TICKS:
+            raise_if_cancelling()
+            if self.pending:
+                quiet, last = 0, time.time()
+                await self.flush()  # the first change of a quiet room goes out at once
+            else:
+                quiet += 1
+            await asyncio.sleep(next_tick(last) - time.time())
+
+    async def flush(self) -> None:
+        from .. import presence  # the front door imports this module
+
+        batch, self.pending = self.pending, {}
+        by_tenant: dict[str | None, dict[str, list[tuple[Any, str | None]]]] = {}
+        for (tenant, room), part in batch.items():
+            live = [
+                (s, text)
+                for s, text in part.values()
+                if not s.closed and room in s.rooms and (text is None or s.publishes)
+            ]
+            if live:
+                by_tenant.setdefault(tenant, {})[room] = live
+        for tenant, rooms in by_tenant.items():
+            self.flushes += 1
+            entries = {
+                room: [(s.user_id, s.public_id, s.conn_id, text) for s, text in live]
+                for room, live in rooms.items()
+            }
+            with tenants.activate(tenant):
+                try:
+                    await presence.apublish_room_states(entries)
+                except UNAVAILABLE as exc:
+                    if _log_failure.ready():
+                        logger.warning("presence: room states not sent (%s)", exc)
+
+
+_coalescer = per_loop(RoomStateCoalescer)
+
+
+def get_coalescer() -> RoomStateCoalescer:
+    """The room-state coalescer of the running event loop (one per process)."""
+    return _coalescer()
+
+
+# -- the receiving side: one frame per room per tick to a socket ---------------------------------
+class Outbox:
+    """A connection's incoming state changes, per room, latest wins, sent at most one frame per
+    *slot*. Slots are the wall clock's ticks shifted by a fifth of a tick (:data:`GATHER`), the
+    time the sending processes' flushes of a tick (:func:`next_tick`) take to arrive, so one
+    frame carries them all. Fixed slots, not "a tick after the last frame": a late frame must
+    not push every later one back (delays would only ever grow)."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        self.send = send
+        self.buffered: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+        self.last: dict[str, int] = {}  # room -> the slot of its last frame
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def add(self, room: str, states: list[dict[str, Any]]) -> None:
+        self.buffered.setdefault(room, {}).update({(st["user"], st["conn"]): st for st in states})
+        if room in self.timers:
+            return  # a frame is due at the next slot
+        t = tick()
+        now = time.time() - t * GATHER  # slot k starts at k * t + t * GATHER
+        slot, into = divmod(now, t)
+        # Sent at once if this slot has had no frame, unless the next tick's flushes are about
+        # to arrive (the slot's last fifth): then they go together at the next slot's start.
+        if slot > self.last.get(room, -1) and into < t * (1 - GATHER):
+            self.last[room] = int(slot)
+            await self.flush(room)
+            return
+        self.last[room] = int(slot) + 1
+        self.timers[room] = asyncio.get_running_loop().call_later(t - into, self._due, room)
+
+    def _due(self, room: str) -> None:
+        self.timers.pop(room, None)
+        task = asyncio.get_running_loop().create_task(self.flush(room))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def flush(self, room: str) -> None:
+        states = self.buffered.pop(room, None)
+        if states:
+            await self.send(
+                {"type": "presence.roomstate", "room": room, "states": [*states.values()]}
+            )
+
+    def drop(self, room: str) -> None:
+        """The connection left ``room``: nothing more about it."""
+        self.buffered.pop(room, None)
+        self.last.pop(room, None)
+        timer = self.timers.pop(room, None)
+        if timer is not None:
+            timer.cancel()
+
+    def close(self) -> None:
+        for room in list(self.timers):
+            self.drop(room)
+        for task in self.tasks:
+            task.cancel()

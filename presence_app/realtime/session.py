@@ -1,0 +1,482 @@
+"""One connection's presence, whatever carries it: a WebSocket today, any stream of events.
+
+A :class:`PresenceSession` holds what a connection owns — its lease, the rooms it joined, the
+users it watches, its channel-layer groups — and does what a connection does: open, beat (through
+the process' coalescer), join, leave, set status, type, watch, recover a lost lease, close. It
+speaks to the browser only through the ``send`` coroutine it is given, and to Redis only through
+the front door (:mod:`presence_app.presence`). The WebSocket consumer and the consumer mixin
+(:mod:`presence_app.consumers`) wrap it; :mod:`presence_app.realtime.frames` maps client frames
+onto it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .. import conf, presence, tenants
+from ..access import audience, visibility
+from ..core import dispatch, rules
+from ..core.limits import Throttle
+from ..core.tasks import spawn
+from ..failopen import log_outage
+from ..jobs.sweeper import ensure_sweeper
+from ..store import UNAVAILABLE, UnknownConnection
+from ..tenants import in_tenant
+from . import protocol, roomstate
+from .coalescer import get_coalescer
+from .protocol import FrameError
+from .subscriptions import RecentUpdates, Subscriptions
+
+logger = logging.getLogger("presence_app")
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+#: How often a connection may warn its browser about an outage found in the background.
+OUTAGE_NOTICE_INTERVAL = 30.0
+
+
+def activity_interval(settings: dict[str, Any]) -> float:
+    """How often a connection writes activity: often enough that idle is never announced wrongly."""
+    return min(float(settings["TOUCH_INTERVAL"]), float(settings["IDLE_AFTER"]) / 2)
+
+
+class PresenceSession:
+    """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
+    (default: the current one) is the key space it lives in for its whole life."""
+
+    def __init__(
+        self,
+        user: Any,
+        *,
+        layer: Any,
+        channel_name: str,
+        send: Send,
+        device: str | None = None,
+        tenant: str | None = None,
+    ) -> None:
+        s = conf.get_settings()
+        self.tenant = tenants.check(tenant) if tenant is not None else tenants.current()
+        self.user = user
+        self.user_id = rules.user_id(user)
+        # Short and random: it is part of every lease member in Redis.
+        self.conn_id = secrets.token_urlsafe(9)
+        self.layer = layer
+        self.channel_name = channel_name
+        self.send = send
+        self.device = device
+        self.rooms: set[str] = set()
+        self.owed: set[str] = set()  # unasked joins an outage refused (owe)
+        self.watched: set[str] = set()
+        self.own_state = "online"
+        self.closed = False
+        self.recover_retried = False
+        self.recovery_due = self.recovering = False
+        self.lock = asyncio.Lock()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.activity_throttle = Throttle(activity_interval(s))
+        self.typing_throttle = Throttle(
+            s["TYPING_THROTTLE"], max_keys=s["MAX_ROOMS_PER_CONNECTION"]
+        )
+        self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
+        self.groups = Subscriptions(layer, channel_name, self.user_id)
+        # Who reads through this connection, with the AUDIENCE answers it got, for a while.
+        self.viewer = visibility.viewer_of(self.user_id, audience.Decisions())
+        self.recent = RecentUpdates()  # an update comes once per group it concerns
+        self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
+        self.published: set[str] = set()  # rooms this connection set a state in
+
+    @property
+    def public_id(self) -> str:
+        """This connection as others see it in room states (not its id: that drives it)."""
+        return roomstate.public_id(self.conn_id)
+
+    @property
+    def publishes(self) -> bool:
+        """May this connection's room state go out? Never from an invisible user."""
+        return self.own_state != "invisible"
+
+    # -- life --------------------------------------------------------------------------------
+    @in_tenant
+    async def open(self) -> dict[str, Any]:
+        """Takes the lease and the groups; returns the ``hello`` frame to send first."""
+        ensure_sweeper()
+        s, me = conf.get_settings(), None
+        try:
+            await self.groups.add_all(self.rooms, self.watched)
+            await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+            me = await presence.aget(self.user_id, viewer=self.viewer)
+            self.own_state = me.state
+        except UNAVAILABLE as exc:
+            await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
+        return protocol.hello(self.user_id, me, s, activity_interval(s))
+
+    @in_tenant
+    async def close(self, *, forgotten: bool = False) -> None:
+        """A clean close: the lease is cut to the grace; the rooms hear of it after that.
+        ``forgotten``: the user was erased (:func:`presence.forget`), nothing is left to cut."""
+        if self.closed:
+            return
+        self.closed = True
+        get_coalescer().forget(self)
+        self.outbox.close()
+        for task in self.tasks:
+            task.cancel()
+        async with self.lock:
+            try:
+                # Its states go now, not after the grace: a reload comes back as a new
+                # connection, whose state would otherwise show twice meanwhile.
+                await self.clear_states(self.published)
+                if not forgotten:
+                    await presence.adisconnect(self.conn_id, self.user_id)
+            except UNAVAILABLE as exc:
+                log_outage(exc)  # the lease then runs out by itself
+            await self.groups.discard(self.groups.all(self.rooms, self.watched))
+
+    # -- what a connection does (frames, REST calls) ------------------------------------------
+    @in_tenant
+    async def heartbeat(self) -> None:
+        get_coalescer().beat(self)
+        self.finish_recovery()
+        if self.groups.due():
+            await self.groups.add_all(self.rooms, self.watched)
+
+    @in_tenant
+    async def activity(self) -> None:
+        # Throttled per connection; the first activity after idle always passes (idle means
+        # no write for IDLE_AFTER, which is longer than the throttle).
+        if self.activity_throttle.ready():
+            await presence.aactivity(self.user_id)
+
+    @in_tenant
+    async def join(self, room: str) -> None:
+        room = rules.room(room)
+        if room in self.rooms:
+            await self.send_room_state(room)
+            return
+        limit = int(conf.get("MAX_ROOMS_PER_CONNECTION"))
+        if len(self.rooms) >= limit:
+            raise FrameError("limit", f"A connection may join at most {limit} rooms.")
+        if not await presence.acan_join(self.user, room):
+            raise FrameError("forbidden", "You may not join this room.")
+        # Into the group before the snapshot is read: events queue behind it, none is missed.
+        group = dispatch.room_group(room)
+        await self.groups.add([group])
+        try:
+            await self._store_join(room)
+        except BaseException:
+            await self.groups.discard([group])
+            raise
+        self.rooms.add(room)
+        await self.send_room_state(room)
+
+    @in_tenant
+    async def leave(self, room: str) -> None:
+        room = rules.room(room)
+        if room not in self.rooms:
+            raise FrameError("not_joined", "This connection is not in that room.")
+        # The group may be left before the leave event comes back through it: the connection
+        # hears its own leave from the store's answer, once (event() drops the group's copy).
+        self.rooms.discard(room)
+        try:
+            left = await presence.aleave(room, self.conn_id, self.user_id)
+        except BaseException:
+            self.rooms.add(room)
+            raise
+        self.typing_throttle.forget(room)
+        self.outbox.drop(room)
+        await self.groups.discard([dispatch.room_group(room)])
+        try:
+            await self.clear_states({room})  # announced as a removal, for another tab's sake
+        except UNAVAILABLE as exc:
+            log_outage(exc)  # the entry dies with the lease; reads skip it meanwhile
+        for event in [t.as_event() for t in left if t.kind == "leave" and t.room == room]:
+            await self.send(event)
+
+    @in_tenant
+    async def revoke(self, room: str) -> None:
+        """Access to ``room`` was taken away (:func:`presence.revoke`, an ended membership):
+        out of it now, with a leave, and the browser told why."""
+        async with self.lock:
+            if room not in self.rooms or self.closed:
+                return
+            await self.leave(room)
+        await self.refused(room)
+
+    @in_tenant
+    async def drop_stale(self, rooms: list[str]) -> None:
+        """Leaves, in the store, the ``rooms`` a resumed lease still holds but this connection
+        was not let back into (``CAN_JOIN`` now refuses them)."""
+        try:
+            for room in rooms:
+                if room not in self.rooms:
+                    await presence.aleave(room, self.conn_id, self.user_id)
+        except UNAVAILABLE as exc:
+            log_outage(exc)  # the lease's grace ends the membership instead
+
+    @in_tenant
+    async def set_status(self, **fields: Any) -> None:
+        # The front door tells the user's own sockets (this one included) their true state.
+        await presence.aset_status(self.user_id, **fields)
+
+    @in_tenant
+    async def set_privacy(self, last_seen: str | None, approximate: bool | None) -> None:
+        """The user's choice of who sees their last seen; the whole choice is sent back."""
+        choice = await presence.aset_privacy(self.user_id, last_seen, approximate)
+        await self.send(protocol.privacy_frame(choice))
+
+    @in_tenant
+    async def typing(self, room: str) -> None:
+        room = rules.room(room)
+        if room not in self.rooms:
+            raise FrameError("not_joined", "Join the room before typing in it.")
+        # Ephemeral and best effort: throttled, never from an invisible user (a giveaway).
+        if self.own_state != "invisible" and self.typing_throttle.ready(room):
+            await dispatch.typing(self.layer, room, self.user_id, self.own_state, self.channel_name)
+
+    @in_tenant
+    async def set_room_state(self, room: str, data: Any) -> None:
+        """This connection's live state in ``room`` (None clears it): coalesced, latest wins,
+        sent to the room's members at most ``ROOM_STATE_RATE`` times a second."""
+        room = rules.room(room)
+        if room not in self.rooms:
+            raise FrameError("not_joined", "Join the room before setting a state in it.")
+        text = roomstate.encode(data)
+        if not self.publishes:
+            return  # an invisible user publishes nothing (a giveaway)
+        self.published.add(room)
+        roomstate.get_coalescer().put(self, room, text)
+
+    async def clear_states(self, rooms: set[str]) -> None:
+        """Removes this connection's states in ``rooms`` (store and members told)."""
+        mine = sorted(rooms & self.published)
+        if not mine:
+            return
+        coalescer = roomstate.get_coalescer()
+        for room in mine:
+            coalescer.discard(self, room)
+        self.published -= set(mine)
+        entry = (self.user_id, self.public_id, self.conn_id, None)
+        await presence.apublish_room_states({room: [entry] for room in mine})
+
+    @in_tenant
+    async def watch(self, target: set[str], shown: list[str]) -> None:
+        """Makes ``target`` the watch list, then sends the presence of ``shown``."""
+        limit = int(conf.get("MAX_WATCHED_USERS"))
+        if len(target) > limit:
+            raise FrameError("limit", f"A connection may watch at most {limit} users.")
+        added, removed = target - self.watched, self.watched - target
+        # Counted before subscribing: a failure midway leaves a superset, which the next watch
+        # or the close cleans up.
+        self.watched |= added
+        await self.groups.add([dispatch.watchers_group(u) for u in added])
+        await self.groups.discard([dispatch.watchers_group(u) for u in removed])
+        self.watched = target
+        if shown:
+            presences = await presence.aget_many(shown, viewer=self.viewer)
+            await self.send(protocol.state_frame(presences.values(), watch=True))
+
+    @in_tenant
+    async def send_room_state(self, room: str) -> None:
+        """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
+        the browser held, the next ones add to it, ``more`` is false on the last. A page costs
+        one round trip; members outside the viewer's audience are left out (the policy's
+        answers come from this connection's memory of them, or one call for the list)."""
+        ids = await presence.aroom_members(room, viewer=self.viewer)
+        states = await presence.aroom_states(room, viewer=self.viewer) if ids else []
+        size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
+        pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+        for n, page in enumerate(pages):
+            presences = await presence.aget_many(page, viewer=self.viewer) if page else {}
+            shown = [p for p in presences.values() if p.is_online]
+            # Only states of members this page shows online: none of anyone the viewer does not
+            # see (an invisible user, one outside the audience), nor this connection's own.
+            online = {p.user_id for p in shown}
+            mine = (self.user_id, self.public_id)
+            page_states = [
+                st for st in states if st["user"] in online and (st["user"], st["conn"]) != mine
+            ]
+            frame = protocol.state_frame(
+                shown, room=room, page=n, more=n + 1 < len(pages), states=page_states
+            )
+            await self.send(frame)
+
+    # -- events from the channel layer ----------------------------------------------------------
+    @in_tenant
+    async def event(self, event: dict[str, Any]) -> None:
+        """Relays a ``presence.*`` group event to the browser: once, and only about users
+        this viewer may see (``AUDIENCE``)."""
+        if event.get("type") == "presence.roomstate":
+            await self.room_state_event(event)
+            return
+        if event.get("type") == "presence.typing":
+            if event.get("sender") == self.channel_name:
+                return  # not echoed to the typist
+            event = {k: v for k, v in event.items() if k != "sender"}
+        elif event.get("self"):
+            self.own_state = event["state"]
+            if not self.publishes and self.published:
+                try:
+                    await self.clear_states(self.published)  # gone invisible: its states go
+                except UNAVAILABLE as exc:
+                    log_outage(exc)  # the room's members got the offline, which drops them
+            await self.send(event)
+            return
+        if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
+            return  # left (its own leave came from leave()), or not in yet (the snapshot is next)
+        # The subject's privacy matters only when the event tells when they were last seen.
+        seen = await visibility.asight(
+            self.viewer, [str(event.get("user", ""))], last_seen=event.get("state") == "offline"
+        )
+        shown = visibility.redact_event(self.viewer, event, seen)
+        if shown is None:
+            return
+        if shown.get("type") == "presence.update" and not self.recent.first_time(shown):
+            return
+        await self.send(shown)
+
+    async def room_state_event(self, event: dict[str, Any]) -> None:
+        """Members' room states: this connection's own left out, the others only of users this
+        viewer may see (the one redaction), buffered to one frame per room per tick."""
+        room = event.get("room")
+        if room not in self.rooms:
+            return
+        mine = self.public_id
+        states = [
+            st
+            for st in event.get("states") or ()
+            if isinstance(st, dict)
+            and (st.get("conn") != mine or str(st.get("user")) != self.user_id)
+        ]
+        if not states:
+            return
+        # Only a policy decides which members' states a viewer gets (no last seen in a state).
+        filtered = visibility.needs_sight(self.viewer, last_seen=False)
+        ids = list(dict.fromkeys(str(st.get("user", "")) for st in states)) if filtered else []
+        seen = await visibility.asight(self.viewer, ids, last_seen=False)
+        shown = visibility.redact_states(self.viewer, states, seen)
+        if shown:
+            await self.outbox.add(room, shown)
+
+    # -- a lost lease taken back: Redis restarted, a long silence got it swept, its keys were
+    # evicted (the coalescer's callbacks), or it cannot be written (Redis away) -----------------
+    def lease_lost(self) -> None:
+        if not self.closed:
+            self.recovering = True
+            spawn(self.tasks, self._recover())
+
+    def finish_recovery(self) -> None:
+        """A heartbeat came: a recovery Redis cut short is tried again. Once the lease is taken
+        its heartbeats renew it and report nothing missing, so a room left unjoined (Redis
+        refused the join a moment after it took the connect) would otherwise stay lost."""
+        if self.recovery_due and not self.recovering:
+            self.lease_lost()
+
+    def owe(self, room: str) -> None:
+        """A room the connection joins by itself (a permanent one) met an outage: the browser
+        never asked for it, so it will not ask again. The recovery that the next heartbeat
+        starts (:meth:`finish_recovery`) joins it once Redis answers."""
+        self.owed.add(room)
+        self.recovery_due = True
+
+    def lease_unavailable(self) -> None:
+        if not self.closed and self.outage_notice.ready():
+            spawn(
+                self.tasks,
+                self.send(
+                    protocol.error_frame(
+                        "unavailable",
+                        protocol.RETRYING,
+                        frame="heartbeat",
+                    )
+                ),
+            )
+
+    async def unavailable(self, exc: BaseException, **extra: Any) -> None:
+        log_outage(exc)
+        await self.send(protocol.error_frame("unavailable", protocol.TRY_AGAIN, **extra))
+
+    @in_tenant
+    async def _recover(self) -> None:
+        """The lease is gone (Redis restarted, or a long silence got it swept): take it again,
+        re-join the rooms and resend their state."""
+        try:
+            async with self.lock:
+                if not self.closed:
+                    await self._try_recover()
+        finally:
+            self.recovering = False
+
+    async def _try_recover(self) -> None:
+        try:
+            await self._reassert()
+            # Due until the browser has each room's state too: once the lease and the rooms are
+            # back the heartbeats report nothing missing, so a state read Redis refused here
+            # would otherwise never be sent (the browser would keep the members of before).
+            self.recovery_due = True
+            for room in sorted(self.rooms):
+                await self.send_room_state(room)
+            await self._join_owed()
+            self.recovery_due = False
+        except UNAVAILABLE as exc:
+            # Redis answered a moment ago (it reported the lease missing), so this is most
+            # likely a pooled connection that died with a Redis restart: check again with the
+            # next flush, once; a lasting failure is retried by the heartbeats (finish_recovery).
+            log_outage(exc)
+            if not self.recover_retried:
+                self.recover_retried = True
+                get_coalescer().beat(self)
+            self.lease_unavailable()
+            return
+        except UnknownConnection:
+            # The lease vanished again between connect and join (keys evicted under memory
+            # pressure): the next flush finds it missing and this runs once more.
+            get_coalescer().beat(self)
+            return
+        self.recover_retried = False
+
+    async def _reassert(self) -> None:
+        """Takes the lease, the status and the rooms again (each change announced)."""
+        self.recovery_due = True  # until the last room is joined again
+        await self.groups.add_all(self.rooms, self.watched)
+        if self.own_state in ("invisible", "dnd"):
+            # A Redis restart lost the status with the rest: set it again first, so that an
+            # invisible user's connect and joins below announce nothing (a no-op otherwise).
+            await presence.aset_status(self.user_id, self.own_state)
+        await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+        for room in sorted(self.rooms):
+            # A connection taken again is let into its rooms again only as a new one would be.
+            if not await presence.acan_join(self.user, room):
+                await self.refused(room)
+                continue
+            await presence.ajoin(room, self.conn_id, self.user_id)
+        self.recovery_due = False
+
+    async def refused(self, room: str) -> None:
+        """``CAN_JOIN`` no longer admits this connection to ``room``: out of it, browser told."""
+        self.rooms.discard(room)
+        await self.groups.discard([dispatch.room_group(room)])
+        await self.send(
+            protocol.error_frame(
+                "forbidden", "You may no longer be in this room.", frame="join", room=room
+            )
+        )
+
+    async def _join_owed(self) -> None:
+        """Joins the rooms an outage kept this connection out of (:meth:`owe`), each with its
+        ``CAN_JOIN`` and its state; a refusal other than the outage goes to the browser."""
+        for room in sorted(self.owed):  # the recovery stays due until the last is joined
+            try:
+                await self.join(room)
+            except FrameError as exc:
+                await self.send(protocol.error_frame(exc.code, exc.detail, frame="join", room=room))
+            self.owed.discard(room)
+
+    async def _store_join(self, room: str) -> None:
+        try:
+            await presence.ajoin(room, self.conn_id, self.user_id)
+        except UnknownConnection:  # the lease was lost before its heartbeat told us
+            await self._reassert()
+            await presence.ajoin(room, self.conn_id, self.user_id)

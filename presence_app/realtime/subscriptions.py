@@ -1,0 +1,91 @@
+"""The channel-layer groups one connection listens to: its user's own group, its rooms' and its
+watched users'. Joining and leaving them is bounded (a watch list of 500 is 500 group_adds,
+each on a pooled Redis connection) and refreshed before channels-redis forgets them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Iterable
+from typing import Any
+
+from ..core import dispatch
+from ..failopen import log_outage
+from ..store import UNAVAILABLE
+
+logger = logging.getLogger("presence_app")
+
+#: Channel-layer calls one connection makes at once: redis-py's pool fails past its size.
+CALLS_AT_ONCE = 16
+
+
+async def _bounded(calls: list[Awaitable[Any]]) -> list[Any]:
+    """The results (or exceptions) of ``calls``, at most CALLS_AT_ONCE running at once."""
+    gate = asyncio.Semaphore(CALLS_AT_ONCE)
+
+    async def one(call: Awaitable[Any]) -> Any:
+        async with gate:
+            return await call
+
+    return await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+
+
+class Subscriptions:
+    """Group membership of the channel ``channel_name`` on ``layer``."""
+
+    def __init__(self, layer: Any, channel_name: str, user_id: str) -> None:
+        self.layer = layer
+        self.channel_name = channel_name
+        self.user_id = user_id
+        # channels-redis forgets group members after group_expiry: re-add before that.
+        self.refresh_every = float(getattr(layer, "group_expiry", 86400)) / 2
+        self.refreshed_at = 0.0
+
+    def all(self, rooms: Iterable[str], watched: Iterable[str]) -> list[str]:
+        return (
+            [dispatch.self_group(self.user_id)]
+            + [dispatch.room_group(r) for r in rooms]
+            + [dispatch.watchers_group(u) for u in watched]
+        )
+
+    async def add_all(self, rooms: Iterable[str], watched: Iterable[str]) -> None:
+        self.refreshed_at = asyncio.get_running_loop().time()
+        await self.add(self.all(rooms, watched))
+
+    def due(self) -> bool:
+        """Time to add every group again (before the layer's group_expiry)?"""
+        return asyncio.get_running_loop().time() - self.refreshed_at > self.refresh_every
+
+    async def add(self, groups: list[str]) -> None:
+        for result in await _bounded([self.layer.group_add(g, self.channel_name) for g in groups]):
+            if isinstance(result, BaseException):
+                raise result
+
+    async def discard(self, groups: list[str]) -> None:
+        results = await _bounded([self.layer.group_discard(g, self.channel_name) for g in groups])
+        for result in results:
+            if isinstance(result, UNAVAILABLE):
+                log_outage(result)  # a stale member costs a dropped message, and expires
+            elif isinstance(result, BaseException):
+                raise result
+
+
+class RecentUpdates:
+    """The updates a connection relayed lately: the same update reaches a socket once per group
+    it came through (the user's watchers, each room shared with them); the browser gets one."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self.seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+
+    def first_time(self, event: dict[str, Any]) -> bool:
+        """True the first time this update (user, moment, state and texts) comes by."""
+        key = tuple(event.get(k) for k in ("user", "at", "state", "message", "emoji"))
+        if key in self.seen:
+            return False
+        self.seen[key] = None
+        if len(self.seen) > self.size:
+            self.seen.popitem(last=False)
+        return True
