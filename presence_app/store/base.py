@@ -87,9 +87,16 @@ class BaseStore(roomstate.RoomStates, _Samples):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
-    def __init__(self, config: StoreConfig | None = None) -> None:
+    def __init__(self, config: StoreConfig | None = None, layout: int = 2) -> None:
         self.config = config or StoreConfig()
-        self.plans = Planner(self.config)
+        if layout == 3:  # being built, not for use: docs/store-layout-3.md
+            from .plans3 import Planner3
+
+            self.plans: Planner = Planner3(self.config)
+        elif layout == 2:
+            self.plans = Planner(self.config)
+        else:
+            raise InvalidInput(f"unknown store layout {layout}")
         self.keys: KeySpace = self.plans.keys
 
     def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
@@ -114,6 +121,11 @@ class BaseStore(roomstate.RoomStates, _Samples):
         """The person did something on a live connection: resets idle, and only that (the
         lease keeps them online; an HTTP window would outlive their last tab)."""
         return self.run(self.plans.activity(user_id, now))
+
+    def idle(self, user_id, now: float | None = None):
+        """Layout 3 (being built): a process saw no activity on its connection of the user for
+        IDLE_AFTER; the user goes idle when no other device of theirs was active since."""
+        return self.run(self.plans.idle(user_id, now))
 
     def connect(self, conn_id: str, user_id, now: float | None = None, device: str | None = None):
         """A WebSocket opened: the connection takes a lease of LEASE_TTL."""
@@ -255,7 +267,9 @@ class BaseStore(roomstate.RoomStates, _Samples):
     @cached_property
     def planned(self) -> BaseStore:
         """This store's API returning plans instead of results, for :meth:`gather`."""
-        return _Planned(self.config)
+        planned = _Planned(self.config)
+        planned.plans, planned.keys = self.plans, self.keys  # the same layout and process
+        return planned
 
     def gather(self, *plans: Plan):
         """Runs independent reads in one round trip and returns their results in order::
