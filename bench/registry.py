@@ -14,6 +14,6 @@ MODULES = [
     "bench.fanout",  # 10: a status change to 10 k / 100 k watchers; a 10 k-member room (issue 16)
     "bench.sse",  # 11: SSE streams beside WebSockets (issue 15)
     "bench.rolling",  # 12: a rolling deploy of 2 uvicorn behind one address
-    "bench.store_layout3",  # 13: store layout 3 as built so far, through Store (being built)
-    "bench.roomstate",  # 14: live room state, 100 cursors at 30 Hz, coalesced vs naive
+    "bench.roomstate",  # 13: live room state, 100 cursors at 30 Hz, coalesced vs naive
+    "bench.store_layout3",  # 14: store layout 3 as built so far, through Store (being built)
 ]

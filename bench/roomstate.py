@@ -1,4 +1,4 @@
-"""14. Live room state: 100 members in one room, each moving a cursor at 30 Hz, over 2 server
+"""13. Live room state: 100 members in one room, each moving a cursor at 30 Hz, over 2 server
 processes, against the naive design in the same run.
 
 Two *server* processes (Django set up, the project's code, ``RedisPubSubChannelLayer``) each
@@ -246,7 +246,7 @@ def measure(ctx: Context, seconds: float) -> dict[str, dict[str, Any]]:
     return out
 
 
-@benchmark("roomstate", "14. live room state: 100 cursors at 30 Hz over 2 processes vs naive")
+@benchmark("roomstate", "13. live room state: 100 cursors at 30 Hz over 2 processes vs naive")
 def run(ctx: Context) -> list[Row]:
     seconds = float(ctx.size(10, 3))
     got = measure(ctx, seconds)
@@ -258,7 +258,7 @@ def run(ctx: Context) -> list[Row]:
     size = f"{MEMBERS} members, {HZ} Hz, 2 processes"
     return [
         Row(
-            "14 roomstate",
+            "13 roomstate",
             f"delivery p50, {size}",
             ours["p50"],
             "ms",
@@ -267,7 +267,7 @@ def run(ctx: Context) -> list[Row]:
             details=details,
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             f"delivery p99, {size}",
             ours["p99"],
             "ms",
@@ -276,7 +276,7 @@ def run(ctx: Context) -> list[Row]:
             checks=[Check("p99 <= 100 ms", ours["p99"] or 1e9, "<=", 100)],
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "state frames per second per socket",
             ours["frames_per_socket_s"],
             "",
@@ -285,7 +285,7 @@ def run(ctx: Context) -> list[Row]:
             checks=[Check(">= 10x fewer frames than naive", fewer, ">=", 10)],
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "state bytes per second per socket",
             ours["bytes_per_socket_s"],
             "B",
@@ -293,7 +293,7 @@ def run(ctx: Context) -> list[Row]:
             label,
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "changes made per second (target 3,000: a sender that keeps up)",
             ours["changes_per_s"],
             "",
@@ -301,7 +301,7 @@ def run(ctx: Context) -> list[Row]:
             label,
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "Redis calls per second (EVALSHA + PUBLISH)",
             ours["redis_calls_s"],
             "",
@@ -309,7 +309,7 @@ def run(ctx: Context) -> list[Row]:
             label,
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "Redis commands per second (inside scripts included)",
             ours["redis_commands_s"],
             "",
@@ -317,7 +317,7 @@ def run(ctx: Context) -> list[Row]:
             label,
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "states delivered / (changes x receivers), within the drain",
             ours["delivered"] / max(ours["changes_sent"], 1),
             "",
@@ -325,7 +325,7 @@ def run(ctx: Context) -> list[Row]:
             label,
         ),
         Row(
-            "14 roomstate",
+            "13 roomstate",
             "receiver-sender pairs that got the last value (ours)",
             ok,
             "",

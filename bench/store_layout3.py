@@ -1,4 +1,4 @@
-"""12. Store layout 3 as built so far (``Store(client, config, layout=3)``: docs/store-layout-3.md;
+"""14. Store layout 3 as built so far (``Store(client, config, layout=3)``: docs/store-layout-3.md;
 not the store's default yet), through its public ``Store`` methods, side by side with raw Redis
 on the same 1,000,000-user data set in the same run:
 
@@ -36,7 +36,7 @@ BARE = "bench:raw:l3"
 RAW_SWEEP = "bench:raw:l3sweep"
 
 
-@benchmark("layout3", "13. store layout 3 (being built) through Store, vs raw Redis")
+@benchmark("layout3", "14. store layout 3 (being built) through Store, vs raw Redis")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     client = ctx.redis.client()
@@ -59,7 +59,7 @@ def run(ctx: Context) -> list[Row]:
     bare_bytes = used_memory(client) - before
     rows = [
         Row(
-            bench="13 layout3",
+            bench="14 layout3",
             metric=f"bytes per plain online user, {n:,} users (Store(layout=3).connect)",
             ours=ours_bytes / n,
             unit="B",
@@ -95,7 +95,7 @@ def run(ctx: Context) -> list[Row]:
     o, w = r["ours"]["median"], r["raw"]["median"]
     rows.append(
         Row(
-            bench="13 layout3",
+            bench="14 layout3",
             metric="heartbeat_many, batch 1,000",
             ours=o,
             unit="/s",
@@ -149,7 +149,7 @@ def run(ctx: Context) -> list[Row]:
     o, s, w = lat["ours"], lat["status"], lat["raw"]
     rows += [
         Row(
-            bench="13 layout3",
+            bench="14 layout3",
             metric=f"get_many(200) p99, a dot's fields read, {n:,} users",
             ours=o["p99_ms"],
             unit="ms",
@@ -159,7 +159,7 @@ def run(ctx: Context) -> list[Row]:
             details={"ours": o, "raw": w, "ratio_p50": o["p50_ms"] / w["p50_ms"]},
         ),
         Row(
-            bench="13 layout3",
+            bench="14 layout3",
             metric="get_many(200) p50, every user with a status message, emoji and device",
             ours=s["p50_ms"],
             unit="ms",
@@ -221,7 +221,7 @@ def run(ctx: Context) -> list[Row]:
     o, w = median(ours_ms), median(raw_ms)
     rows.append(
         Row(
-            bench="13 layout3",
+            bench="14 layout3",
             metric=f"sweep() of {expired:,} users of a killed process among {n:,}",
             ours=o,
             unit="ms",

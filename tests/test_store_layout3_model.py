@@ -198,8 +198,8 @@ class Layout3VersusModel(RuleBasedStateMachine):
     def alive(self) -> list[str]:
         return [p for p in PROCS if p not in self.model.killed]
 
-    @rule(dt=st.sampled_from([0.5, 4, 11, 19, 21, 45, 59, 61, 89, 91, 119, 121]))
-    def advance(self, dt):
+    # -- the operations, each on the layout and the model (regressions replay them by name) --
+    def do_advance(self, dt: float) -> None:
         """Time passes; every live process keeps its lease (the coalescer's batches, empty or
         not, every HEARTBEAT_INTERVAL): only a killed one's runs out."""
         self.model.now += dt
@@ -207,43 +207,26 @@ class Layout3VersusModel(RuleBasedStateMachine):
             self.stores[proc].heartbeat_many([], now=self.now)
             self.model.leases[proc] = self.now + TTL
 
-    @precondition(lambda self: self.alive())
-    @rule(data=st.data(), uid=st.sampled_from(USERS))
-    def connect(self, data, uid):
-        proc = data.draw(st.sampled_from(self.alive()))
+    def do_connect(self, proc: str, uid: str) -> None:
         cid = f"c{self.next_conn}"
         self.next_conn += 1
         self.stores[proc].connect(cid, uid, now=self.now)
         self.model.connect(proc, cid, uid)
 
-    @precondition(lambda self: self.alive())
-    @rule(data=st.data())
-    def heartbeat(self, data):
-        """A process beats for some of its open connections: the others are silent."""
-        proc = data.draw(st.sampled_from(self.alive()))
-        mine = sorted(
-            c for c, conn in self.model.conns.items() if conn.proc == proc and conn.closing is None
-        )
-        beating = data.draw(st.lists(st.sampled_from(mine), unique=True)) if mine else []
+    def do_heartbeat(self, proc: str, beating: list[str]) -> None:
         pairs = [(c, self.model.conns[c].user) for c in beating]
         missing = self.stores[proc].heartbeat_many(pairs, now=self.now)
         self.model.heartbeat(proc, beating)
         assert missing == []
 
-    @precondition(lambda self: self.alive() and self.model.conns)
-    @rule(data=st.data())
-    def disconnect(self, data):
-        cid = data.draw(st.sampled_from(sorted(self.model.conns)))
+    def do_disconnect(self, cid: str) -> None:
         proc = self.model.conns[cid].proc
         if proc in self.model.killed:
             return
         self.stores[proc].disconnect(cid, self.model.conns[cid].user, now=self.now)
         self.model.disconnect(proc, cid)
 
-    @precondition(lambda self: self.model.conns)
-    @rule(data=st.data(), room=st.sampled_from(ROOMS), join=st.booleans())
-    def join_or_leave(self, data, room, join):
-        cid = data.draw(st.sampled_from(sorted(self.model.conns)))
+    def do_join_or_leave(self, cid: str, room: str, join: bool) -> None:
         conn = self.model.conns[cid]
         if conn.proc in self.model.killed:
             return
@@ -263,30 +246,73 @@ class Layout3VersusModel(RuleBasedStateMachine):
             m.prune(uid)
             conn.rooms.add(room)
 
+    def do_kill(self, proc: str) -> None:
+        """kill -9: the process makes no call any more."""
+        self.model.killed.add(proc)
+
+    def do_touch(self, uid: str) -> None:
+        self.stores[self.alive()[0]].touch(uid, now=self.now)
+        self.model.touch(self.alive()[0], uid)
+
+    def do_set_status(self, uid: str, state: str) -> None:
+        self.stores[self.alive()[0]].set_status(uid, state, now=self.now)
+        self.model.set_state(self.alive()[0], uid, state)
+
+    def do_sweep(self, proc: str) -> None:
+        self.stores[proc].sweep(now=self.now)
+        self.model.sweep(proc)
+
+    # -- the rules: Hypothesis draws the arguments ------------------------------------------
+    @rule(dt=st.sampled_from([0.5, 4, 11, 19, 21, 45, 59, 61, 89, 91, 119, 121]))
+    def advance(self, dt):
+        self.do_advance(dt)
+
+    @precondition(lambda self: self.alive())
+    @rule(data=st.data(), uid=st.sampled_from(USERS))
+    def connect(self, data, uid):
+        self.do_connect(data.draw(st.sampled_from(self.alive())), uid)
+
+    @precondition(lambda self: self.alive())
+    @rule(data=st.data())
+    def heartbeat(self, data):
+        """A process beats for some of its open connections: the others are silent."""
+        proc = data.draw(st.sampled_from(self.alive()))
+        mine = sorted(
+            c for c, conn in self.model.conns.items() if conn.proc == proc and conn.closing is None
+        )
+        self.do_heartbeat(
+            proc, data.draw(st.lists(st.sampled_from(mine), unique=True)) if mine else []
+        )
+
+    @precondition(lambda self: self.alive() and self.model.conns)
+    @rule(data=st.data())
+    def disconnect(self, data):
+        self.do_disconnect(data.draw(st.sampled_from(sorted(self.model.conns))))
+
+    @precondition(lambda self: self.model.conns)
+    @rule(data=st.data(), room=st.sampled_from(ROOMS), join=st.booleans())
+    def join_or_leave(self, data, room, join):
+        self.do_join_or_leave(data.draw(st.sampled_from(sorted(self.model.conns))), room, join)
+
     @precondition(lambda self: len(self.alive()) > 1)
     @rule(data=st.data())
     def kill(self, data):
-        """kill -9: the process makes no call any more."""
-        self.model.killed.add(data.draw(st.sampled_from(self.alive())))
+        self.do_kill(data.draw(st.sampled_from(self.alive())))
 
     @precondition(lambda self: self.alive())
     @rule(uid=st.sampled_from(USERS))
     def touch(self, uid):
-        self.stores[self.alive()[0]].touch(uid, now=self.now)
-        self.model.touch(self.alive()[0], uid)
+        self.do_touch(uid)
 
     @precondition(lambda self: self.alive())
     @rule(uid=st.sampled_from(USERS), state=st.sampled_from(["auto", "dnd", "invisible"]))
     def set_status(self, uid, state):
-        self.stores[self.alive()[0]].set_status(uid, state, now=self.now)
-        self.model.set_state(self.alive()[0], uid, state)
+        self.do_set_status(uid, state)
 
     @precondition(lambda self: self.alive())
     @rule(data=st.data())
     def sweep(self, data):
-        proc = data.draw(st.sampled_from(self.alive()))
-        self.stores[proc].sweep(now=self.now)
-        self.model.sweep(proc)
+        self.do_sweep(data.draw(st.sampled_from(self.alive())))
 
     @invariant()
     def queries_agree(self):
@@ -305,12 +331,64 @@ class Layout3VersusModel(RuleBasedStateMachine):
             assert set(store.room_members(room, now=now)) == m.room(room), room
 
 
+#: What the model check found the layout disagreeing on, as Hypothesis shrank it (the seed it was
+#: found with; the fix is in the commit that added the entry): replayed step by step, the
+#: queries compared after each.
+REGRESSIONS = {
+    # sweep pass 1 evicted a user left without connections by a killed process although an HTTP
+    # request since held them (their window in K_UNTIL)
+    "seed 100: a dead process's user kept by an HTTP window": [
+        ("connect", "A", "1"),
+        ("connect", "A", "1"),
+        ("kill", "A"),
+        ("advance", 45),
+        ("advance", 59),
+        ("touch", "1"),
+        ("sweep", "B"),
+    ],
+    # set_status did not drop the user's dead connections (a killed process's) and their rooms,
+    # as every other change of the user's does
+    "seed 100: a status change drops a dead connection's rooms": [
+        ("connect", "A", "1"),
+        ("join_or_leave", "c0", "lobby", True),
+        ("kill", "A"),
+        ("advance", 0.5),
+        ("advance", 59),
+        ("advance", 0.5),
+        ("sweep", "B"),
+        ("set_status", "2", "auto"),
+        ("set_status", "2", "invisible"),
+        ("advance", 91),
+        ("connect", "B", "3"),
+        ("touch", "1"),
+        ("set_status", "3", "invisible"),
+        ("set_status", "1", "dnd"),
+    ],
+}
+
+
+def _stores(backend) -> dict[str, Store]:
+    client, shards = backend
+    config = StoreConfig(shards=shards)
+    return {p: Store(client, config, layout=3) for p in PROCS}
+
+
+@pytest.mark.parametrize("backend", ["single"], indirect=True)
+@pytest.mark.parametrize("name", list(REGRESSIONS))
+def test_what_the_model_check_found(backend, name):
+    Layout3VersusModel.stores = _stores(backend)
+    machine = Layout3VersusModel()
+    machine.empty()
+    machine.queries_agree()
+    for op, *args in REGRESSIONS[name]:
+        getattr(machine, f"do_{op}")(*args)
+        machine.queries_agree()
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["single"], indirect=True)
 def test_layout3_agrees_with_the_model(backend):
-    client, shards = backend
-    config = StoreConfig(shards=shards)
-    Layout3VersusModel.stores = {p: Store(client, config, layout=3) for p in PROCS}
+    Layout3VersusModel.stores = _stores(backend)
     runs = int(os.environ.get("PRESENCE_MODEL_EXAMPLES", "300"))
     Layout3VersusModel.TestCase.settings = settings(
         max_examples=runs,

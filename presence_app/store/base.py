@@ -26,6 +26,17 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
+def planner(config: StoreConfig, layout: int) -> Planner:
+    """The planner of a store layout: 2 (the default) or 3 (opt-in: docs/store-layout-3.md)."""
+    if layout == 3:
+        from .plans3 import Planner3
+
+        return Planner3(config)
+    if layout == 2:
+        return Planner(config)
+    raise InvalidInput(f"unknown store layout {layout}")
+
+
 class _Samples:
     """Bookkeeping of :class:`BaseStore` beside presence: the 24-hour chart (one sample a
     minute, in a sorted set trimmed to a day) and the tenants in use."""
@@ -89,14 +100,7 @@ class BaseStore(roomstate.RoomStates, _Samples):
 
     def __init__(self, config: StoreConfig | None = None, layout: int = 2) -> None:
         self.config = config or StoreConfig()
-        if layout == 3:  # being built, not for use: docs/store-layout-3.md
-            from .plans3 import Planner3
-
-            self.plans: Planner = Planner3(self.config)
-        elif layout == 2:
-            self.plans = Planner(self.config)
-        else:
-            raise InvalidInput(f"unknown store layout {layout}")
+        self.plans: Planner = planner(self.config, layout)
         self.keys: KeySpace = self.plans.keys
 
     def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
@@ -267,9 +271,7 @@ class BaseStore(roomstate.RoomStates, _Samples):
     @cached_property
     def planned(self) -> BaseStore:
         """This store's API returning plans instead of results, for :meth:`gather`."""
-        planned = _Planned(self.config)
-        planned.plans, planned.keys = self.plans, self.keys  # the same layout and process
-        return planned
+        return _Planned(self)
 
     def gather(self, *plans: Plan):
         """Runs independent reads in one round trip and returns their results in order::
@@ -295,6 +297,9 @@ class BaseStore(roomstate.RoomStates, _Samples):
 
 class _Planned(BaseStore):
     """A store face that runs nothing: each method returns its Plan (see BaseStore.gather)."""
+
+    def __init__(self, store: BaseStore) -> None:  # the same layout and process as the store
+        self.config, self.plans, self.keys = store.config, store.plans, store.keys
 
     def run(self, plan: Plan) -> Plan:
         return plan

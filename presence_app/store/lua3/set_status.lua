@@ -15,6 +15,18 @@ local web = old_idx == K_SEEN and seen == nil and num(redis.call('ZSCORE', K_WEB
 if web then seen, ends = web, web + WINDOW end
 local live = seen ~= nil and (ends or seen + SPAN) >= NOW
 local listed = seen ~= nil
+if listed and not web then
+  -- a change of the user's: their dead connections (a killed process's, an ended grace's) go,
+  -- and the rooms only those held, as connect, disconnect, join and leave do
+  local p, _, la = registry_of(uid)
+  local conns = live_conns(uid, u, true)
+  local dead = p ~= nil and not registry_live(uid, p, la)
+  for c, _ in pairs(conns_of(u)) do dead = dead or conns[c] == nil end
+  if dead then
+    keep_conns(uid, u, uk, conns, la or u.la, true)
+    schedule_graces(uid, conns)
+  end
+end
 local function shown()
   return public_state(u) .. '\n' .. (live_message(u, 'msg') or '') .. '\n' .. (live_message(u, 'emoji') or '')
 end

@@ -1,6 +1,6 @@
 -- sweep(limit): ends what expired, announcing it. Passes of at most `limit` items each:
 -- 1. dead processes (their lease ran out: kill -9): the connections they held in records leave;
---    a user left with none ends now (pass 2 announces it). Plain users need nothing here: their
+--    a user left with none ends now unless something else holds them (an HTTP window). Plain users need nothing here: their
 --    process no longer renews their score (pass 3);
 -- 2. users whose end in K_UNTIL is past (a closed last connection's grace), unless a
 --    connection came back;
@@ -74,8 +74,11 @@ for _, proc in ipairs(dead) do
       u._c = conns
       local left = live_conns(uid, u, listed)
       u._c = before
-      if listed and next(left) == nil then
-        offline(uid, u, uk, idx, score, true)  -- no connection left: their rooms go with them
+      -- no connection left and nothing else holds them (an HTTP window in K_UNTIL, a sign of
+      -- life within the span): offline, their rooms go with them
+      local ends = listed and (num(redis.call('ZSCORE', K_UNTIL, uid)) or num(score) + span_of(idx))
+      if listed and next(left) == nil and ends < NOW then
+        offline(uid, u, uk, idx, score, true)
       else
         if listed and idx == K_SEEN then
           for _, room in ipairs(rooms_left(before, left)) do
