@@ -20,7 +20,7 @@ from .types import (
     Transition,
     UnknownConnection,
 )
-from .upgrade import upgrade_from_v1
+from .upgrade import upgrade_from_v1, upgrade_from_v2
 
 #: What a store call raises when Redis is away or cannot serve right now: unreachable, timing
 #: out, loading, out of memory, a read-only replica after a failover, a cluster without its
@@ -52,4 +52,5 @@ __all__ = [
     "UNAVAILABLE",
     "UnknownConnection",
     "upgrade_from_v1",
+    "upgrade_from_v2",
 ]

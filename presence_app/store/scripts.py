@@ -51,6 +51,7 @@ NAMES_3 = (
     "set_status",
     "sweep",
     "touch",
+    "upgrade_v2",
 )
 
 

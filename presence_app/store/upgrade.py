@@ -1,4 +1,4 @@
-"""Upgrading a running site from the store's layout 1 to layout 2.
+"""Upgrading a running site from the store's layout 1 to layout 2, and from 2 to 3.
 
 Layout 2 keeps its keys under ``{prefix:shard}:2``, layout 1 under ``{prefix:shard}`` (never
 with a ``:2:`` segment), so processes of the old and the new version run side by side on one
@@ -11,6 +11,11 @@ profile (lib.lua's ``load_user``), so an invisible user stays invisible and a st
 Once no old process is left, :func:`upgrade_from_v1` (``manage.py presence upgrade``) carries
 every remaining layout-1 user's last seen and profile into layout 2, hands the last seens to
 ``save`` (the database) before it deletes anything, and then drops layout 1.
+
+From layout 2 to layout 3 (``Store(..., layout=3)``, opt-in) it goes the same way: layout 3's
+keys are under ``{prefix:shard}:3``; a user's first write in layout 3 adopts their layout-2
+profile (lua3/lib.lua's ``load_user``); :func:`upgrade_from_v2` carries the last seens and drops
+layout 2 once no layout-2 lease is live.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ Row = tuple[str, float, str]
 
 V1_INDEXES = ("online", "hidden", "leases", "active", "rooms")
 V1_JOBS = ("sweep", "flush")
+V2_JOBS = ("sweep", "flush")
 
 
 def v1_tag(tag: str) -> str:
@@ -100,8 +106,8 @@ def upgrade_from_v1(
     return carried
 
 
-def _carry(store: Store, tag: str, uids: Iterable[str]) -> list[Row]:
-    call = store.plans.call("upgrade_v1", tag, None, *uids)
+def _carry(store: Store, tag: str, uids: Iterable[str], script: str = "upgrade_v1") -> list[Row]:
+    call = store.plans.call(script, tag, None, *uids)
 
     def finish(replies: list[Any]) -> list[Row]:
         flat = [r.decode() if isinstance(r, bytes) else r for r in replies[0]]
@@ -114,4 +120,73 @@ def _carry(store: Store, tag: str, uids: Iterable[str]) -> list[Row]:
     return store.run(Plan([call], finish))
 
 
-__all__ = ["Row", "live_v1_connections", "upgrade_from_v1", "v1_tag"]
+def v2_tag(tag: str) -> str:
+    """The layout-2 base of a layout-3 shard base: ``{prefix:shard}:3`` -> ``{prefix:shard}:2``."""
+    return tag.rsplit(":", 1)[0] + ":2"
+
+
+def live_v2_connections(store: Store, now: float | None = None) -> int:
+    """How many layout-2 connection leases have not run out: sockets on old processes."""
+    if now is None:
+        now = store.server_time()
+    return sum(
+        int(_node(store, v2_tag(tag)).zcount(f"{v2_tag(tag)}:leases", now, "+inf"))
+        for tag in store.keys.all_tags()
+    )
+
+
+def upgrade_from_v2(
+    store: Store,
+    save: Callable[[list[Row]], Any] | None = None,
+    *,
+    batch: int = 500,
+    force: bool = False,
+    now: float | None = None,
+) -> int:
+    """Carries layout-2 users into layout 3 and deletes layout 2; returns the users carried.
+
+    ``store`` is a layout-3 store. For each batch of layout-2 records: the profile goes into
+    layout 3 (unless the user wrote there since), the last seen of a user layout 3 does not list
+    goes into its ``last`` index, ``save`` gets the public last seens (an invisible user's frozen
+    one), and only then are the records deleted; then the rest of layout 2 (indexes, rooms). A
+    failing ``save`` loses nothing: run it again. Refuses while layout-2 leases are live (an old
+    process still serves sockets) unless ``force``; ``now`` replaces the Redis clock for that
+    check.
+    """
+    if store.keys.layout != 3:
+        raise PresenceError("upgrade_from_v2 carries layout 2 into a layout-3 store")
+    if not force and (live := live_v2_connections(store, now)):
+        raise PresenceError(
+            f"{live} layout-2 connections are live: stop every process of the old version "
+            "first (their leases run out LEASE_TTL after their last heartbeat), or force"
+        )
+    carried = 0
+    for tag in store.keys.all_tags():
+        old = v2_tag(tag)
+        node = _node(store, old)
+        users = f"{old}:u:"
+        keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
+        for i in range(0, len(keys), batch):
+            chunk = keys[i : i + batch]
+            rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk], "upgrade_v2")
+            if save is not None and rows:
+                save(rows)
+            node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag
+            carried += len(chunk)
+        rest = [k.decode() for k in node.scan_iter(match=f"{_glob(old)}:*", count=1000)]
+        for i in range(0, len(rest), batch):
+            node.unlink(*rest[i : i + batch])
+    for job in V2_JOBS:
+        store.client.unlink(f"{store.config.prefix}:2:lock:{job}")
+    return carried
+
+
+__all__ = [
+    "Row",
+    "live_v1_connections",
+    "live_v2_connections",
+    "upgrade_from_v1",
+    "upgrade_from_v2",
+    "v1_tag",
+    "v2_tag",
+]

@@ -3,8 +3,7 @@
 -- (an idle user is active again).
 local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 renew_proc()
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u, uk = load_user(uid)
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
 local conns = live_conns(uid, u, listed)

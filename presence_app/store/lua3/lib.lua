@@ -1,5 +1,5 @@
--- Layout 3 (docs/store-layout-3.md; NOT the store's layout yet: Store(..., layout=3) only;
--- the upgrade from layout 2 is not built). Shared prelude of
+-- Layout 3 (docs/store-layout-3.md; NOT the store's default yet: Store(..., layout=3) only).
+-- Shared prelude of
 -- every layout-3 script (prepended by scripts.py).
 -- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
 -- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
@@ -88,6 +88,26 @@ local function save_user(uk, u, listed)
   if raw == nil then redis.call('DEL', uk)
   elseif listed then redis.call('SET', uk, raw)
   else redis.call('SET', uk, raw, 'EX', META_TTL) end
+end
+
+-- Layout 2 -> 3 (a rolling deploy, README "Upgrading"): a user's first write in layout 3 (a
+-- connect, a request, a status) adopts the profile of their layout-2 record (status, message,
+-- emoji, device, metadata; an invisible user's frozen last seen), so that an invisible user
+-- stays invisible and nothing the user set is lost. Their layout-2 connections, last activity and
+-- idle belong to the old processes and stay there. upgrade.upgrade_from_v2 carries the rest (last
+-- seens) and drops layout 2 once no old process is left; this lookup then finds nothing.
+local V2_USER = string.match(TAG, '^(.*):3$') .. ':2:u:'
+local function v2_record(uid) return redis.call('GET', V2_USER .. esc(uid)) end
+local function load_user(uid)
+  local uk = ukey(uid)
+  local raw = redis.call('GET', uk)
+  if raw then return decode(raw), uk end
+  local old = v2_record(uid)
+  if not old then return {}, uk end
+  local o = decode(old)
+  local u = {st = o.st, msg = o.msg, emoji = o.emoji, dev = o.dev, mx = o.mx, meta = o.meta}
+  if o.st == 'invisible' then u.lv = o.lv end
+  return u, uk, encode(u) ~= nil  -- adopted: the caller saves it
 end
 
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end

@@ -5,8 +5,7 @@
 -- back, as online and joining them again.
 renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u, uk = load_user(uid)
 local old_idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', old_idx, uid))
 local ends = num(redis.call('ZSCORE', K_UNTIL, uid))
@@ -36,6 +35,9 @@ for f, v in pairs(updates) do
   if f == 'mx+' then f, v = 'mx', sc(NOW + v) end
   if v == cjson.null then u[f] = nil else u[f] = v end
 end
+-- Back to the default while the user's layout-2 record is still there (a rolling deploy): the
+-- record stays, with 'auto' said explicitly, or their next write would adopt the old profile again.
+if u.st == nil and encode(u) == nil and v2_record(uid) then u.st = 'auto' end
 local new_idx = index_of(u.st)
 
 if new_idx == K_HIDDEN and old_idx == K_SEEN then

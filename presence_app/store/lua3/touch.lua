@@ -12,8 +12,8 @@ local function set_active(uid, u)
   if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
 end
 local function touch_one(uid, activity)
-  local uk = ukey(uid)
-  local u = decode(redis.call('GET', uk))
+  local u, uk, adopted = load_user(uid)
+  if adopted then save_user(uk, u, true) end
   local idx = index_of(u.st)
   local s = redis.call('ZSCORE', idx, uid)
   local was_idle = u.idle == '1'
