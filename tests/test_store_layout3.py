@@ -10,7 +10,14 @@ several, process leases (kill -9), the grace, the stale-listing sweep and the re
 import pytest
 import redis
 
-from presence_app.store import AsyncStore, InvalidInput, Store, StoreConfig, UnknownConnection
+from presence_app.store import (
+    AsyncStore,
+    InvalidInput,
+    PresenceError,
+    Store,
+    StoreConfig,
+    UnknownConnection,
+)
 from presence_app.store.keys import KeySpace, registry_bucket
 
 T = 1_800_000_000.0
@@ -242,6 +249,10 @@ def test_an_http_user_goes_idle_with_a_request_without_activity(make3):
 def test_what_is_not_built_is_refused(make3):
     with pytest.raises(InvalidInput):  # ONLINE_WINDOW > LEASE_TTL: not built yet
         make3(online_window=120)
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    with pytest.raises(PresenceError, match="roomstate is not built for store layout 3"):
+        store.room_states("lobby", now=T)
 
 
 def test_rooms_live_as_long_as_their_connections_and_a_reload_shows_nothing(make3):

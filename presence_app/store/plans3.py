@@ -18,7 +18,8 @@ from typing import Any
 
 from .keys import KeySpace
 from .plans import Call, Plan, Planner, user_id_of, user_ids_of
-from .types import SEP_BYTES, InvalidInput, Presence, StoreConfig
+from .scripts import NAMES_3
+from .types import SEP_BYTES, InvalidInput, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
 
@@ -127,6 +128,8 @@ class Planner3(Planner):
         self.process = process or secrets.token_hex(4)
 
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
+        if script not in NAMES_3:  # live room state, layout 1's upgrade: not built for layout 3
+            raise PresenceError(f"{script} is not built for store layout 3")
         c = self.config
         keys = (
             KeySpace.seen(tag),
