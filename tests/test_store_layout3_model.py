@@ -364,6 +364,18 @@ REGRESSIONS = {
         ("set_status", "3", "invisible"),
         ("set_status", "1", "dnd"),
     ],
+    # a join of a room the connection was in already returned before dropping the user's dead
+    # connections (here a closed one past its grace, holding another room)
+    "seed 201: a repeated join drops a dead connection's rooms": [
+        ("advance", 0.5),
+        ("connect", "A", "3"),
+        ("connect", "A", "3"),
+        ("join_or_leave", "c0", "lobby", True),
+        ("join_or_leave", "c1", "doc:7", True),
+        ("disconnect", "c0"),
+        ("advance", 21),
+        ("join_or_leave", "c1", "doc:7", True),
+    ],
 }
 
 

@@ -11,13 +11,16 @@ local e = conns[cid]
 if e == nil or string.sub(e[1], 1, 1) == '~' then
   return redis.error_reply('PRESENCE unknown connection')
 end
-for i = 2, #e do if e[i] == room then return transitions() end end
+-- already there: nothing to add, but the user's dead connections still go (a change of theirs)
+local already = false
+for i = 2, #e do if e[i] == room then already = true end end
 local first = true
 for _, r in ipairs(rooms_in(conns)) do if r == room then first = false end end
-e[#e + 1] = room
+if not already then e[#e + 1] = room end
 local _, _, la = registry_of(uid)
 keep_conns(uid, u, uk, conns, la or u.la, true)
-if first and u.st ~= 'invisible' and room_add(uid, room) then
+schedule_graces(uid, conns)
+if not already and first and u.st ~= 'invisible' and room_add(uid, room) then
   emit('join', uid, room, public_state(u), NOW, u)
 end
 return transitions()
