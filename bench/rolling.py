@@ -1,13 +1,13 @@
 """12. A rolling deploy: two uvicorn processes behind one address (the TCP front of
-tests/reliability/rolling.py, a load balancer's part), 1,000 heartbeating WebSockets and 200 SSE
-streams (quick: 200 and 50) in one room spread over them; SIGTERM to one, started again, then
-the other. The project as shipped (bench/ws_settings.py: the default timers, a 20 s grace), on
+tests/reliability/rolling.py, a load balancer's part), 2,000 heartbeating WebSockets and 500 SSE
+streams (quick: 200 and 50) spread over them, in rooms of 50; SIGTERM to one, started again,
+then the other. The project as shipped (bench/ws_settings.py: the default timers, a 20 s grace), on
 uvicorn with ``--timeout-graceful-shutdown 30``; the clients reconnect as presence.js does (a
 socket at once, a stream after its 2 s ``retry:``, resuming with its ``Last-Event-ID``).
 
 Measured: how long each process took to stop, beside its graceful timeout; how long until every
-connection was back in the room through the front, beside the grace; what an observer on a third
-process (in the room, watching up to ``MAX_WATCHED_USERS`` of them) heard of it: nothing.
+connection was back in its room through the front, beside the grace; what an observer on a third
+process (in every room, watching up to ``MAX_WATCHED_USERS`` of them) heard of it: nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.sse_client import SseClient
 
 from .common import Check, Context, Row, benchmark
 
-ROOM = "lobby"
+ROOM_SIZE = 50  # a room's connections (the observer is in every room: at most 50 rooms)
 GRACEFUL = 30
 GRACE = 20.0  # DISCONNECT_GRACE, the project's default
 HEARTBEAT = 30.0
@@ -35,6 +35,7 @@ WATCH = 500  # MAX_WATCHED_USERS
 
 
 async def _run(db: Database, names: list[str], users: dict[str, Any], n_ws: int) -> dict:
+    room_of = {name: f"room{i // ROOM_SIZE}" for i, name in enumerate(names)}
     env = {"PRESENCE_KEY_PREFIX": "brolling"}
     a = AsgiServer(db, name="a", env=env, graceful=GRACEFUL)
     b = AsgiServer(db, name="b", env=env, graceful=GRACEFUL)
@@ -45,7 +46,8 @@ async def _run(db: Database, names: list[str], users: dict[str, Any], n_ws: int)
         front = await Front([a, b]).start()
         observer = await Client(watch, users["observer"]).connect(timeout=60)
         observer.beat(HEARTBEAT)
-        await observer.join(ROOM, timeout=60)
+        for room in sorted(set(room_of.values())):
+            await observer.join(room, timeout=60)
         sockets = await connect_all(front, [users[n] for n in names[:n_ws]])  # type: ignore[arg-type]
         for client in sockets:
             client.beat(HEARTBEAT)
@@ -53,14 +55,14 @@ async def _run(db: Database, names: list[str], users: dict[str, Any], n_ws: int)
 
         async def joined(client: Client) -> None:
             async with gate:
-                await client.join(ROOM, timeout=60)
+                await client.join(room_of[client.name], timeout=60)
 
         await asyncio.gather(*(joined(c) for c in sockets))
 
         async def stream(name: str) -> SseClient:
             async with gate:
                 s = await SseClient(front, users[name]).connect(timeout=60)  # type: ignore[arg-type]
-                await s.join(ROOM, timeout=60)
+                await s.join(room_of[name], timeout=60)
                 return s
 
         streams = await asyncio.gather(*(stream(n) for n in names[n_ws:]))
@@ -82,7 +84,8 @@ async def _run(db: Database, names: list[str], users: dict[str, Any], n_ws: int)
         rollout = Rollout(
             dict(zip(names, sockets, strict=False)),
             dict(zip(names[n_ws:], streams, strict=True)),
-            room=ROOM,
+            room="",
+            rooms=room_of,
             heartbeat=HEARTBEAT,
             retry=RETRY,
         )
@@ -106,7 +109,7 @@ async def _run(db: Database, names: list[str], users: dict[str, Any], n_ws: int)
 
 @benchmark("rolling", "12. A rolling deploy behind one address")
 def run(ctx: Context) -> list[Row]:
-    n_ws, n_sse = ctx.size(1000, 200), ctx.size(200, 50)
+    n_ws, n_sse = ctx.size(2000, 200), ctx.size(500, 50)
     folder = Path(tempfile.mkdtemp(prefix="bench-rolling-"))
     ctx.on_close(lambda: shutil.rmtree(folder, ignore_errors=True))
     db = Database(

@@ -231,8 +231,12 @@ async def apublish_room_states(rooms: dict[str, list[tuple[str, str, str, str | 
     without a lease writes nothing) and sent as one event per room."""
     store = get_async_store()
     names = {rules.room(room): entries for room, entries in rooms.items() if entries}
-    await store.gather(*(store.planned.set_room_states(r, e) for r, e in names.items()))
-    await asyncio.gather(*(dispatch.room_states(r, _state_entries(e)) for r, e in names.items()))
+    # The write (for snapshots) and the event at once: a joiner listens before it reads its
+    # snapshot, so it misses neither, and the event does not wait a round trip.
+    await asyncio.gather(
+        store.gather(*(store.planned.set_room_states(r, e) for r, e in names.items())),
+        *(dispatch.room_states(r, _state_entries(e)) for r, e in names.items()),
+    )
 
 
 # -- who may be in a room ----------------------------------------------------------------------

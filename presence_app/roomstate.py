@@ -44,7 +44,7 @@ SERVER = "server"
 #: Quiet ticks after which a coalescer's task ends (the next change starts a new one).
 IDLE_TICKS = 20
 #: The part of a tick a receiving socket waits to gather the sending processes' flushes.
-GATHER = 0.2
+GATHER = 0.4
 _log_failure = Throttle(10.0)
 
 
@@ -163,28 +163,34 @@ def get_coalescer() -> RoomStateCoalescer:
 
 # -- the receiving side: one frame per room per tick to a socket ---------------------------------
 class Outbox:
-    """A connection's incoming state changes, per room, latest wins: sent a fifth of a tick
-    after the first arrives (the other processes' flushes of that tick with it), then at most
-    one frame a tick."""
+    """A connection's incoming state changes, per room, latest wins, sent at most one frame per
+    *slot*. Slots are the wall clock's ticks shifted by a fifth of a tick (:data:`GATHER`), the
+    time the sending processes' flushes of a tick (:func:`next_tick`) take to arrive, so one
+    frame carries them all. Fixed slots, not "a tick after the last frame": a late frame must
+    not push every later one back (delays would only ever grow)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         self.send = send
         self.buffered: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
-        self.last: dict[str, float] = {}
+        self.last: dict[str, int] = {}  # room -> the slot of its last frame
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def add(self, room: str, states: list[dict[str, Any]]) -> None:
-        buffer = self.buffered.setdefault(room, {})
-        for state in states:
-            buffer[(state["user"], state["conn"])] = state
+        self.buffered.setdefault(room, {}).update({(st["user"], st["conn"]): st for st in states})
         if room in self.timers:
-            return  # a flush is due at the tick
-        # A short wait gathers the changes every sending process flushed at the same tick into
-        # one frame; then a frame at most every tick.
-        loop = asyncio.get_running_loop()
-        wait = max(self.last.get(room, -1e9) + tick() - loop.time(), tick() * GATHER)
-        self.timers[room] = loop.call_later(wait, self._due, room)
+            return  # a frame is due at the next slot
+        t = tick()
+        now = time.time() - t * GATHER  # slot k starts at k * t + t * GATHER
+        slot, into = divmod(now, t)
+        # Sent at once if this slot has had no frame, unless the next tick's flushes are about
+        # to arrive (the slot's last fifth): then they go together at the next slot's start.
+        if slot > self.last.get(room, -1) and into < t * (1 - GATHER):
+            self.last[room] = int(slot)
+            await self.flush(room)
+            return
+        self.last[room] = int(slot) + 1
+        self.timers[room] = asyncio.get_running_loop().call_later(t - into, self._due, room)
 
     def _due(self, room: str) -> None:
         self.timers.pop(room, None)
@@ -194,10 +200,10 @@ class Outbox:
 
     async def flush(self, room: str) -> None:
         states = self.buffered.pop(room, None)
-        if not states:
-            return
-        self.last[room] = asyncio.get_running_loop().time()
-        await self.send({"type": "presence.roomstate", "room": room, "states": [*states.values()]})
+        if states:
+            await self.send(
+                {"type": "presence.roomstate", "room": room, "states": [*states.values()]}
+            )
 
     def drop(self, room: str) -> None:
         """The connection left ``room``: nothing more about it."""

@@ -337,15 +337,18 @@ class PresenceSession(LeaseRecovery):
         room = event.get("room")
         if room not in self.rooms:
             return
-        mine = (self.user_id, self.public_id)
+        mine = self.public_id
         states = [
             st
-            for st in event.get("states") or []
-            if isinstance(st, dict) and (str(st.get("user")), st.get("conn")) != mine
+            for st in event.get("states") or ()
+            if isinstance(st, dict)
+            and (st.get("conn") != mine or str(st.get("user")) != self.user_id)
         ]
         if not states:
             return
-        ids = list(dict.fromkeys(str(st.get("user", "")) for st in states))
+        # Only a policy decides which members' states a viewer gets (no last seen in a state).
+        filtered = visibility.needs_sight(self.viewer, last_seen=False)
+        ids = list(dict.fromkeys(str(st.get("user", "")) for st in states)) if filtered else []
         seen = await visibility.asight(self.viewer, ids, last_seen=False)
         shown = visibility.redact_states(self.viewer, states, seen)
         if shown:

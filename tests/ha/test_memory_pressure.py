@@ -17,6 +17,8 @@ from presence_app.store import Store
 from presence_app.testing import RedisServer
 from tests.reliability.clients import close_all, connect_all
 from tests.reliability.conftest import eventually, store_config
+from tests.reliability.settings import TIMERS
+from tests.timing import limit, said
 
 from .layout import layout_problems
 
@@ -25,9 +27,11 @@ pytestmark = pytest.mark.timeout(120)
 USERS = 20
 ROOMS = ("lobby", "kitchen")
 FILLER = 8 * 1024  # bytes per filler value
-#: The servers' timers (tests/server_settings.py): heartbeats every second, leases of 3 s.
-HEAL = 1 + 0.2 + 3  # a heartbeat interval, a flush, and slack for the rooms' re-joins
-LEASE_TTL = 3
+#: The servers' timers (tests/server_settings.py): a heartbeat interval and a flush, and the
+#: rooms' re-joins (as long again as a lease).
+HEAL = TIMERS["HEARTBEAT_INTERVAL"] + TIMERS["HEARTBEAT_FLUSH_INTERVAL"] + TIMERS["LEASE_TTL"]
+LEASE_TTL = TIMERS["LEASE_TTL"]
+SWEEP_INTERVAL = TIMERS["SWEEP_INTERVAL"]
 
 
 def fill(client: redis.Redis, budget: int) -> int:
@@ -123,10 +127,15 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
     if policy == "noeviction":
         # Nothing was lost, only refused: everybody back in their rooms, the key space whole.
         healed = await eventually(
-            lambda: all_present() or None, HEAL + 5, "everybody back", detail=missing
+            lambda: all_present() or None, limit(HEAL), "everybody back", detail=missing
         )
-        await asyncio.sleep(1.5)  # a sweep or two after the heal
-        assert layout_problems(store) == []
+        # The counts the refused writes left behind are the sweeper's to mend.
+        await eventually(
+            lambda: layout_problems(store) == [],
+            limit(2 * SWEEP_INTERVAL),
+            "the key space whole",
+            detail=lambda: layout_problems(store),
+        )
     else:
         # Evicted leases are taken again by the next heartbeat, and so are live leases whose
         # user's index was evicted (the heartbeat reports them): everybody online again. But a
@@ -135,16 +144,21 @@ async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
         # check W005 warns of eviction policies. Every key left still fits the layout.
         healed = await eventually(
             lambda: everybody <= set(store.online()) or None,
-            HEAL + 5,
+            limit(HEAL),
             "everybody online again",
             detail=missing,
         )
-        await asyncio.sleep(1.5)
+
+        def misfits() -> list[str]:
+            return [p for p in layout_problems(store) if "no layout rule" in p or ", not a " in p]
+
+        await eventually(
+            lambda: misfits() == [], limit(2 * SWEEP_INTERVAL), "every key fits", detail=misfits
+        )
         problems = layout_problems(store)
-        assert [p for p in problems if "no layout rule" in p or ", not a " in p] == [], problems
         lost = {room: names for room, names in missing().items() if room != "online"}
         print(f"{policy}: room memberships lost to eviction {lost}, count disagreements {problems}")
-    print(f"{policy}: healed {healed:.2f} s after memory was freed")
+    print(said(f"{policy}: healed after memory was freed", healed, HEAL))
     assert all(c.open for c in clients)
     await close_all([*clients, *late])
     log = server.log(None)

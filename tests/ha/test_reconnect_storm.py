@@ -16,6 +16,8 @@ import pytest
 
 from tests.reliability.clients import Client, close_all, connect_all
 from tests.reliability.conftest import eventually, store_config
+from tests.reliability.settings import TIMERS
+from tests.timing import limit
 
 from .probes import CommandRate, EventLog, lease_expiries
 
@@ -127,8 +129,10 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
         while len(done) < sockets and loop.time() - start < timers["DISCONNECT_GRACE"] + 10:
             await asyncio.sleep(0.1)
         healed = max(done, default=loop.time()) - start
-        await asyncio.sleep(1)
-    back = await asyncio.to_thread(renewed)
+        await asyncio.sleep(1)  # the storm's tail in the command rate
+    # Every lease renewed by a heartbeat of the new connection (one interval, then the flush).
+    promise = timers["HEARTBEAT_INTERVAL"] + TIMERS["HEARTBEAT_FLUSH_INTERVAL"]
+    back = await eventually(renewed, limit(promise), "every lease renewed") >= 0
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     rates = Counter(int((t - start) / BUCKET) for t in done)

@@ -1,8 +1,10 @@
 """A rolling deploy, for tests/reliability/test_rolling_deploy.py and bench/rolling.py.
 
-:class:`Front`: one address in front of several ASGI processes, as a load balancer's: a TCP proxy on a free loopback port that hands each new connection to the next process that
-accepts it (round robin; a process that is down is skipped), then copies bytes both ways until
-either side closes (then closes both). WebSockets, SSE streams and REST calls all go through it unchanged.
+:class:`Front`: one address in front of several ASGI processes, as a load balancer's: a TCP
+proxy (a process of its own) on a free loopback port that hands each new connection to the next
+process that accepts it (round robin; a process that is down is skipped), then copies bytes both
+ways until either side closes (then closes both). WebSockets, SSE streams and REST calls all go
+through it unchanged.
 
     front = await Front([server_a, server_b]).start()
     Client(front, user), SseClient(front, user)   # front.port, .url, .origin, .ws_url
@@ -17,7 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from presence_app.testing import free_port
@@ -26,15 +35,27 @@ from tests.sse_client import SseClient
 
 from .clients import Client
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 class Front:
+    """The proxy, run in a process of its own (:func:`serve`): the clients' process, with
+    thousands of connections to drive, must not also copy every byte of them."""
+
     def __init__(self, backends: list[Any]) -> None:
         self.backends = backends
         self.port = free_port()
-        self.next = 0
-        self.served: Counter[str] = Counter()
-        self.server: asyncio.AbstractServer | None = None
-        self.pipes: set[asyncio.Task[None]] = set()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.counts = Path(tempfile.mkdtemp(prefix="front-")) / "served.json"
+
+    @property
+    def served(self) -> Counter[str]:
+        """Connections handed to each backend so far, by its name."""
+        names = {str(b.port): b.name for b in self.backends}
+        with contextlib.suppress(OSError, ValueError):
+            counts = json.loads(self.counts.read_text())
+            return Counter({names[port]: n for port, n in counts.items()})
+        return Counter()
 
     @property
     def url(self) -> str:
@@ -49,67 +70,87 @@ class Front:
         return f"ws://127.0.0.1:{self.port}/ws/presence/"
 
     async def start(self) -> Front:
-        self.server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-        return self
+        ports = [str(b.port) for b in self.backends]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability.rolling", str(self.counts), str(self.port)]
+            + ports,
+            cwd=ROOT,
+        )
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()  # the front hands this one on too, and the process drops it
+                return self
+            if self.proc.poll() is not None:
+                break
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"the front did not start (exit {self.proc.poll()})")
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        for task in list(self.pipes):
-            task.cancel()
-        await asyncio.gather(*self.pipes, return_exceptions=True)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            await asyncio.to_thread(self.proc.wait, 10)
+        shutil.rmtree(self.counts.parent, ignore_errors=True)
 
-    async def _backend(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        for _ in range(len(self.backends)):
-            backend = self.backends[self.next % len(self.backends)]
-            self.next += 1
-            try:
-                pair = await asyncio.open_connection("127.0.0.1", backend.port)
-            except OSError:
-                continue  # down (restarting): the next one
-            self.served[backend.name] += 1
-            return pair
-        return None
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.pipes.add(task)
+async def serve(counts: Path, port: int, backends: list[int]) -> None:
+    """The front's process: hands each new connection on ``port`` to the next of ``backends``
+    that accepts it (round robin; one that is down is skipped), then copies bytes both ways
+    until either side closes (then closes both). ``counts``: how many each was handed (JSON)."""
+    turn = 0
+    served: Counter[str] = Counter()
+
+    async def backend() -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        nonlocal turn
+        for _ in range(len(backends)):
+            target = backends[turn % len(backends)]
+            turn += 1
+            with contextlib.suppress(OSError):
+                pair = await asyncio.open_connection("127.0.0.1", target)
+                served[str(target)] += 1
+                counts.with_suffix(".new").write_text(json.dumps(served))
+                counts.with_suffix(".new").replace(counts)  # read whole or not at all
+                return pair
+        return None  # nobody accepts: the client sees the connection closed, and retries
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await self._serve(reader, writer)
-        except asyncio.CancelledError:
-            pass  # stop(): a task of start_server's must not end cancelled (asyncio logs it)
+            pair = await backend()
+            if pair is None:
+                return
+            up_reader, up_writer = pair
+            copies = [
+                asyncio.ensure_future(copy(reader, up_writer)),
+                asyncio.ensure_future(copy(up_reader, writer)),
+            ]
+            try:  # either side closing ends the pair (a process shutting down, a client gone)
+                await asyncio.wait(copies, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in copies:
+                    task.cancel()
+                await asyncio.gather(*copies, return_exceptions=True)
+                up_writer.close()
         finally:
             writer.close()
-            self.pipes.discard(task)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        pair = await self._backend()
-        if pair is None:
-            return  # nobody accepts: the client sees the connection closed, and retries
-        up_reader, up_writer = pair
-        copies = [
-            asyncio.ensure_future(self._copy(reader, up_writer)),
-            asyncio.ensure_future(self._copy(up_reader, writer)),
-        ]
-        try:  # either side closing ends the pair (a process shutting down, a client gone)
-            await asyncio.wait(copies, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for copy in copies:
-                copy.cancel()
-            await asyncio.gather(*copies, return_exceptions=True)
-            up_writer.close()
+    server = await asyncio.start_server(accept, "127.0.0.1", port, backlog=4096)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with server:
+        await stop.wait()
 
-    @staticmethod
-    async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
+
+async def copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError):
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
 
 
 class Rollout:
-    """``sockets`` and ``streams`` (by name), all in ``room``, kept connected through a front."""
+    """``sockets`` and ``streams`` (by name), each in its room (``rooms``, by name; ``room``
+    for the others), kept connected through a front."""
 
     def __init__(
         self,
@@ -119,9 +160,11 @@ class Rollout:
         room: str,
         heartbeat: float,
         retry: float,
+        rooms: dict[str, str] | None = None,
     ) -> None:
         self.conns: dict[str, Client | SseClient] = {**sockets, **streams}
-        self.room, self.heartbeat, self.retry = room, heartbeat, retry
+        self.room_of = {name: (rooms or {}).get(name, room) for name in self.conns}
+        self.heartbeat, self.retry = heartbeat, retry
         self.back = {name: asyncio.Event() for name in self.conns}
         self.ended: dict[str, list[float]] = {name: [] for name in self.conns}
         self.tasks = [
@@ -141,7 +184,7 @@ class Rollout:
                 except Exception:  # nobody accepted yet: again, as presence.js backs off
                     await asyncio.sleep(0.1)
             client.beat(self.heartbeat)
-            await client.join(self.room, timeout=30)
+            await client.join(self.room_of[name], timeout=30)
             self.back[name].set()
 
     async def _keep_stream(self, name: str, stream: SseClient) -> None:
@@ -159,7 +202,7 @@ class Rollout:
                 except Exception:
                     await asyncio.sleep(0.1)
             assert stream.hello["resumed"] is True
-            await stream.wait_for("presence.state", timeout=30, room=self.room)  # resumed
+            await stream.wait_for("presence.state", timeout=30, room=self.room_of[name])  # resumed
             self.back[name].set()
 
     def connected(self, name: str) -> bool:
@@ -203,3 +246,9 @@ class Rollout:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+if (
+    __name__ == "__main__"
+):  # Front.start(): python -m tests.reliability.rolling COUNTS PORT BACKEND...
+    asyncio.run(serve(Path(sys.argv[1]), int(sys.argv[2]), [int(p) for p in sys.argv[3:]]))
