@@ -53,14 +53,55 @@ def _node(store: Store, key: str) -> Any:
     return store.client.get_redis_connection(store.client.get_node_from_key(key))
 
 
-def live_v1_connections(store: Store, now: float | None = None) -> int:
-    """How many layout-1 leases have not run out: sockets on processes of the old version."""
+def _live_leases(store: Store, old_tag: Callable[[str], str], now: float | None) -> int:
     if now is None:
         now = store.server_time()
     return sum(
-        int(_node(store, v1_tag(tag)).zcount(f"{v1_tag(tag)}:leases", now, "+inf"))
+        int(_node(store, old_tag(tag)).zcount(f"{old_tag(tag)}:leases", now, "+inf"))
         for tag in store.keys.all_tags()
     )
+
+
+def _refuse_while_live(store: Store, layout: int, live: int) -> None:
+    if live:
+        raise PresenceError(
+            f"{live} layout-{layout} connections are live: stop every process of the old "
+            "version first (their leases run out LEASE_TTL after their last heartbeat), or force"
+        )
+
+
+def _carry_users(
+    store: Store,
+    tag: str,
+    old: str,
+    script: str,
+    save: Callable[[list[Row]], Any] | None,
+    batch: int,
+) -> int:
+    """Carries the old layout's user records of one shard, a batch at a time: ``save`` gets the
+    batch's last seens before its records are deleted. Returns how many were carried."""
+    node = _node(store, old)
+    users = f"{old}:u:"
+    keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
+    for i in range(0, len(keys), batch):
+        chunk = keys[i : i + batch]
+        rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk], script)
+        if save is not None and rows:
+            save(rows)
+        node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag
+    return len(keys)
+
+
+def _unlink_matching(store: Store, old: str, pattern: str, batch: int) -> None:
+    node = _node(store, old)
+    found = [k.decode() for k in node.scan_iter(match=pattern, count=1000)]
+    for i in range(0, len(found), batch):
+        node.unlink(*found[i : i + batch])
+
+
+def live_v1_connections(store: Store, now: float | None = None) -> int:
+    """How many layout-1 leases have not run out: sockets on processes of the old version."""
+    return _live_leases(store, v1_tag, now)
 
 
 def upgrade_from_v1(
@@ -79,34 +120,20 @@ def upgrade_from_v1(
     layout-1 leases are live (an old process is still serving sockets) unless ``force``;
     ``now`` replaces the Redis clock for that check.
     """
-    if not force and (live := live_v1_connections(store, now)):
-        raise PresenceError(
-            f"{live} layout-1 connections are live: stop every process of the old version "
-            "first (their leases run out LEASE_TTL after their last heartbeat), or force"
-        )
+    if not force:
+        _refuse_while_live(store, 1, live_v1_connections(store, now))
     carried = 0
     for tag in store.keys.all_tags():
         old = v1_tag(tag)
-        node = _node(store, old)
-        users = f"{old}:u:"
-        keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
-        for i in range(0, len(keys), batch):
-            chunk = keys[i : i + batch]
-            rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk])
-            if save is not None and rows:
-                save(rows)
-            node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag
-            carried += len(chunk)
-        rooms = [k.decode() for k in node.scan_iter(match=f"{_glob(old)}:r:*", count=1000)]
-        for i in range(0, len(rooms), batch):
-            node.unlink(*rooms[i : i + batch])
-        node.unlink(*(f"{old}:{name}" for name in V1_INDEXES))
+        carried += _carry_users(store, tag, old, "upgrade_v1", save, batch)
+        _unlink_matching(store, old, f"{_glob(old)}:r:*", batch)
+        _node(store, old).unlink(*(f"{old}:{name}" for name in V1_INDEXES))
     for job in V1_JOBS:
         store.client.unlink(f"{store.config.prefix}:lock:{job}")
     return carried
 
 
-def _carry(store: Store, tag: str, uids: Iterable[str], script: str = "upgrade_v1") -> list[Row]:
+def _carry(store: Store, tag: str, uids: Iterable[str], script: str) -> list[Row]:
     call = store.plans.call(script, tag, None, *uids)
 
     def finish(replies: list[Any]) -> list[Row]:
@@ -127,12 +154,7 @@ def v2_tag(tag: str) -> str:
 
 def live_v2_connections(store: Store, now: float | None = None) -> int:
     """How many layout-2 connection leases have not run out: sockets on old processes."""
-    if now is None:
-        now = store.server_time()
-    return sum(
-        int(_node(store, v2_tag(tag)).zcount(f"{v2_tag(tag)}:leases", now, "+inf"))
-        for tag in store.keys.all_tags()
-    )
+    return _live_leases(store, v2_tag, now)
 
 
 def upgrade_from_v2(
@@ -155,27 +177,13 @@ def upgrade_from_v2(
     """
     if store.keys.layout != 3:
         raise PresenceError("upgrade_from_v2 carries layout 2 into a layout-3 store")
-    if not force and (live := live_v2_connections(store, now)):
-        raise PresenceError(
-            f"{live} layout-2 connections are live: stop every process of the old version "
-            "first (their leases run out LEASE_TTL after their last heartbeat), or force"
-        )
+    if not force:
+        _refuse_while_live(store, 2, live_v2_connections(store, now))
     carried = 0
     for tag in store.keys.all_tags():
         old = v2_tag(tag)
-        node = _node(store, old)
-        users = f"{old}:u:"
-        keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
-        for i in range(0, len(keys), batch):
-            chunk = keys[i : i + batch]
-            rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk], "upgrade_v2")
-            if save is not None and rows:
-                save(rows)
-            node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag
-            carried += len(chunk)
-        rest = [k.decode() for k in node.scan_iter(match=f"{_glob(old)}:*", count=1000)]
-        for i in range(0, len(rest), batch):
-            node.unlink(*rest[i : i + batch])
+        carried += _carry_users(store, tag, old, "upgrade_v2", save, batch)
+        _unlink_matching(store, old, f"{_glob(old)}:*", batch)  # every other key of layout 2
     for job in V2_JOBS:
         store.client.unlink(f"{store.config.prefix}:2:lock:{job}")
     return carried
