@@ -35,9 +35,13 @@ class AsyncStore(BaseStore):
     """Presence on a ``redis.asyncio.Redis`` or ``RedisCluster``; every method is awaited."""
 
     def __init__(
-        self, client: aredis.Redis | aredis.RedisCluster, config: StoreConfig | None = None
+        self,
+        client: aredis.Redis | aredis.RedisCluster,
+        config: StoreConfig | None = None,
+        *,
+        layout: int = 2,
     ) -> None:
-        super().__init__(config)
+        super().__init__(config, layout)
         self.client = client
         self.cluster = isinstance(client, aredis.RedisCluster)
 

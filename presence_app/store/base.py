@@ -26,13 +26,24 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
+def planner(config: StoreConfig, layout: int) -> Planner:
+    """The planner of a store layout: 2 (the default) or 3 (opt-in: docs/store-layout-3.md)."""
+    if layout == 3:
+        from .plans3 import Planner3
+
+        return Planner3(config)
+    if layout == 2:
+        return Planner(config)
+    raise InvalidInput(f"unknown store layout {layout}")
+
+
 class BaseStore(roomstate.RoomStates):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
-    def __init__(self, config: StoreConfig | None = None) -> None:
+    def __init__(self, config: StoreConfig | None = None, layout: int = 2) -> None:
         self.config = config or StoreConfig()
-        self.plans = Planner(self.config)
+        self.plans: Planner = planner(self.config, layout)
         self.keys: KeySpace = self.plans.keys
 
     def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
@@ -57,6 +68,11 @@ class BaseStore(roomstate.RoomStates):
         """The person did something on a live connection: resets idle, and only that (the
         lease keeps them online; an HTTP window would outlive their last tab)."""
         return self.run(self.plans.activity(user_id, now))
+
+    def idle(self, user_id, now: float | None = None):
+        """Layout 3 (being built): a process saw no activity on its connection of the user for
+        IDLE_AFTER; the user goes idle when no other device of theirs was active since."""
+        return self.run(self.plans.idle(user_id, now))
 
     def connect(self, conn_id: str, user_id, now: float | None = None, device: str | None = None):
         """A WebSocket opened: the connection takes a lease of LEASE_TTL."""
@@ -198,7 +214,7 @@ class BaseStore(roomstate.RoomStates):
     @cached_property
     def planned(self) -> BaseStore:
         """This store's API returning plans instead of results, for :meth:`gather`."""
-        return _Planned(self.config)
+        return _Planned(self)
 
     def gather(self, *plans: Plan):
         """Runs independent reads in one round trip and returns their results in order::
@@ -272,6 +288,9 @@ class BaseStore(roomstate.RoomStates):
 
 class _Planned(BaseStore):
     """A store face that runs nothing: each method returns its Plan (see BaseStore.gather)."""
+
+    def __init__(self, store: BaseStore) -> None:  # the same layout and process as the store
+        self.config, self.plans, self.keys = store.config, store.plans, store.keys
 
     def run(self, plan: Plan) -> Plan:
         return plan

@@ -40,13 +40,24 @@ def shard_of(user_id: str, shards: int) -> int:
     return zlib.crc32(user_id.encode()) % shards
 
 
-class KeySpace:
-    """Key names for one prefix and shard count."""
+def registry_bucket(user_id: str, buckets: int) -> int:
+    """Layout 3: the connection-registry bucket of a user (lua3/lib.lua's bkey, the same
+    arithmetic, exact in both languages)."""
+    h = 0
+    for byte in user_id.encode():
+        h = (h * 31 + byte) % 2147483647
+    return h % buckets
 
-    def __init__(self, prefix: str = "presence", shards: int = 1) -> None:
+
+class KeySpace:
+    """Key names for one prefix and shard count (``layout``: 3 only for the layout being built,
+    docs/store-layout-3.md)."""
+
+    def __init__(self, prefix: str = "presence", shards: int = 1, layout: int = LAYOUT) -> None:
         self.prefix = prefix
         self.shards = shards
-        self._tags = [f"{{{prefix}:{shard}}}:{LAYOUT}" for shard in range(shards)]
+        self.layout = layout
+        self._tags = [f"{{{prefix}:{shard}}}:{layout}" for shard in range(shards)]
 
     def tag(self, shard: int) -> str:
         """The base of every key of a shard: ``{prefix:shard}:2``, the Cluster hash tag and
@@ -94,11 +105,30 @@ class KeySpace:
     def rooms(tag: str) -> str:
         return f"{tag}:rooms"
 
+    # Layout 3 (docs/store-layout-3.md).
+    @staticmethod
+    def procs(tag: str) -> str:
+        """Processes by lease expiry."""
+        return f"{tag}:procs"
+
+    @staticmethod
+    def last(tag: str) -> str:
+        """Offline users by last seen."""
+        return f"{tag}:last"
+
+    @staticmethod
+    def registry(tag: str, bucket: int) -> str:
+        return f"{tag}:c:{bucket}"
+
+    @staticmethod
+    def process_users(tag: str, process: str) -> str:
+        return f"{tag}:p:{process}"
+
     #: The periodic jobs that one process at a time runs (each behind a lock of its own).
     JOBS = ("sweep", "flush")
 
     def lock(self, job: str) -> str:
-        return f"{self.prefix}:{LAYOUT}:lock:{job}"
+        return f"{self.prefix}:{self.layout}:lock:{job}"
 
     def history(self) -> str:
         return f"{self.prefix}:history"

@@ -337,6 +337,9 @@ class Planner:
     def forget(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("forget", user_id, now)
 
+    def idle(self, user_id: Any, now: float | None) -> Plan:
+        raise NotImplementedError("layout 2 announces idle in its sweep (layout 3: plans3)")
+
     def connect(self, conn_id: str, user_id: Any, device: str | None, now: float | None) -> Plan:
         dev = _text(device or "", MAX_DEVICE_LENGTH, "device")
         return self.transitions("connect", user_id, now, conn_id_of(conn_id), dev)

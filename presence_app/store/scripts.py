@@ -35,11 +35,35 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
-def _read(name: str) -> str:
-    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text()
+#: Layout 3's scripts (lua3/, being built: docs/store-layout-3.md), named "3/<name>".
+NAMES_3 = (
+    "activity",
+    "connect",
+    "counts",
+    "disconnect",
+    "get_many",
+    "heartbeat",
+    "idle",
+    "join",
+    "leave",
+    "online",
+    "room",
+    "set_status",
+    "sweep",
+    "touch",
+    "upgrade_v2",
+)
+
+
+def _read(name: str, folder: str = "lua") -> str:
+    return resources.files(__package__).joinpath(folder, f"{name}.lua").read_text()
 
 
 @cache
 def load() -> dict[str, Script]:
     lib = _read("lib")
-    return {name: Script(name, f"{lib}\n{_read(name)}") for name in NAMES}
+    scripts = {name: Script(name, f"{lib}\n{_read(name)}") for name in NAMES}
+    lib3 = _read("lib", "lua3")
+    for name in NAMES_3:
+        scripts[f"3/{name}"] = Script(f"3/{name}", f"{lib3}\n{_read(name, 'lua3')}")
+    return scripts

@@ -52,9 +52,13 @@ class Store(BaseStore):
     """Presence on a ``redis.Redis`` or ``redis.RedisCluster`` client."""
 
     def __init__(
-        self, client: redis.Redis | redis.RedisCluster, config: StoreConfig | None = None
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        config: StoreConfig | None = None,
+        *,
+        layout: int = 2,
     ) -> None:
-        super().__init__(config)
+        super().__init__(config, layout)
         self.client = client
         self.cluster = isinstance(client, redis.RedisCluster)
 

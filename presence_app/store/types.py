@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, Literal
 
 State = Literal["online", "idle", "dnd", "invisible", "offline"]
@@ -42,6 +42,8 @@ class StoreConfig:
     max_metadata_bytes: int = 2048
     max_message_length: int = 140
     sweep_batch: int = 1000
+    #: Layout 3 only (being built: docs/store-layout-3.md): connection-registry buckets a shard.
+    registry_buckets: int = 4096
 
 
 def _str(value: Any) -> str:
@@ -54,7 +56,13 @@ def _aware(ts: float | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class Presence:
-    """One user's presence as a given viewer may see it."""
+    """One user's presence as a given viewer may see it.
+
+    A presence the store reads (``get``, ``get_many``) parses its user's free-form ``meta``
+    (JSON) when it is first read, not before: a page of dots never decodes it. Reading,
+    comparing, printing, copying or pickling one behaves as if it had been built with every
+    field set.
+    """
 
     user_id: str
     state: State = "offline"
@@ -97,110 +105,129 @@ class Presence:
     def deriver(
         cls, viewer: str, reveal_all: bool, config: StoreConfig
     ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
-        """A function from a get_many reply (the clock, then each user's seen score, hidden
-        score, K_UNTIL entry and record: lua/get_many.lua) to ``{user_id: Presence}``, as
-        ``viewer`` may see them. The rules are lib.lua's ``until_of``, ``public_state`` and
-        ``live_message``; they run here so that Redis does no per-user work for a read."""
+        """A function from a get_many reply (the clock, then per chunk of users their seen
+        scores, hidden scores, K_UNTIL entries and records: lua/get_many.lua) to
+        ``{user_id: Presence}``, as ``viewer`` may see them. The rules are lib.lua's
+        ``until_of``, ``public_state`` and ``live_message``; they run here so that Redis does
+        no per-user work for a read. One pass per user, in line (no call per user), that
+        splits a record only as far as a plain user's needs (its state and last activity) and
+        leaves ``meta`` for when it is read (``_Meta``)."""
         span = max(config.lease_ttl, config.online_window)
         idle_after = config.idle_after
         new = object.__new__
 
-        def build(fields: dict[str, Any]) -> Presence:
-            # Without __init__'s eight frozen setattr calls: this runs for every dot of a page.
-            p = new(cls)
-            p.__dict__.update(fields)
-            return p
-
         def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
             now = float(reply[0])
             out = {}
-            rows = []
-            # per chunk of users (as many as its seen scores): seen scores, hidden ones, ends,
-            # records
             first = 0
             for c in range(1, len(reply), 4):
                 seen_, hidden_, ends_, records = reply[c : c + 4]
-                rows.append(
-                    zip(
-                        user_ids[first : first + len(seen_)],
-                        seen_,
-                        hidden_ or repeat(None),  # empty while no one hides
-                        ends_ or repeat(None),
-                        records,
-                        strict=False,
-                    )
-                )
-                first += len(seen_)
-            for uid, seen, hidden, ends, raw in chain.from_iterable(rows):
-                if raw is None:
-                    st = la = ls = lv = msg = emo = dev = mx = meta = b""
-                else:
-                    if isinstance(raw, str):
-                        raw = raw.encode()
-                    # the first nine fields; the rest, unsplit, is for the scripts
-                    st, la, ls, lv, msg, emo, dev, mx, meta, _ = raw.split(SEP_BYTES, 9)
-                if msg or emo or dev:
-                    message, emoji, device = msg.decode(), emo.decode(), dev.decode()
-                    if mx and float(mx) < now:
-                        message = emoji = ""
-                else:
-                    message = emoji = device = ""
-                data = json.loads(meta) if meta else {}
-                invisible = st == b"invisible"
-                if invisible and not (reveal_all or uid == viewer):
-                    # Nothing that changes while they hide: no activity, device or status text.
-                    out[uid] = build(
-                        {
-                            "user_id": uid,
-                            "state": "offline",
-                            "last_seen": float(lv) if lv else None,
-                            "last_active": None,
-                            "message": "",
-                            "emoji": "",
-                            "device": "",
-                            "meta": data,
-                        }
-                    )
-                    continue
-                score = hidden if invisible else seen
-                active = float(la) if la else None
-                if score and (float(ends) if ends else float(score) + span) >= now:
-                    last_seen: float | None = now
-                    if invisible:
-                        state = "invisible"
-                    elif st == b"dnd":
-                        state = "dnd"
-                    elif active is not None and now - active >= idle_after:
-                        state = "idle"
+                last = first + len(seen_)
+                for uid, seen, hidden, ends, raw in zip(
+                    user_ids[first:last],
+                    seen_,
+                    hidden_ or repeat(None),  # empty while no one hides
+                    ends_ or repeat(None),
+                    records,
+                    strict=False,
+                ):
+                    # Without __init__'s eight frozen setattr calls: this runs for every dot.
+                    p = new(cls)
+                    d = p.__dict__
+                    d["user_id"] = uid
+                    out[uid] = p
+                    if raw is None:
+                        st = la = ls = b""
+                        text = _PLAIN
                     else:
-                        state = "online"
-                else:
-                    state = "offline"
-                    # their last sign of life, when they have not been swept yet
-                    last_seen = (
-                        max(float(ls) if ls else 0.0, float(score) if score else 0.0) or None
-                    )
-                out[uid] = build(
-                    {
-                        "user_id": uid,
-                        "state": state,
-                        "last_seen": last_seen,
-                        "last_active": active,
-                        "message": message,
-                        "emoji": emoji,
-                        "device": device,
-                        "meta": data,
-                    }
-                )
+                        if type(raw) is str:
+                            raw = raw.encode()
+                        st, la, ls, lv, text = raw.split(SEP_BYTES, 4)
+                        if st:
+                            if st == b"invisible":
+                                if not (reveal_all or uid == viewer):
+                                    # Nothing that changes while they hide: no activity,
+                                    # device or status text.
+                                    d["state"] = "offline"
+                                    d["last_seen"] = float(lv) if lv else None
+                                    d["last_active"] = None
+                                    d["message"] = d["emoji"] = d["device"] = ""
+                                    d["_record"] = raw
+                                    continue
+                                seen = hidden
+                    active = float(la) if la else None
+                    d["last_active"] = active
+                    if seen and (float(ends) if ends else float(seen) + span) >= now:
+                        d["last_seen"] = now
+                        if not st:
+                            d["state"] = (
+                                "idle"
+                                if active is not None and now - active >= idle_after
+                                else "online"
+                            )
+                        else:
+                            d["state"] = "invisible" if st == b"invisible" else "dnd"
+                    else:
+                        d["state"] = "offline"
+                        # their last sign of life, when they have not been swept yet
+                        d["last_seen"] = (
+                            max(float(ls) if ls else 0.0, float(seen) if seen else 0.0) or None
+                        )
+                    if text.startswith(_PLAIN):  # no status text, no expiry, no meta
+                        d["message"] = d["emoji"] = d["device"] = ""
+                        d["meta"] = {}
+                        continue
+                    msg, emo, dev, mx, meta = text.split(SEP_BYTES, 4)
+                    if msg or emo:
+                        if mx and float(mx) < now:
+                            d["message"] = d["emoji"] = ""
+                        else:
+                            d["message"], d["emoji"] = msg.decode(), emo.decode()
+                    else:
+                        d["message"] = d["emoji"] = ""
+                    d["device"] = dev.decode() if dev else ""
+                    if meta.startswith(SEP_BYTES):
+                        d["meta"] = {}
+                    else:
+                        d["_record"] = raw  # meta: JSON, parsed when read
+                first = last
             return out
 
         return derive
+
+
+class _Meta:
+    """``meta`` of a store-read presence whose record has some: the record's free-form JSON,
+    parsed when first read, then an attribute of the instance like any other (a non-data
+    descriptor, which the instance's own value hides once set). A presence built by __init__
+    has it set from the start and never reaches this."""
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        d = instance.__dict__
+        raw = d.get("_record")
+        if raw is not None:
+            meta = raw.split(SEP_BYTES, 9)[8]
+            d["meta"] = json.loads(meta) if meta else {}
+            d.pop("_record", None)  # every field is set: what __init__ would have made
+        try:
+            return d["meta"]
+        except KeyError:  # an instance made without __init__ or a record
+            raise AttributeError("meta") from None
+
+
+# After @dataclass set up the field (its __init__ keeps the default factory itself).
+Presence.meta = _Meta()  # type: ignore[assignment]
 
 
 #: The user record's fields, in lib.lua's order (FIELDS), and their separator.
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
 SEP_BYTES = SEP.encode()
+#: A record's fields from "msg" on start so when there is no message, emoji, device, expiry or
+#: meta: a plain user's.
+_PLAIN = SEP_BYTES * 5
 #: What a room name may not contain, at the front door and in the store: a room is a name, and
 #: the scripts' replies split on \x1e and \x1f.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f]")

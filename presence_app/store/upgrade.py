@@ -1,4 +1,4 @@
-"""Upgrading a running site from the store's layout 1 to layout 2.
+"""Upgrading a running site from the store's layout 1 to layout 2, and from 2 to 3.
 
 Layout 2 keeps its keys under ``{prefix:shard}:2``, layout 1 under ``{prefix:shard}`` (never
 with a ``:2:`` segment), so processes of the old and the new version run side by side on one
@@ -11,6 +11,11 @@ profile (lib.lua's ``load_user``), so an invisible user stays invisible and a st
 Once no old process is left, :func:`upgrade_from_v1` (``manage.py presence upgrade``) carries
 every remaining layout-1 user's last seen and profile into layout 2, hands the last seens to
 ``save`` (the database) before it deletes anything, and then drops layout 1.
+
+From layout 2 to layout 3 (``Store(..., layout=3)``, opt-in) it goes the same way: layout 3's
+keys are under ``{prefix:shard}:3``; a user's first write in layout 3 adopts their layout-2
+profile (lua3/lib.lua's ``load_user``); :func:`upgrade_from_v2` carries the last seens and drops
+layout 2 once no layout-2 lease is live.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ Row = tuple[str, float, str]
 
 V1_INDEXES = ("online", "hidden", "leases", "active", "rooms")
 V1_JOBS = ("sweep", "flush")
+V2_JOBS = ("sweep", "flush")
 
 
 def v1_tag(tag: str) -> str:
@@ -47,14 +53,55 @@ def _node(store: Store, key: str) -> Any:
     return store.client.get_redis_connection(store.client.get_node_from_key(key))
 
 
-def live_v1_connections(store: Store, now: float | None = None) -> int:
-    """How many layout-1 leases have not run out: sockets on processes of the old version."""
+def _live_leases(store: Store, old_tag: Callable[[str], str], now: float | None) -> int:
     if now is None:
         now = store.server_time()
     return sum(
-        int(_node(store, v1_tag(tag)).zcount(f"{v1_tag(tag)}:leases", now, "+inf"))
+        int(_node(store, old_tag(tag)).zcount(f"{old_tag(tag)}:leases", now, "+inf"))
         for tag in store.keys.all_tags()
     )
+
+
+def _refuse_while_live(store: Store, layout: int, live: int) -> None:
+    if live:
+        raise PresenceError(
+            f"{live} layout-{layout} connections are live: stop every process of the old "
+            "version first (their leases run out LEASE_TTL after their last heartbeat), or force"
+        )
+
+
+def _carry_users(
+    store: Store,
+    tag: str,
+    old: str,
+    script: str,
+    save: Callable[[list[Row]], Any] | None,
+    batch: int,
+) -> int:
+    """Carries the old layout's user records of one shard, a batch at a time: ``save`` gets the
+    batch's last seens before its records are deleted. Returns how many were carried."""
+    node = _node(store, old)
+    users = f"{old}:u:"
+    keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
+    for i in range(0, len(keys), batch):
+        chunk = keys[i : i + batch]
+        rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk], script)
+        if save is not None and rows:
+            save(rows)
+        node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag
+    return len(keys)
+
+
+def _unlink_matching(store: Store, old: str, pattern: str, batch: int) -> None:
+    node = _node(store, old)
+    found = [k.decode() for k in node.scan_iter(match=pattern, count=1000)]
+    for i in range(0, len(found), batch):
+        node.unlink(*found[i : i + batch])
+
+
+def live_v1_connections(store: Store, now: float | None = None) -> int:
+    """How many layout-1 leases have not run out: sockets on processes of the old version."""
+    return _live_leases(store, v1_tag, now)
 
 
 def upgrade_from_v1(
@@ -73,35 +120,21 @@ def upgrade_from_v1(
     layout-1 leases are live (an old process is still serving sockets) unless ``force``;
     ``now`` replaces the Redis clock for that check.
     """
-    if not force and (live := live_v1_connections(store, now)):
-        raise PresenceError(
-            f"{live} layout-1 connections are live: stop every process of the old version "
-            "first (their leases run out LEASE_TTL after their last heartbeat), or force"
-        )
+    if not force:
+        _refuse_while_live(store, 1, live_v1_connections(store, now))
     carried = 0
     for tag in store.keys.all_tags():
         old = v1_tag(tag)
-        node = _node(store, old)
-        users = f"{old}:u:"
-        keys = [k.decode() for k in node.scan_iter(match=f"{_glob(users)}*", count=1000)]
-        for i in range(0, len(keys), batch):
-            chunk = keys[i : i + batch]
-            rows = _carry(store, tag, [unesc(k[len(users) :]) for k in chunk])
-            if save is not None and rows:
-                save(rows)
-            node.unlink(*chunk)  # one slot: the keys of a shard share its hash tag
-            carried += len(chunk)
-        rooms = [k.decode() for k in node.scan_iter(match=f"{_glob(old)}:r:*", count=1000)]
-        for i in range(0, len(rooms), batch):
-            node.unlink(*rooms[i : i + batch])
-        node.unlink(*(f"{old}:{name}" for name in V1_INDEXES))
+        carried += _carry_users(store, tag, old, "upgrade_v1", save, batch)
+        _unlink_matching(store, old, f"{_glob(old)}:r:*", batch)
+        _node(store, old).unlink(*(f"{old}:{name}" for name in V1_INDEXES))
     for job in V1_JOBS:
         store.client.unlink(f"{store.config.prefix}:lock:{job}")
     return carried
 
 
-def _carry(store: Store, tag: str, uids: Iterable[str]) -> list[Row]:
-    call = store.plans.call("upgrade_v1", tag, None, *uids)
+def _carry(store: Store, tag: str, uids: Iterable[str], script: str) -> list[Row]:
+    call = store.plans.call(script, tag, None, *uids)
 
     def finish(replies: list[Any]) -> list[Row]:
         flat = [r.decode() if isinstance(r, bytes) else r for r in replies[0]]
@@ -114,4 +147,54 @@ def _carry(store: Store, tag: str, uids: Iterable[str]) -> list[Row]:
     return store.run(Plan([call], finish))
 
 
-__all__ = ["Row", "live_v1_connections", "upgrade_from_v1", "v1_tag"]
+def v2_tag(tag: str) -> str:
+    """The layout-2 base of a layout-3 shard base: ``{prefix:shard}:3`` -> ``{prefix:shard}:2``."""
+    return tag.rsplit(":", 1)[0] + ":2"
+
+
+def live_v2_connections(store: Store, now: float | None = None) -> int:
+    """How many layout-2 connection leases have not run out: sockets on old processes."""
+    return _live_leases(store, v2_tag, now)
+
+
+def upgrade_from_v2(
+    store: Store,
+    save: Callable[[list[Row]], Any] | None = None,
+    *,
+    batch: int = 500,
+    force: bool = False,
+    now: float | None = None,
+) -> int:
+    """Carries layout-2 users into layout 3 and deletes layout 2; returns the users carried.
+
+    ``store`` is a layout-3 store. For each batch of layout-2 records: the profile goes into
+    layout 3 (unless the user wrote there since), the last seen of a user layout 3 does not list
+    goes into its ``last`` index, ``save`` gets the public last seens (an invisible user's frozen
+    one), and only then are the records deleted; then the rest of layout 2 (indexes, rooms). A
+    failing ``save`` loses nothing: run it again. Refuses while layout-2 leases are live (an old
+    process still serves sockets) unless ``force``; ``now`` replaces the Redis clock for that
+    check.
+    """
+    if store.keys.layout != 3:
+        raise PresenceError("upgrade_from_v2 carries layout 2 into a layout-3 store")
+    if not force:
+        _refuse_while_live(store, 2, live_v2_connections(store, now))
+    carried = 0
+    for tag in store.keys.all_tags():
+        old = v2_tag(tag)
+        carried += _carry_users(store, tag, old, "upgrade_v2", save, batch)
+        _unlink_matching(store, old, f"{_glob(old)}:*", batch)  # every other key of layout 2
+    for job in V2_JOBS:
+        store.client.unlink(f"{store.config.prefix}:2:lock:{job}")
+    return carried
+
+
+__all__ = [
+    "Row",
+    "live_v1_connections",
+    "live_v2_connections",
+    "upgrade_from_v1",
+    "upgrade_from_v2",
+    "v1_tag",
+    "v2_tag",
+]

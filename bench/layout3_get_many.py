@@ -1,0 +1,136 @@
+"""Designs for layout 3's ``get_many(200)`` against raw ``ZMSCORE`` of the same ids, side by side
+(alternating blocks, ``bench.common.latencies``) on N users connected through
+``Store(..., layout=3).connect``, plain (one WebSocket, no status), so every design reads the
+same thing: users present by their ``seen`` score, no record.
+
+``python -m bench.layout3_get_many [N] [CALLS]`` (default 100,000 users, 3,000 calls of each).
+
+- ``raw``: ``ZMSCORE seen`` of the 200 ids (the target's baseline);
+- ``built``: ``Store.get_many`` as built (one script: lua3/get_many.lua), a dot's fields read;
+- ``pipe6``: no script: one pipeline of every read the derivation needs (``ZMSCORE`` of
+  ``seen``, ``until``, ``hidden``, ``web``, ``last``; ``MGET`` of the records), a tuple per user;
+- ``pipe3`` / ``pipe3tx``: the fewest reads a present plain user needs (``ZMSCORE`` of ``seen``
+  and ``until``, ``MGET``; HTTP-only, offline and invisible users would need a second round
+  trip), a tuple per user; without and with ``MULTI``/``EXEC`` (atomic, as a script is);
+- ``pipe2``: ``ZMSCORE seen`` + ``MGET`` only (not a design: it misses a grace's end), the
+  floor of any read that fetches the records;
+- ``zms2``: ``ZMSCORE`` of ``seen`` and ``until`` (not a design: no record), the floor of any
+  read that does not.
+
+Not part of ``python -m bench``: figures in docs/benchmarks.md, "Store layout 3, step 4".
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+from presence_app.store import Store, StoreConfig
+from presence_app.store.keys import KeySpace
+from presence_app.testing import RedisServer
+
+from .common import latencies
+from .dataset import T0, conn_ids
+
+SPAN = 90.0
+
+
+def main(n: int, calls: int) -> None:
+    with RedisServer() as srv:
+        client = srv.client()
+        store = Store(client, StoreConfig(prefix="b3", registry_buckets=max(1, n // 64)), layout=3)
+        uids = [str(i) for i in range(1, n + 1)]
+        cids = conn_ids(n, seed=1)
+        plans = store.planned
+        for i in range(0, n, 1000):
+            store.gather(
+                *(plans.connect(cids[j], uids[j], now=T0) for j in range(i, min(i + 1000, n)))
+            )
+        tag = store.keys.tag(0)
+        rng = random.Random(2)
+        sets = [rng.sample(uids, 200) for _ in range(64)]
+        now = T0 + 1
+        seen, until, hidden = KeySpace.seen(tag), KeySpace.until(tag), KeySpace.hidden(tag)
+        web, last = f"{tag}:web", f"{tag}:last"
+        at: dict[str, int] = {}
+
+        def ids_for(name: str) -> list[str]:
+            at[name] = (at.get(name, 0) + 1) % len(sets)
+            return sets[at[name]]
+
+        def raw() -> None:
+            client.zmscore(seen, ids_for("raw"))
+
+        def built() -> None:
+            for p in store.get_many(ids_for("built"), now=now).values():
+                p.state, p.emoji, p.message  # noqa: B018
+
+        def tuples(ids, scores, ends, records) -> None:
+            out = {}
+            for uid, s, e, r in zip(ids, scores, ends, records, strict=True):
+                if r is None and s is not None:
+                    out[uid] = ("online" if (e or s + SPAN) >= now else "offline", "", "")
+                else:
+                    out[uid] = ("other", "", "")  # a record: derived as layout 3 does
+            for state, emoji, message in out.values():
+                state, emoji, message  # noqa: B018
+
+        def pipe6() -> None:
+            ids = ids_for("pipe6")
+            p = client.pipeline(transaction=False)
+            for key in (seen, until, hidden, web, last):
+                p.zmscore(key, ids)
+            p.mget([KeySpace.user(tag, u) for u in ids])
+            s, e, _, _, _, records = p.execute()
+            tuples(ids, s, e, records)
+
+        def pipe3(tx: bool = False, name: str = "pipe3") -> None:
+            ids = ids_for(name)
+            p = client.pipeline(transaction=tx)
+            p.zmscore(seen, ids)
+            p.zmscore(until, ids)
+            p.mget([KeySpace.user(tag, u) for u in ids])
+            tuples(ids, *p.execute())
+
+        def pipe2() -> None:
+            ids = ids_for("pipe2")
+            p = client.pipeline(transaction=False)
+            p.zmscore(seen, ids)
+            p.mget([KeySpace.user(tag, u) for u in ids])
+            s, records = p.execute()
+            tuples(ids, s, [None] * len(ids), records)
+
+        def zms2() -> None:
+            ids = ids_for("zms2")
+            p = client.pipeline(transaction=False)
+            p.zmscore(seen, ids)
+            p.zmscore(until, ids)
+            p.execute()
+
+        fns = {
+            "raw": raw,
+            "built": built,
+            "pipe6": pipe6,
+            "pipe3": pipe3,
+            "pipe3tx": lambda: pipe3(True, "pipe3tx"),
+            "pipe2": pipe2,
+            "zms2": zms2,
+        }
+        lat = latencies(fns, calls)
+        print(f"{n:,} users, {calls:,} calls each, load average {os.getloadavg()[:3]}")
+        print("| design | p50 | p99 | p50 / raw | p99 / raw |")
+        print("| --- | --- | --- | --- | --- |")
+        r = lat["raw"]
+        for name, v in lat.items():
+            print(
+                f"| {name} | {v['p50_ms'] * 1000:.0f} us | {v['p99_ms'] * 1000:.0f} us "
+                f"| {v['p50_ms'] / r['p50_ms']:.2f}x | {v['p99_ms'] / r['p99_ms']:.2f}x |"
+            )
+
+
+if __name__ == "__main__":
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 100_000,
+        int(sys.argv[2]) if len(sys.argv) > 2 else 3000,
+    )

@@ -1,0 +1,238 @@
+"""14. Store layout 3 as built so far (``Store(client, config, layout=3)``: docs/store-layout-3.md;
+not the store's default yet), through its public ``Store`` methods, side by side with raw Redis
+on the same 1,000,000-user data set in the same run:
+
+- memory: ``used_memory`` growth for N users connected through ``Store.connect`` (one
+  WebSocket each, 12-character conn ids, no room, no status), against a bare sorted set of the
+  same ids;
+- ``heartbeat_many`` in batches of 1,000 against one raw ``ZADD`` of the same batch into a bare
+  sorted set of the same ids (alternating rounds, a clock that renews each user every 30 s);
+- ``get_many(200)``, each presence's state, emoji and message read (a dot's fields: the
+  derivation included), against a raw ``ZMSCORE`` of the same ids (alternating blocks); and
+  200 users with a status message, emoji and device against 200 plain ones;
+- ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
+  its lease run out) among N, every ``offline`` checked, against ``ZRANGEBYSCORE`` +
+  ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn).
+
+Layout 3 is not behind the front door yet (``presence.get_many`` builds a layout-2 store), so
+these rows are the store's, not the front door's; ``presence.get_many`` adds its id checks
+(~0.05-0.1 ms, row 2).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+from itertools import repeat
+
+from presence_app.store import Store, StoreConfig
+from presence_app.store.keys import KeySpace
+
+from .common import Check, Context, Row, benchmark, latencies, median, rates, timed
+from .dataset import T0, conn_ids, settle, used_memory
+
+PREFIX = "b3"
+BARE = "bench:raw:l3"
+RAW_SWEEP = "bench:raw:l3sweep"
+
+
+@benchmark("layout3", "14. store layout 3 (being built) through Store, vs raw Redis")
+def run(ctx: Context) -> list[Row]:
+    n = ctx.size(1_000_000, 100_000)
+    client = ctx.redis.client()
+    config = StoreConfig(prefix=PREFIX, registry_buckets=max(1, n // 64))
+    store = Store(client, config, layout=3)
+    uids = [str(i) for i in range(1, n + 1)]
+    cids = conn_ids(n, seed=1)
+    tag = store.keys.tag(0)
+    ctx.log(f"connecting {n:,} users through Store(layout=3).connect, 1,000 per round trip")
+    settle(client)
+    before = used_memory(client)
+    plans = store.planned
+    for i in range(0, n, 1000):
+        store.gather(*(plans.connect(cids[j], uids[j], now=T0) for j in range(i, min(i + 1000, n))))
+    settle(client)
+    ours_bytes = used_memory(client) - before
+    before = used_memory(client)
+    for i in range(0, n, 10_000):
+        client.zadd(BARE, dict(zip(uids[i : i + 10_000], repeat(T0))))
+    bare_bytes = used_memory(client) - before
+    rows = [
+        Row(
+            bench="14 layout3",
+            metric=f"bytes per plain online user, {n:,} users (Store(layout=3).connect)",
+            ours=ours_bytes / n,
+            unit="B",
+            baseline=bare_bytes / n,
+            baseline_label="bare ZSET",
+            checks=[Check("<= 2x bare", ours_bytes / bare_bytes, "<=", 2.0)],
+            details={"population": n, "ours_bytes": ours_bytes, "bare_bytes": bare_bytes},
+        )
+    ]
+
+    # heartbeat_many, batches of 1,000, against raw ZADD of the same batch
+    clock, at = [T0 + 1], {"ours": 0, "raw": 0}
+    pairs = list(zip(cids, uids, strict=True))
+
+    def batch(side: str) -> int:
+        i = at[side] = (at[side] + 1000) % n
+        clock[0] += 0.03  # every user renewed once per 30 s of the clock
+        return i
+
+    def heartbeat() -> int:
+        i = batch("ours")
+        missing = store.heartbeat_many(pairs[i : i + 1000], now=clock[0])
+        if missing:
+            raise RuntimeError(f"{len(missing)} heartbeats found no user")
+        return 1000
+
+    def raw_zadd() -> int:
+        i, now = batch("raw"), repr(clock[0])
+        client.execute_command("ZADD", BARE, *[x for u in uids[i : i + 1000] for x in (now, u)])
+        return 1000
+
+    r = rates({"ours": heartbeat, "raw": raw_zadd}, rounds=ctx.size(7, 3), seconds=1.5)
+    o, w = r["ours"]["median"], r["raw"]["median"]
+    rows.append(
+        Row(
+            bench="14 layout3",
+            metric="heartbeat_many, batch 1,000",
+            ours=o,
+            unit="/s",
+            baseline=w,
+            baseline_label="ZADD",
+            checks=[Check(">= 0.5x raw", o / w, ">=", 0.5)],
+            details={"ours": r["ours"], "raw": r["raw"]},
+        )
+    )
+
+    # get_many(200), a dot's fields read, against raw ZMSCORE; 200 users with a status
+    rng = random.Random(2)
+    custom = rng.sample(uids, 64 * 200)
+    chosen = set(custom)
+    plain = [u for u in uids if u not in chosen]
+    sets = [rng.sample(plain, 200) for _ in range(64)]
+    status_sets = [custom[i * 200 : (i + 1) * 200] for i in range(64)]
+    now = clock[0]
+    for i in range(0, len(custom), 500):
+        store.gather(
+            *(
+                plans.set_status(
+                    u, message="In a meeting until 3 pm", emoji="📅", device="Firefox", now=now
+                )
+                for u in custom[i : i + 500]
+            )
+        )
+    it = dict.fromkeys(("ours", "status", "raw"), 0)
+
+    def read(found: dict) -> None:
+        for p in found.values():
+            p.state, p.emoji, p.message  # noqa: B018
+
+    def ours() -> None:
+        i = it["ours"] = (it["ours"] + 1) % len(sets)
+        read(store.get_many(sets[i], now=now))
+
+    def status() -> None:
+        i = it["status"] = (it["status"] + 1) % len(status_sets)
+        read(store.get_many(status_sets[i], now=now))
+
+    def raw() -> None:
+        i = it["raw"] = (it["raw"] + 1) % len(sets)
+        client.zmscore(KeySpace.seen(tag), sets[i])
+
+    if not all(p.state == "online" for p in store.get_many(sets[0], now=now).values()):
+        raise RuntimeError("the population is not online")
+    if not all(p.message for p in store.get_many(status_sets[0], now=now).values()):
+        raise RuntimeError("the status users have no status")
+    lat = latencies({"ours": ours, "status": status, "raw": raw}, ctx.size(10_000, 1000))
+    o, s, w = lat["ours"], lat["status"], lat["raw"]
+    rows += [
+        Row(
+            bench="14 layout3",
+            metric=f"get_many(200) p99, a dot's fields read, {n:,} users",
+            ours=o["p99_ms"],
+            unit="ms",
+            baseline=w["p99_ms"],
+            baseline_label="ZMSCORE",
+            checks=[Check("<= 2x raw", o["p99_ms"] / w["p99_ms"], "<=", 2.0)],
+            details={"ours": o, "raw": w, "ratio_p50": o["p50_ms"] / w["p50_ms"]},
+        ),
+        Row(
+            bench="14 layout3",
+            metric="get_many(200) p50, every user with a status message, emoji and device",
+            ours=s["p50_ms"],
+            unit="ms",
+            baseline=o["p50_ms"],
+            baseline_label="200 plain users",
+            checks=[Check("<= 1.2x plain", s["p50_ms"] / o["p50_ms"], "<=", 1.2)],
+            details={"ours": s, "plain": o},
+        ),
+    ]
+    for i in range(0, len(custom), 500):  # plain again
+        store.gather(
+            *(
+                plans.set_status(u, message="", emoji="", device="", now=now)
+                for u in custom[i : i + 500]
+            )
+        )
+
+    # sweep(): 10,000 users of a killed process among n
+    expired = 10_000
+    stale = [(cid, f"x{i}") for i, cid in enumerate(conn_ids(expired, seed=99))]
+    killed = Store(client, config, layout=3)  # another process
+    sweep_at = now + 1
+    ours_ms: list[float] = []
+    raw_ms: list[float] = []
+    gc.freeze()
+    try:
+        for rep in range(ctx.size(7, 3)):
+            kplans = killed.planned
+            for i in range(0, expired, 1000):
+                killed.gather(
+                    *(kplans.connect(c, u, now=sweep_at - 200) for c, u in stale[i : i + 1000])
+                )
+            if rep == 0:
+                client.execute_command("ZUNIONSTORE", RAW_SWEEP, 1, KeySpace.seen(tag))
+            seconds, transitions = timed(lambda: store.sweep(now=sweep_at))
+            ours_ms.append(seconds * 1000)
+            offline = {t.user_id for t in transitions if t.kind == "offline"}
+            if len(offline) != expired or len(transitions) != expired:
+                raise RuntimeError(f"sweep announced {len(transitions)}, expected {expired}")
+            if client.zcard(KeySpace.seen(tag)) != n:
+                raise RuntimeError("sweep evicted a live user")
+            floor = f"({sweep_at - config.lease_ttl}"
+
+            def raw_sweep(floor: str = floor) -> list:
+                pipe = client.pipeline(transaction=True)
+                pipe.zrangebyscore(RAW_SWEEP, "-inf", floor, withscores=True)
+                pipe.zremrangebyscore(RAW_SWEEP, "-inf", floor)
+                return pipe.execute()
+
+            seconds, (got, removed) = timed(raw_sweep)
+            if removed != expired:
+                raise RuntimeError(f"raw sweep removed {removed}")
+            raw_ms.append(seconds * 1000)
+            client.zadd(RAW_SWEEP, dict(got))
+            ctx.log(f"sweep {rep + 1}: {ours_ms[-1]:.1f} ms (raw {raw_ms[-1]:.1f} ms)")
+    finally:
+        gc.unfreeze()
+        client.unlink(BARE, RAW_SWEEP)
+    o, w = median(ours_ms), median(raw_ms)
+    rows.append(
+        Row(
+            bench="14 layout3",
+            metric=f"sweep() of {expired:,} users of a killed process among {n:,}",
+            ours=o,
+            unit="ms",
+            baseline=w,
+            baseline_label="ZRANGEBYSCORE+ZREMRANGEBYSCORE",
+            checks=[
+                Check("<= 4x raw", o / w, "<=", 4.0),
+                Check("every transition", len(offline), ">=", expired),
+            ],
+            details={"ours_ms": ours_ms, "raw_ms": raw_ms},
+        )
+    )
+    store.clear()
+    return rows

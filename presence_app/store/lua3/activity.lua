@@ -1,0 +1,21 @@
+-- activity(user): the person did something on a live connection: a sign of life, their last
+-- activity (the registry field of a plain user, the record otherwise) and the end of an idle the
+-- record holds. Unlisted users are left alone.
+renew_proc()  -- a call of this process: it is alive
+local uid = ARGV[A]
+local uk = ukey(uid)
+local u = decode(redis.call('GET', uk))
+local idx = index_of(u.st)
+if redis.call('ZSCORE', idx, uid) == false then return transitions() end
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)
+local was_idle = u.idle == '1'
+local p, c, la = registry_of(uid)
+if not registry_live(uid, p, la) then p = nil end
+if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
+if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
+u.idle = nil
+save_user(uk, u, true)
+if was_idle and idx == K_SEEN then
+  emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
+end
+return transitions()

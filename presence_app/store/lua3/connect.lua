@@ -1,0 +1,24 @@
+-- connect(user, conn, device): a WebSocket opened on this process. A plain user's one connection
+-- goes into the registry; a second one (or rooms) moves them into the record. Counts as activity
+-- (an idle user is active again).
+local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
+renew_proc()
+local u, uk = load_user(uid)
+local idx = index_of(u.st)
+local listed = redis.call('ZSCORE', idx, uid) ~= false
+local conns = live_conns(uid, u, listed)
+-- a user seen by HTTP only so far is connected now: listed by their connections from here on
+local by_web = idx == K_SEEN and redis.call('ZREM', K_WEB, uid) == 1
+local was_idle = u.idle == '1'
+u.idle = nil
+conns[cid] = {PROC}
+if device ~= '' then u.dev = device end
+keep_conns(uid, u, uk, conns, sc(NOW), true)
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)
+redis.call('ZREM', K_UNTIL, uid)  -- a reload within the grace: it ends here
+schedule_graces(uid, conns)
+if idx == K_SEEN then
+  if not listed and not by_web then emit('online', uid, nil, public_state(u), NOW, u, NONE)
+  elseif was_idle then emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns)) end
+end
+return transitions()

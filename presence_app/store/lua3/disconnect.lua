@@ -1,0 +1,33 @@
+-- disconnect(user, conn): a clean close. The connection is held through the grace (its rooms
+-- too: a reload within it shows no leave and no join); with no other connection left the user's
+-- presence ends with the grace (K_UNTIL), which a reconnect clears and the sweep announces.
+local uid, cid = ARGV[A], ARGV[A + 1]
+renew_proc()
+local uk = ukey(uid)
+local u = decode(redis.call('GET', uk))
+local idx = index_of(u.st)
+local listed = redis.call('ZSCORE', idx, uid) ~= false
+local p, c, la = registry_of(uid)
+if not listed then
+  if c == cid then redis.call('HDEL', bkey(uid), uid) end  -- what an eviction left behind
+  return transitions()
+end
+local conns = live_conns(uid, u, true)
+local e = conns[cid]
+if e == nil or string.sub(e[1], 1, 1) == '~' then return transitions() end
+local others = false
+for other, f in pairs(conns) do
+  if other ~= cid and string.sub(f[1], 1, 1) ~= '~' then others = true end
+end
+if #e > 1 then
+  local closing = {'~' .. sc(NOW + GRACE)}
+  for i = 2, #e do closing[#closing + 1] = e[i] end
+  conns[cid] = closing
+else
+  conns[cid] = nil
+end
+keep_conns(uid, u, uk, conns, la or u.la, true)
+schedule_graces(uid, conns)
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
+if not others then redis.call('ZADD', K_UNTIL, sc(NOW + GRACE), uid) end
+return transitions()

@@ -1,0 +1,22 @@
+-- leave(user, conn, room): the connection leaves a room; the room hears of it when this was the
+-- user's last connection there.
+renew_proc()  -- a call of this process: it is alive
+local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
+local uk = ukey(uid)
+local u = decode(redis.call('GET', uk))
+local listed = redis.call('ZSCORE', index_of(u.st), uid) ~= false
+local conns = live_conns(uid, u, listed)
+local e = conns[cid]
+if e == nil then return transitions() end
+local found = false
+for i = 2, #e do
+  if e[i] == room then table.remove(e, i); found = true; break end
+end
+local _, _, la = registry_of(uid)
+keep_conns(uid, u, uk, conns, la or u.la, true)  -- also drops dead connections (rooms left)
+schedule_graces(uid, conns)
+if not found then return transitions() end
+local still = false
+for _, r in ipairs(rooms_in(conns)) do if r == room then still = true end end
+if not still and room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+return transitions()

@@ -1,0 +1,315 @@
+-- Layout 3 (docs/store-layout-3.md; NOT the store's default yet: Store(..., layout=3) only).
+-- Shared prelude of
+-- every layout-3 script (prepended by scripts.py).
+-- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
+-- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
+-- DISCONNECT_GRACE, ONLINE_WINDOW, IDLE_AFTER, METADATA_TTL; ARGV[8]: REGISTRY_BUCKETS;
+-- ARGV[9]: the calling process; ARGV[10..]: the script's own.
+--
+-- K_SEEN scores each connected visible user by their last sign of life; invisible ones sit in
+-- K_HIDDEN. Every heartbeat batch of a process renews its users' scores, so a connected user's
+-- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records a sooner end (a closed
+-- last connection's grace). K_PROCS: process -> lease expiry, renewed by its calls. The
+-- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
+-- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
+-- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline
+-- users by last seen. A registry field or record connection counts only while its process's
+-- lease runs and its user is listed: a dead process's entries are inert until removed.
+local K_SEEN, K_HIDDEN, K_UNTIL, K_PROCS, K_LAST = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local TAG = ARGV[1]
+local NOW = tonumber(ARGV[2])
+if not NOW then
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local LEASE_TTL, GRACE, WINDOW = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), ARGV[7]
+local BUCKETS, PROC = tonumber(ARGV[8]), ARGV[9]
+local SPAN = LEASE_TTL
+local A = 10  -- index of the first script argument
+
+local function esc(s)
+  if not string.find(s, '[^%w%-%._~]') then return s end
+  return (string.gsub(s, '[^%w%-%._~]', function(c) return string.format('%%%02X', string.byte(c)) end))
+end
+local function ukey(uid) return TAG .. ':u:' .. esc(uid) end
+local function pkey(proc) return TAG .. ':p:' .. proc end
+-- The registry bucket of a user: keys.registry_bucket in Python (exact in doubles: < 2^37).
+local function bkey(uid)
+  local h = 0
+  for i = 1, #uid do h = (h * 31 + string.byte(uid, i)) % 2147483647 end
+  return TAG .. ':c:' .. (h % BUCKETS)
+end
+local num = tonumber
+local function fmt(x) if x == nil then return '' end return string.format('%.6f', x) end
+local function sc(x) return string.format('%.17g', x) end
+local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
+
+-- The record: layout 2's fields (lib.lua), conns now {conn: [process, room, ...]}.
+local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns'}
+local SEP = '\31'
+local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
+local function decode(raw)
+  if not raw then return {} end
+  local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns = string.match(raw, RECORD)
+  local E = ''
+  return {st = st ~= E and st or nil, la = la ~= E and la or nil, ls = ls ~= E and ls or nil,
+          lv = lv ~= E and lv or nil, msg = msg ~= E and msg or nil,
+          emoji = emoji ~= E and emoji or nil, dev = dev ~= E and dev or nil,
+          mx = mx ~= E and mx or nil, meta = meta ~= E and meta or nil, w = w ~= E and w or nil,
+          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil}
+end
+local function conns_of(u)
+  if u._c == nil then
+    if u.conns then u._c = cjson.decode(u.conns) else u._c = {} end
+  end
+  return u._c
+end
+local function encode(u)
+  if u._c then
+    if next(u._c) == nil then u.conns = nil else u.conns = cjson.encode(u._c) end
+  end
+  if not (u.st or u.la or u.ls or u.lv or u.msg or u.emoji or u.dev or u.mx or u.meta or u.w
+          or u.idle or u.conns) then
+    return nil
+  end
+  return (u.st or '') .. SEP .. (u.la or '') .. SEP .. (u.ls or '') .. SEP .. (u.lv or '') .. SEP
+    .. (u.msg or '') .. SEP .. (u.emoji or '') .. SEP .. (u.dev or '') .. SEP .. (u.mx or '')
+    .. SEP .. (u.meta or '') .. SEP .. (u.w or '') .. SEP .. (u.idle or '') .. SEP .. (u.conns or '')
+end
+-- Whether the record holds nothing but connections and the last activity: such a user with one
+-- connection is plain, and keeps it in the registry instead.
+local function plain(u)
+  return not (u.st or u.ls or u.lv or u.msg or u.emoji or u.dev or u.mx or u.meta or u.w or u.idle)
+end
+-- Saves a record (deletes it when empty): no expiry while the user is listed.
+local function save_user(uk, u, listed)
+  local raw = encode(u)
+  if raw == nil then redis.call('DEL', uk)
+  elseif listed then redis.call('SET', uk, raw)
+  else redis.call('SET', uk, raw, 'EX', META_TTL) end
+end
+
+-- Layout 2 -> 3 (a rolling deploy, README "Upgrading"): a user's first write in layout 3 (a
+-- connect, a request, a status) adopts the profile of their layout-2 record (status, message,
+-- emoji, device, metadata; an invisible user's frozen last seen), so that an invisible user
+-- stays invisible and nothing the user set is lost. Their layout-2 connections, last activity and
+-- idle belong to the old processes and stay there. upgrade.upgrade_from_v2 carries the rest (last
+-- seens) and drops layout 2 once no old process is left; this lookup then finds nothing.
+local V2_USER = string.match(TAG, '^(.*):3$') .. ':2:u:'
+local function v2_record(uid) return redis.call('GET', V2_USER .. esc(uid)) end
+local function load_user(uid)
+  local uk = ukey(uid)
+  local raw = redis.call('GET', uk)
+  if raw then return decode(raw), uk end
+  local old = v2_record(uid)
+  if not old then return {}, uk end
+  local o = decode(old)
+  local u = {st = o.st, msg = o.msg, emoji = o.emoji, dev = o.dev, mx = o.mx, meta = o.meta}
+  if o.st == 'invisible' then u.lv = o.lv end
+  return u, uk, encode(u) ~= nil  -- adopted: the caller saves it
+end
+
+local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
+-- Visible users with no connection, by their last request (their presence: ONLINE_WINDOW).
+local K_WEB = TAG .. ':web'
+local function span_of(idx) if idx == K_WEB then return WINDOW end return SPAN end
+
+-- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
+-- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
+local alive_cache = {}
+local function proc_alive(p)
+  if p == PROC then return true end
+  local known = alive_cache[p]
+  if known == nil then
+    if string.sub(p, 1, 1) == '~' then known = (num(string.sub(p, 2)) or -1) >= NOW
+    else known = (num(redis.call('ZSCORE', K_PROCS, p)) or -1) >= NOW end
+    alive_cache[p] = known
+  end
+  return known
+end
+local function renew_proc()
+  redis.call('ZADD', K_PROCS, 'GT', sc(NOW + LEASE_TTL), PROC)
+end
+
+-- The user's registry field: (process, conn, last activity) or nil.
+local function registry_of(uid)
+  local v = redis.call('HGET', bkey(uid), uid)
+  if not v then return nil end
+  return string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
+end
+
+-- A connection is an entry {process, room, room, ...}. The user's live connections (conn ->
+-- entry): the registry's or the record's, those whose process's lease (or grace) runs.
+-- `listed`: whether the user is in an index (an unlisted user has none).
+-- Whether a registry field still stands for a connection: its process lives, and the user was
+-- not evicted since (the sweep leaves a field behind and records the user's last seen in
+-- K_LAST: a field whose last activity is not later belongs to the ended listing).
+local function registry_live(uid, p, la)
+  if not (p and proc_alive(p)) then return false end
+  local ended = num(redis.call('ZSCORE', K_LAST, uid))
+  return ended == nil or (num(la) or 0) > ended
+end
+
+local function live_conns(uid, u, listed)
+  local out = {}
+  if not listed then return out end
+  local p, c, la = registry_of(uid)
+  if registry_live(uid, p, la) then out[c] = {p} end
+  for cid, e in pairs(conns_of(u)) do
+    if proc_alive(e[1]) then out[cid] = e end
+  end
+  return out
+end
+
+-- Rooms, as layout 2 (lib.lua): a member set per room and shard, K_ROOMS counts them.
+local K_ROOMS = TAG .. ':rooms'
+local function rkey(room) return TAG .. ':r:' .. esc(room) end
+local function room_add(uid, room)
+  if redis.call('ZADD', rkey(room), 'NX', sc(NOW), uid) == 1 then
+    redis.call('ZINCRBY', K_ROOMS, 1, room)
+    return true
+  end
+  return false
+end
+local function room_remove(uid, room)
+  if redis.call('ZREM', rkey(room), uid) == 1 then
+    if tonumber(redis.call('ZINCRBY', K_ROOMS, -1, room)) <= 0 then redis.call('ZREM', K_ROOMS, room) end
+    return true
+  end
+  return false
+end
+-- The rooms of a set of connections, sorted.
+local function rooms_in(conns)
+  local set, rooms = {}, {}
+  for _, e in pairs(conns) do
+    for i = 2, #e do
+      if not set[e[i]] then set[e[i]] = true; rooms[#rooms + 1] = e[i] end
+    end
+  end
+  table.sort(rooms)
+  return rooms
+end
+-- The rooms that `before` held and `after` does not.
+local function rooms_left(before, after)
+  local still, out = {}, {}
+  for _, r in ipairs(rooms_in(after)) do still[r] = true end
+  for _, r in ipairs(rooms_in(before)) do if not still[r] then out[#out + 1] = r end end
+  return out
+end
+
+-- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
+-- else in the record (and the user in each process's set). Saves the record.
+local on_dropped_room = nil  -- set below, once transitions can be emitted
+local function keep_conns(uid, u, uk, conns, la, listed)
+  -- rooms held only by connections dropped here (a dead process's, a grace's end) are left
+  if on_dropped_room then
+    for _, room in ipairs(rooms_left(conns_of(u), conns)) do on_dropped_room(uid, u, room) end
+  end
+  local n, only_c, only_e = 0, nil, nil
+  for c, e in pairs(conns) do n = n + 1; only_c, only_e = c, e end
+  local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
+  local kept = {}
+  if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
+  for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
+    if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+  end
+  if single then
+    redis.call('HSET', bkey(uid), uid, only_e[1] .. SEP .. only_c .. SEP .. (la or ''))
+    u._c = {}; u.la = nil
+  else
+    redis.call('HDEL', bkey(uid), uid)
+    u._c = conns
+    if n > 0 then u.la = la or u.la end
+    for p, _ in pairs(kept) do
+      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
+    end
+  end
+  save_user(uk, u, listed)
+end
+
+-- Transitions, as layout 2 (lib.lua: emit).
+local OUT = {}
+local function transitions() return table.concat(OUT, '\30') end
+local function live_message(u, key)
+  local mx = num(u.mx)
+  if mx and mx < NOW then return nil end
+  return u[key]
+end
+local function emit(kind, uid, room, state, t, u, rooms)
+  local msg, emoji = live_message(u, 'msg'), live_message(u, 'emoji')
+  local extra
+  if msg == nil and emoji == nil and rooms ~= nil and next(rooms) == nil then
+    extra = '{"rooms":{}}'
+  else
+    extra = {message = msg, emoji = emoji}
+    if rooms then extra.rooms = rooms end
+    extra = cjson.encode(extra)
+  end
+  if type(t) ~= 'string' then t = fmt(t or NOW) end
+  OUT[#OUT + 1] = kind .. '\31' .. uid .. '\31' .. (room or '') .. '\31' .. state .. '\31' .. t .. '\31' .. extra
+end
+local NONE = {}
+
+-- Closed connections in their grace that hold rooms: the user -> the earliest grace end, so that
+-- the sweep leaves those rooms then (a user with no connection left ends by K_UNTIL instead).
+local K_GRACES = TAG .. ':graces'
+local function schedule_graces(uid, conns)
+  local first = nil
+  for _, e in pairs(conns) do
+    if #e > 1 and string.sub(e[1], 1, 1) == '~' then
+      local t = num(string.sub(e[1], 2))
+      if first == nil or t < first then first = t end
+    end
+  end
+  if first then redis.call('ZADD', K_GRACES, sc(first), uid) else redis.call('ZREM', K_GRACES, uid) end
+end
+
+local function public_state(u)
+  if u.st == 'invisible' then return 'offline' end
+  if u.st == 'dnd' then return 'dnd' end
+  if u.idle == '1' then return 'idle' end
+  return 'online'
+end
+on_dropped_room = function(uid, u, room)
+  if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+end
+
+-- Users of the index present now, most recently seen first (flat: id, score), at most `count`.
+local function present_list(idx, count)
+  local out, offset = {}, 0
+  local chunk = 1000
+  if count >= 0 then chunk = math.min(math.max(count, 16), 1000) end
+  local floor = sc(NOW - span_of(idx))
+  local any_until = redis.call('EXISTS', K_UNTIL) == 1
+  while count < 0 or #out < 2 * count do
+    local page = redis.call('ZREVRANGEBYSCORE', idx, '+inf', floor, 'WITHSCORES', 'LIMIT', offset, chunk)
+    if #page == 0 then break end
+    local ids = {}
+    for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
+    local ends = any_until and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
+    for j, uid in ipairs(ids) do
+      if count >= 0 and #out >= 2 * count then break end
+      local e = num(ends[j])
+      if e == nil or e >= NOW then out[#out + 1] = uid; out[#out + 1] = page[2 * j] end
+    end
+    if #page < 2 * chunk then break end
+    offset = offset + chunk
+  end
+  return out
+end
+local function present_count(idx)
+  local span = span_of(idx)
+  local n = redis.call('ZCOUNT', idx, sc(NOW - span), '+inf')
+  if idx == K_WEB then return n end  -- a web user's end is their window: never in K_UNTIL
+  local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW - span), '(' .. sc(NOW))
+  for first = 1, #ended, 1000 do
+    local chunk = {}
+    for i = first, math.min(first + 999, #ended) do chunk[#chunk + 1] = ended[i] end
+    for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
+      local seen = num(s)
+      if seen and seen >= NOW - span then n = n - 1 end
+    end
+  end
+  return n
+end

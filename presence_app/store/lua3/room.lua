@@ -1,0 +1,18 @@
+-- room(room): this shard's visible members of a room with the time they came, leaving out users
+-- whose presence ran out before the sweep got to them.
+local room = ARGV[A]
+local flat = redis.call('ZRANGE', rkey(room), 0, -1, 'WITHSCORES')
+local out = {}
+for first = 1, #flat, 2000 do
+  local chunk = {}
+  for i = first, math.min(first + 1999, #flat), 2 do chunk[#chunk + 1] = flat[i] end
+  local seen = redis.call('ZMSCORE', K_SEEN, unpack(chunk))
+  local ends = redis.call('ZMSCORE', K_UNTIL, unpack(chunk))
+  for j, uid in ipairs(chunk) do
+    local s, e = num(seen[j]), num(ends[j])
+    if s and (e or s + SPAN) >= NOW then
+      out[#out + 1] = uid; out[#out + 1] = flat[first + 2 * j - 1]
+    end
+  end
+end
+return out

@@ -1,0 +1,172 @@
+-- sweep(limit): ends what expired, announcing it. Passes of at most `limit` items each:
+-- 1. dead processes (their lease ran out: kill -9): the connections they held in records leave;
+--    a user left with none ends now unless something else holds them (an HTTP window). Plain users need nothing here: their
+--    process no longer renews their score (pass 3);
+-- 2. users whose end in K_UNTIL is past (a closed last connection's grace), unless a
+--    connection came back;
+-- 3. users whose last sign of life is older than SPAN (a killed process's, a silent one's),
+--    and HTTP-only users whose last request is older than ONLINE_WINDOW;
+-- 4. a few registry buckets: fields of dead processes removed (they were inert already).
+-- Returns {more, transitions}: more = 1 when a pass hit its limit.
+renew_proc()  -- a call of this process: it is alive
+local limit = tonumber(ARGV[A])
+local more = 0
+local CLEAN = 16  -- registry buckets per call
+
+local function zrem(key, members)
+  for first = 1, #members, 1000 do
+    redis.call('ZREM', key, unpack(members, first, math.min(first + 999, #members)))
+  end
+end
+
+-- Offline: removed from their index, last seen kept in K_LAST (one call each per pass), their
+-- record (if any) loses its connections and gets the metadata expiry.
+local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
+local last = {}
+local function offline(uid, u, uk, idx, seen, has_record)
+  local list = gone[idx]
+  list[#list + 1] = uid
+  last[#last + 1] = seen; last[#last + 1] = uid
+  if has_record then
+    if idx == K_SEEN then
+      for _, room in ipairs(rooms_in(conns_of(u))) do
+        if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
+      end
+    end
+    for _, e in pairs(conns_of(u)) do
+      if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+    end
+    u._c = {}; u.idle = nil; u.w = nil
+    save_user(uk, u, false)
+  end
+  if idx ~= K_HIDDEN then emit('offline', uid, nil, 'offline', seen, u, NONE) end
+end
+local function flush_gone()
+  local all = {}
+  for idx, uids in pairs(gone) do
+    zrem(idx, uids)
+    for _, uid in ipairs(uids) do all[#all + 1] = uid end
+    gone[idx] = {}
+  end
+  zrem(K_UNTIL, all)
+  zrem(K_GRACES, all)
+  for first = 1, #last, 1000 do
+    redis.call('ZADD', K_LAST, unpack(last, first, math.min(first + 999, #last)))
+  end
+  last = {}
+end
+
+-- Pass 1. Dead processes: the users whose record holds one of their connections.
+local dead = redis.call('ZRANGEBYSCORE', K_PROCS, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+for _, proc in ipairs(dead) do
+  local users = redis.call('SPOP', pkey(proc), limit)
+  for _, uid in ipairs(users) do
+    local uk = ukey(uid)
+    local raw = redis.call('GET', uk)
+    if raw then
+      local u = decode(raw)
+      local idx = index_of(u.st)
+      local score = redis.call('ZSCORE', idx, uid)
+      local listed = score ~= false
+      local before = conns_of(u)
+      local conns = {}
+      for c, e in pairs(before) do if e[1] ~= proc then conns[c] = e end end
+      u._c = conns
+      local left = live_conns(uid, u, listed)
+      u._c = before
+      -- no connection left and nothing else holds them (an HTTP window in K_UNTIL, a sign of
+      -- life within the span): offline, their rooms go with them
+      local ends = listed and (num(redis.call('ZSCORE', K_UNTIL, uid)) or num(score) + span_of(idx))
+      if listed and next(left) == nil and ends < NOW then
+        offline(uid, u, uk, idx, score, true)
+      else
+        if listed and idx == K_SEEN then
+          for _, room in ipairs(rooms_left(before, left)) do
+            if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+          end
+        end
+        keep_conns(uid, u, uk, left, u.la, listed)
+        schedule_graces(uid, left)
+      end
+    end
+  end
+  if redis.call('EXISTS', pkey(proc)) == 1 then more = 1
+  else redis.call('ZREM', K_PROCS, proc) end  -- absent is dead: its registry fields stay inert
+end
+flush_gone()
+
+-- Pass 2. Graces that ended.
+local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #ended >= limit then more = 1 end
+for _, uid in ipairs(ended) do
+  local uk = ukey(uid)
+  local raw = redis.call('GET', uk)
+  local u = decode(raw)
+  local idx = index_of(u.st)
+  local seen = redis.call('ZSCORE', idx, uid)
+  if not seen then
+    redis.call('ZREM', K_UNTIL, uid)
+  elseif next(live_conns(uid, u, true)) ~= nil then
+    redis.call('ZREM', K_UNTIL, uid)  -- a connection came back
+  else
+    offline(uid, u, uk, idx, seen, raw ~= false)
+  end
+end
+flush_gone()
+
+-- Pass 2b. Closed connections' graces that ended while their user stays: their rooms are left.
+local graced = redis.call('ZRANGEBYSCORE', K_GRACES, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #graced >= limit then more = 1 end
+for _, uid in ipairs(graced) do
+  local uk = ukey(uid)
+  local u = decode(redis.call('GET', uk))
+  local idx = index_of(u.st)
+  local listed = redis.call('ZSCORE', idx, uid) ~= false
+  local left = live_conns(uid, u, listed)
+  if not listed then
+    redis.call('ZREM', K_GRACES, uid)
+  else  -- (with no connection left they may still be present: an HTTP window)
+    if idx == K_SEEN then
+      for _, room in ipairs(rooms_left(conns_of(u), left)) do
+        if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+      end
+    end
+    keep_conns(uid, u, uk, left, u.la, true)
+    schedule_graces(uid, left)
+  end
+end
+
+-- Pass 3. Listings older than their span: no process renews them, no request came. Records
+-- read in one MGET.
+for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
+  local rows = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - span_of(idx)), 'WITHSCORES', 'LIMIT', 0, limit)
+  if #rows >= 2 * limit then more = 1 end
+  if #rows > 0 then
+    local keys = {}
+    for i = 1, #rows, 2 do keys[#keys + 1] = ukey(rows[i]) end
+    local raws = redis.call('MGET', unpack(keys))
+    for i = 1, #rows, 2 do
+      local raw = raws[(i + 1) / 2]
+      offline(rows[i], decode(raw or nil), keys[(i + 1) / 2], idx, rows[i + 1], raw ~= false)
+    end
+  end
+end
+flush_gone()
+redis.call('ZREMRANGEBYSCORE', K_LAST, '-inf', '(' .. sc(NOW - tonumber(META_TTL)))
+
+-- Pass 4. The registry's cleaner: CLEAN buckets a call, round robin.
+local cursor = tonumber(redis.call('GET', TAG .. ':clean') or '0') or 0
+for b = cursor, math.min(cursor + CLEAN, BUCKETS) - 1 do
+  local key = TAG .. ':c:' .. b
+  local fields = redis.call('HGETALL', key)
+  local drop = {}
+  for i = 1, #fields, 2 do
+    local p = string.match(fields[i + 1], '^([^\31]*)')
+    if not proc_alive(p) then drop[#drop + 1] = fields[i] end
+  end
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+end
+cursor = cursor + CLEAN
+if cursor >= BUCKETS then cursor = 0 end
+redis.call('SET', TAG .. ':clean', cursor)
+return {more, transitions()}

@@ -1,0 +1,54 @@
+-- touch(user, activity, user, activity, ...): HTTP requests (or other signs of life), one user
+-- after the other (the middleware's batches). A connected user's touch is a sign of life (and,
+-- with activity, their activity); a user with no connection is listed in K_WEB by their last
+-- request, online for ONLINE_WINDOW: one entry, and no record while every request is activity.
+-- A request without activity of a user whose last activity is IDLE_AFTER old announces idle.
+renew_proc()  -- a call of this process: it is alive
+local function set_active(uid, u)
+  -- registry field's last activity for a plain user, the record's otherwise
+  local p, c, la = registry_of(uid)
+  if not registry_live(uid, p, la) then p = nil end
+  if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
+  if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
+end
+local function touch_one(uid, activity)
+  local u, uk, adopted = load_user(uid)
+  if adopted then save_user(uk, u, true) end
+  local idx = index_of(u.st)
+  local s = redis.call('ZSCORE', idx, uid)
+  local was_idle = u.idle == '1'
+  if idx == K_HIDDEN or s then
+    -- connected (or in a grace), or invisible: a sign of life in their index
+    redis.call('ZADD', idx, 'GT', sc(NOW), uid)
+    local conns = live_conns(uid, u, s ~= false)
+    local e = num(redis.call('ZSCORE', K_UNTIL, uid))
+    if e or next(conns) == nil then  -- no connection holds them: the window does
+      redis.call('ZADD', K_UNTIL, sc(math.max(e or 0, NOW + WINDOW)), uid)
+    end
+    if activity then set_active(uid, u); u.idle = nil
+    elseif not u.la and not registry_of(uid) then u.la = sc(NOW) end
+    save_user(uk, u, true)
+    if idx == K_SEEN and not s then emit('online', uid, nil, public_state(u), NOW, u, NONE)
+    elseif idx == K_SEEN and was_idle and activity then
+      emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns))
+    end
+    return
+  end
+  local w = redis.call('ZSCORE', K_WEB, uid)
+  redis.call('ZADD', K_WEB, 'GT', sc(NOW), uid)
+  if activity then
+    -- the last activity is the web score itself: no record for it
+    if u.la or u.idle then u.la = nil; u.idle = nil; save_user(uk, u, true) end
+    if w and was_idle then emit('update', uid, nil, public_state(u), NOW, u, NONE) end
+  else
+    if not u.la then u.la = w or sc(NOW); save_user(uk, u, true) end
+    if w and not was_idle and NOW - num(u.la) >= IDLE_AFTER then
+      u.idle = '1'
+      save_user(uk, u, true)
+      emit('update', uid, nil, public_state(u), NOW, u, NONE)
+    end
+  end
+  if not w then emit('online', uid, nil, public_state(u), NOW, u, NONE) end
+end
+for i = A, #ARGV, 2 do touch_one(ARGV[i], ARGV[i + 1] == '1') end
+return transitions()

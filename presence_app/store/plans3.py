@@ -1,0 +1,226 @@
+"""Layout 3's plans (docs/store-layout-3.md): BEING BUILT, not the store's layout.
+
+``Store(client, config, layout=3)`` uses them; the default store is layout 2. Built so far:
+``connect``, ``heartbeat_many`` (and ``heartbeat``), ``disconnect``, ``get_many`` (and ``get``),
+``online``, ``online_count``, ``sweep``, ``set_status``, ``join``, ``leave``,
+``room_members``, ``user_rooms``, ``state_counts``, ``touch``/``touch_many`` (the ``web``
+index), ``activity`` and ``idle`` (new: the process that saw a connection's activity stop calls
+it). Not yet: the upgrade from layout 2, ``ONLINE_WINDOW > LEASE_TTL``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from typing import Any
+
+from .keys import KeySpace
+from .plans import Call, Plan, Planner, user_id_of, user_ids_of
+from .scripts import NAMES_3
+from .types import SEP_BYTES, InvalidInput, Presence, PresenceError, StoreConfig
+
+LAYOUT_3 = 3
+
+
+def deriver3(
+    viewer: str, reveal_all: bool, config: StoreConfig
+) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
+    """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``: a connected
+    user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner (the script
+    says which listings are live, so no score is parsed for a present user); idle is the
+    record's flag (announced by the process that saw the activity stop); an offline user's last
+    seen is the latest of their record's, K_LAST's and their score not swept yet."""
+    new = object.__new__
+    blank = {"last_active": None, "message": "", "emoji": "", "device": ""}
+
+    def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
+        now = float(reply[0])
+        online = {"state": "online", "last_seen": now, **blank}
+        offline = {"state": "offline", **blank}
+        out: dict[str, Presence] = {}
+        first = 0
+        for c in range(1, len(reply), 6):
+            seen_, hidden_, _, records, lasts, live_ = reply[c : c + 6]
+            last_ = first + len(seen_)
+            for uid, seen, hidden, raw, gone, live in zip(
+                user_ids[first:last_],
+                seen_,
+                hidden_ or repeat(None),
+                records,
+                lasts or repeat(None),
+                live_,
+                strict=False,
+            ):
+                p = new(Presence)
+                d = p.__dict__
+                d["user_id"] = uid
+                out[uid] = p
+                if raw is None:  # no record: a plain user (or unknown), one shared set of fields
+                    if live == 49:  # "1": Redis found the listing live
+                        d.update(online)
+                    elif live == 50:  # "2": an HTTP-only user, active at their last request
+                        d.update(online)
+                        d["last_active"] = float(gone)
+                    else:
+                        d.update(offline)
+                        d["last_seen"] = (
+                            max(float(gone) if gone else 0.0, float(seen) if seen else 0.0) or None
+                        )
+                    d["meta"] = {}
+                    continue
+                if isinstance(raw, str):
+                    raw = raw.encode()
+                st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP_BYTES, 11)
+                d["meta"] = json.loads(meta) if meta else {}
+                if st == b"invisible" and not (reveal_all or uid == viewer):
+                    d.update(
+                        state="offline",
+                        last_seen=float(lv) if lv else None,
+                        last_active=None,
+                        message="",
+                        emoji="",
+                        device="",
+                    )
+                    continue
+                score = hidden if st == b"invisible" else seen
+                d["last_active"] = float(la) if la else (float(gone) if live == 50 else None)
+                if live in (49, 50):
+                    d["last_seen"] = now
+                    if st == b"invisible":
+                        d["state"] = "invisible"
+                    elif st == b"dnd":
+                        d["state"] = "dnd"
+                    elif idle == b"1":
+                        d["state"] = "idle"
+                    else:
+                        d["state"] = "online"
+                else:
+                    d["state"] = "offline"
+                    d["last_seen"] = (
+                        max(
+                            float(ls) if ls else 0.0,
+                            float(gone) if gone else 0.0,
+                            float(score) if score else 0.0,
+                        )
+                        or None
+                    )
+                message, emoji = msg.decode(), emo.decode()
+                if mx and float(mx) < now:
+                    message = emoji = ""
+                d["message"], d["emoji"], d["device"] = message, emoji, dev.decode()
+            first = last_
+        return out
+
+    return derive
+
+
+class Planner3(Planner):
+    """Layout 3's plans for one configuration and one process (``process``: this process's id,
+    random by default; it names the process's lease and its connections)."""
+
+    def __init__(self, config: StoreConfig, process: str | None = None) -> None:
+        if config.online_window > config.lease_ttl:
+            raise InvalidInput("store layout 3 does not take ONLINE_WINDOW > LEASE_TTL yet")
+        super().__init__(config)
+        self.keys = KeySpace(config.prefix, config.shards, layout=LAYOUT_3)
+        self.process = process or secrets.token_hex(4)
+
+    def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
+        if script not in NAMES_3:  # live room state, layout 1's upgrade: not built for layout 3
+            raise PresenceError(f"{script} is not built for store layout 3")
+        c = self.config
+        keys = (
+            KeySpace.seen(tag),
+            KeySpace.hidden(tag),
+            KeySpace.until(tag),
+            KeySpace.procs(tag),
+            KeySpace.last(tag),
+        )
+        head = (
+            tag,
+            "" if now is None else repr(float(now)),
+            c.lease_ttl,
+            c.disconnect_grace,
+            c.online_window,
+            c.idle_after,
+            int(c.metadata_ttl),
+            c.registry_buckets,
+            self.process,
+        )
+        return Call(f"3/{script}", keys, head + args)
+
+    def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
+        """As layout 2's, and every shard gets a call, members or not: a batch is also the
+        process's keepalive, and its lease lives in every shard it may hold connections in."""
+        plan = super().heartbeat_many(pairs, now)
+        called = {call.args[0] for call in plan.calls}
+        keepalive = [
+            self.call("heartbeat", tag, now) for tag in self.keys.all_tags() if tag not in called
+        ]
+        return Plan(plan.calls + keepalive, plan.finish)
+
+    def idle(self, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("idle", user_id, now)
+
+    def online(
+        self,
+        window: float | None,
+        offset: int,
+        limit: int | None,
+        include_invisible: bool,
+        now: float | None,
+    ) -> Plan:
+        # the connected ("0") and the HTTP-only ("2") of each shard, and the invisible ("1")
+        plan = super().online(window, offset, limit, include_invisible, now)
+        calls = [
+            self.call("online", tag, now, "list", index, *plan.calls[0].args[-2:])
+            for tag in self.keys.all_tags()
+            for index in (["0", "2", "1"] if include_invisible else ["0", "2"])
+        ]
+        return Plan(calls, plan.finish)
+
+    def online_count(self, window: float | None, now: float | None) -> Plan:
+        plan = super().online_count(window, now)
+        calls = [
+            self.call("online", tag, now, "count", index, plan.calls[0].args[-1])
+            for tag in self.keys.all_tags()
+            for index in ("0", "2")
+        ]
+        return Plan(calls, plan.finish)
+
+    def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
+        """The rooms of the users' connections, from their records (a plain user has none)."""
+        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+
+        def rooms(raw: Any) -> list[str]:
+            if not raw:
+                return []
+            fields = (raw.decode() if isinstance(raw, bytes) else raw).split("\x1f")
+            conns = json.loads(fields[11]) if fields[11] else {}
+            # an entry is [process, room, ...]; a closed one's process is "~<end of its grace>"
+            return sorted({r for e in conns.values() if isinstance(e, list) for r in e[1:]})
+
+        return Plan(
+            calls, lambda replies: {u: rooms(r) for u, r in zip(uids, replies, strict=True)}
+        )
+
+    def get_many(
+        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
+    ) -> Plan:
+        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        viewer_id = "" if viewer is None else user_id_of(viewer)
+        groups = self.by_shard(uids)
+        tags = list(groups)
+        calls = [self.call("get_many", tag, now, "\n".join(groups[tag])) for tag in tags]
+        derive = deriver3(viewer_id, reveal_all, self.config)
+
+        def finish(replies: list[Any]) -> dict[str, Presence]:
+            found: dict[str, Presence] = {}
+            for tag, reply in zip(tags, replies, strict=True):
+                found.update(derive(groups[tag], reply))
+            return {uid: found[uid] for uid in uids}
+
+        return Plan(calls, finish)

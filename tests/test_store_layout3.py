@@ -1,0 +1,348 @@
+"""Store layout 3, being built (docs/store-layout-3.md): what is built so far, on real Redis (one
+server and the 3-master cluster). ``Store(client, config, layout=3)``; the default store is
+layout 2 and these tests do not touch it.
+
+Built: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
+without rooms or a status: the registry for a plain user's one connection, the record for
+several, process leases (kill -9), the grace, the stale-listing sweep and the registry cleaner.
+"""
+
+import pytest
+import redis
+
+from presence_app.store import (
+    AsyncStore,
+    InvalidInput,
+    PresenceError,
+    Store,
+    StoreConfig,
+    UnknownConnection,
+)
+from presence_app.store.keys import KeySpace, registry_bucket
+
+T = 1_800_000_000.0
+LEASE, GRACE = 90.0, 20.0
+
+
+@pytest.fixture
+def make3(backend):
+    """Layout-3 stores on the current backend, each its own process: make3(**StoreConfig)."""
+    client, shards = backend
+
+    def make(**config):
+        return Store(client, StoreConfig(**{"shards": shards, **config}), layout=3)
+
+    return make
+
+
+def keys_of(client) -> list[str]:
+    if isinstance(client, redis.RedisCluster):
+        found = client.keys(target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        found = client.keys("*")
+    return sorted(k.decode() for k in found)
+
+
+def kinds(transitions) -> list[tuple[str, str]]:
+    return [(t.kind, t.user_id) for t in transitions]
+
+
+def test_a_plain_user_is_one_listing_and_one_registry_field(make3):
+    store = make3()
+    client = store.client
+    assert kinds(store.connect("c1", "u1", now=T)) == [("online", "u1")]
+    tag = store.keys.tag_for_user("u1")
+    assert tag.endswith(":3")
+    bucket = KeySpace.registry(tag, registry_bucket("u1", store.config.registry_buckets))
+    # Python's bucket is Lua's: the field is where keys.registry_bucket says
+    value = client.hget(bucket, "u1").decode().split("\x1f")
+    assert value[:2] == [store.plans.process, "c1"] and float(value[2]) == T
+    assert client.zscore(KeySpace.seen(tag), "u1") == T
+    assert client.get(KeySpace.user(tag, "u1")) is None  # no record while plain
+    p = store.get("u1", now=T + 1)
+    assert (p.state, p.last_seen, p.message) == ("online", T + 1, "")
+    assert not any(":2" in k.split("}")[1][:2] for k in keys_of(client))  # no layout-2 key
+
+
+def test_heartbeats_keep_a_user_and_report_the_unlisted(make3):
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    for t in (T + 60, T + 120, T + 180):
+        assert store.heartbeat_many([("c1", "u1"), ("c9", "u9")], now=t) == [("c9", "u9")]
+        assert store.sweep(now=t + 1) == []
+    assert store.get("u1", now=T + 181).state == "online"
+    assert store.heartbeat("c1", "u1", now=T + 200)
+    assert not store.heartbeat("c9", "u9", now=T + 200)
+
+
+def test_devices_roll_up_and_the_grace_has_no_flicker(make3):
+    store = make3()
+    store.connect("phone", "u1", now=T)
+    assert store.connect("laptop", "u1", now=T + 1) == []  # already online: nothing to tell
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.get(KeySpace.user(tag, "u1")) is not None  # two connections: a record
+    assert store.disconnect("phone", "u1", now=T + 2) == []
+    assert store.sweep(now=T + 2 + GRACE + 1) == []  # the laptop holds them
+    assert store.get("u1", now=T + 30).state == "online"
+    assert store.client.get(KeySpace.user(tag, "u1")) is None  # one connection again: plain
+    # the last one closes: a reload within the grace shows nothing
+    store.disconnect("laptop", "u1", now=T + 40)
+    assert store.get("u1", now=T + 45).state == "online"
+    assert store.connect("laptop2", "u1", now=T + 50) == []
+    assert store.sweep(now=T + 40 + GRACE + 1) == []
+    # closed for good: offline once the grace has run, with the close as last seen
+    store.disconnect("laptop2", "u1", now=T + 70)
+    assert store.sweep(now=T + 70 + GRACE - 1) == []
+    gone = store.sweep(now=T + 70 + GRACE + 1)
+    assert kinds(gone) == [("offline", "u1")] and gone[0].at == T + 70
+    p = store.get("u1", now=T + 100)
+    assert (p.state, p.last_seen) == ("offline", T + 70)
+    assert store.sweep(now=T + 200) == []  # announced once
+    assert store.online(now=T + 100) == [] and store.online_count(now=T + 100) == 0
+
+
+def test_a_killed_process_has_its_users_evicted_within_the_lease(make3):
+    a, b = make3(), make3()  # two processes on one Redis
+    assert a.plans.process != b.plans.process
+    for i in range(5):
+        a.connect(f"a{i}", f"ua{i}", now=T)
+    b.connect("b0", "ub", now=T)
+    a.connect("a-both", "both", now=T)  # a user on both processes
+    b.connect("b-both", "both", now=T)
+    # a is killed (no more heartbeats, no disconnect); b beats on
+    for t in (T + 30, T + 60, T + 89):
+        b.heartbeat_many([("b0", "ub"), ("b-both", "both")], now=t)
+        assert b.sweep(now=t) == []
+    b.heartbeat_many([("b0", "ub"), ("b-both", "both")], now=T + 91)
+    gone = b.sweep(now=T + LEASE + 1)  # the bound: LEASE_TTL (+ the sweep's interval)
+    assert sorted(kinds(gone)) == [("offline", f"ua{i}") for i in range(5)]
+    assert b.get("both", now=T + 92).state == "online"
+    assert sorted(b.online(now=T + 92)) == ["both", "ub"]
+    # the dead process's connection left the user's record: b's close ends them
+    b.disconnect("b-both", "both", now=T + 100)
+    assert kinds(b.sweep(now=T + 100 + GRACE + 1)) == [("offline", "both")]
+    tag = b.keys.tag_for_user("both")
+    assert b.client.zscore(KeySpace.procs(tag), a.plans.process) is None
+
+
+def test_a_silent_connection_of_a_live_process(make3):
+    """The process leaves a silent socket out of its batches: a user with no other connection
+    goes offline after LEASE_TTL and the socket's next heartbeat is told to connect again."""
+    store = make3()
+    store.connect("loud", "u1", now=T)
+    store.connect("silent", "u2", now=T)
+    store.heartbeat_many([("loud", "u1")], now=T + 60)
+    assert kinds(store.sweep(now=T + LEASE + 1)) == [("offline", "u2")]
+    assert store.heartbeat_many([("loud", "u1"), ("silent", "u2")], now=T + 92) == [
+        ("silent", "u2")
+    ]
+    assert kinds(store.connect("silent2", "u2", now=T + 93)) == [("online", "u2")]
+    store.disconnect("silent", "u2", now=T + 94)  # the old socket's close changes nothing
+    assert store.get("u2", now=T + 95).state == "online"
+    assert store.sweep(now=T + 94 + GRACE + 1) == []
+
+
+def test_windows_and_counts(make3):
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    store.connect("c2", "u2", now=T + 30)
+    store.connect("c3", "u3", now=T + 50)
+    assert store.online(now=T + 60) == ["u3", "u2", "u1"]
+    assert store.online(window=20, now=T + 60) == ["u3"]
+    assert store.online_count(window=40, now=T + 60) == 2 and store.online_count(now=T + 60) == 3
+    assert store.online(limit=1, offset=1, now=T + 60) == ["u2"]
+    assert store.online(now=T + 100) == ["u3", "u2"]  # u1's lease ran out: not swept yet
+
+
+def test_the_registry_cleaner_removes_a_dead_process_s_fields(make3):
+    a, b = make3(registry_buckets=8), make3(registry_buckets=8)
+    for i in range(20):
+        a.connect(f"c{i}", f"u{i}", now=T)
+    b.connect("cb", "ub", now=T)
+    b.heartbeat_many([("cb", "ub")], now=T + 80)
+    assert len(b.sweep(now=T + LEASE + 1)) == 20
+    fields = [
+        (uid, value)
+        for tag in b.keys.all_tags()
+        for n in range(8)
+        for uid, value in b.client.hgetall(KeySpace.registry(tag, n)).items()
+    ]
+    assert fields == [(b"ub", fields[0][1])] and fields[0][1].startswith(b.plans.process.encode())
+
+
+def test_an_http_only_user_is_one_web_entry(make3):
+    store = make3()
+    assert kinds(store.touch("u1", now=T)) == [("online", "u1")]
+    assert store.touch("u1", now=T + 10) == []
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.zscore(f"{tag}:web", "u1") == T + 10
+    assert store.client.get(KeySpace.user(tag, "u1")) is None  # every request was activity
+    p = store.get("u1", now=T + 20)
+    assert (p.state, p.last_seen, p.last_active) == ("online", T + 20, T + 10)
+    assert store.online(now=T + 20) == ["u1"] and store.online_count(now=T + 20) == 1
+    store.connect("c2", "u2", now=T + 15)
+    assert store.online(now=T + 20) == ["u2", "u1"]  # both indexes, merged by score
+    assert store.sweep(now=T + 10 + 60 - 1) == []
+    gone = store.sweep(now=T + 10 + 60 + 1)  # ONLINE_WINDOW after the last request
+    assert kinds(gone) == [("offline", "u1")] and gone[0].at == T + 10
+    p = store.get("u1", now=T + 80)
+    assert (p.state, p.last_seen) == ("offline", T + 10)
+
+
+def test_http_then_a_socket_then_http(make3):
+    store = make3()
+    store.touch("u1", now=T)
+    assert store.connect("c1", "u1", now=T + 5) == []  # already online by HTTP
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.zscore(f"{tag}:web", "u1") is None  # listed by the connection now
+    store.disconnect("c1", "u1", now=T + 10)
+    store.touch("u1", now=T + 20)  # a request within the grace: the window holds them
+    assert store.sweep(now=T + 10 + GRACE + 1) == []
+    assert store.get("u1", now=T + 40).state == "online"
+    assert kinds(store.sweep(now=T + 20 + 60 + 1)) == [("offline", "u1")]
+
+
+def test_idle_is_announced_by_the_process_that_sees_the_activity_stop(make3):
+    store = make3()
+    devices = [("phone", "u1")]
+
+    def at(t: float) -> float:  # the process's heartbeats up to t (a heartbeat is no activity)
+        store.heartbeat_many(devices, now=t)
+        return t
+
+    store.connect("phone", "u1", now=T)
+    assert store.idle("u1", now=at(T + 100)) == []  # not IDLE_AFTER yet
+    at(T + 200)
+    changed = store.idle("u1", now=at(T + 301))
+    assert [(t.kind, t.state) for t in changed] == [("update", "idle")]
+    p = store.get("u1", now=T + 302)
+    assert (p.state, p.last_active) == ("idle", T)
+    assert store.idle("u1", now=at(T + 380)) == []  # announced once
+    changed = store.activity("u1", now=at(T + 450))
+    assert [(t.kind, t.state) for t in changed] == [("update", "online")]
+    tag = store.keys.tag_for_user("u1")
+    assert store.client.get(KeySpace.user(tag, "u1")) is None  # active and plain again
+    # another device active meanwhile: the phone's process finds the user active
+    store.connect("laptop", "u1", now=at(T + 500))
+    devices.append(("laptop", "u1"))
+    store.activity("u1", now=at(T + 580))
+    assert store.idle("u1", now=at(T + 450 + 301)) == []
+    at(T + 800)
+    assert kinds(store.idle("u1", now=at(T + 580 + 301))) == [("update", "u1")]
+    assert store.get("u1", now=T + 882).state == "idle"
+    assert store.connect("tablet", "u1", now=at(T + 900))[0].state == "online"
+    assert store.get("u1", now=T + 901).state == "online"
+
+
+def test_an_http_user_goes_idle_with_a_request_without_activity(make3):
+    store = make3()
+    store.touch("u1", now=T)
+    for t in range(50, 300, 50):
+        assert store.touch("u1", activity=False, now=T + t) == []
+    changed = store.touch("u1", activity=False, now=T + 301)
+    assert [(t.kind, t.state) for t in changed] == [("update", "idle")]
+    assert store.get("u1", now=T + 302).state == "idle"
+    changed = store.touch("u1", now=T + 320)
+    assert [(t.kind, t.state) for t in changed] == [("update", "online")]
+
+
+def test_what_is_not_built_is_refused(make3):
+    with pytest.raises(InvalidInput):  # ONLINE_WINDOW > LEASE_TTL: not built yet
+        make3(online_window=120)
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    with pytest.raises(PresenceError, match="roomstate is not built for store layout 3"):
+        store.room_states("lobby", now=T)
+
+
+def test_rooms_live_as_long_as_their_connections_and_a_reload_shows_nothing(make3):
+    store, watcher = make3(), make3()
+    store.connect("c1", "u1", now=T)
+    assert kinds(store.join("lobby", "c1", "u1", now=T)) == [("join", "u1")]
+    assert store.join("lobby", "c1", "u1", now=T) == []
+    assert store.room_members("lobby", now=T + 1) == ["u1"]
+    assert store.user_rooms("u1") == ["lobby"]
+    with pytest.raises(UnknownConnection):
+        store.join("lobby", "nope", "u1", now=T)
+    # a second device in another room; the first one closes: its room is left after the grace
+    store.connect("c2", "u1", now=T + 1)
+    store.join("design", "c2", "u1", now=T + 1)
+    store.disconnect("c1", "u1", now=T + 2)
+    assert store.room_members("lobby", now=T + 3) == ["u1"]  # within the grace
+    assert kinds(watcher.sweep(now=T + 2 + GRACE + 1)) == [("leave", "u1")]
+    assert store.room_members("lobby", now=T + 30) == [] and store.user_rooms("u1") == ["design"]
+    # a reload within the grace: no leave, no join, no offline
+    store.disconnect("c2", "u1", now=T + 40)
+    store.connect("c3", "u1", now=T + 41)
+    assert store.join("design", "c3", "u1", now=T + 41) == []
+    assert watcher.sweep(now=T + 40 + GRACE + 1) == []
+    assert store.room_members("design", now=T + 70) == ["u1"]
+    # leaving by hand, then closing for good: leave, then offline
+    assert kinds(store.leave("design", "c3", "u1", now=T + 80)) == [("leave", "u1")]
+    store.join("design", "c3", "u1", now=T + 81)
+    store.disconnect("c3", "u1", now=T + 82)
+    gone = watcher.sweep(now=T + 82 + GRACE + 1)
+    assert kinds(gone) == [("leave", "u1"), ("offline", "u1")]
+    assert store.room_members("design", now=T + 110) == [] and store.user_rooms("u1") == []
+
+
+def test_a_killed_process_leaves_its_connections_rooms(make3):
+    a, b = make3(), make3()
+    a.connect("a1", "u1", now=T)
+    a.join("lobby", "a1", "u1", now=T)
+    b.connect("b1", "u1", now=T)
+    b.join("design", "b1", "u1", now=T)
+    a.connect("a2", "u2", now=T)
+    a.join("lobby", "a2", "u2", now=T)
+    b.heartbeat_many([("b1", "u1")], now=T + 60)
+    gone = b.sweep(now=T + LEASE + 1)
+    assert sorted(kinds(gone)) == [("leave", "u1"), ("leave", "u2"), ("offline", "u2")]
+    assert b.room_members("lobby", now=T + 92) == [] and b.room_members("design", now=T + 92) == [
+        "u1"
+    ]
+    assert b.user_rooms("u1") == ["design"] and b.get("u1", now=T + 92).state == "online"
+
+
+def test_status_dnd_and_invisible(make3):
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    store.join("lobby", "c1", "u1", now=T)
+    tag = store.keys.tag_for_user("u2")
+    store.connect("c2", "u2", now=T)
+    changed = store.set_status("u2", message="lunch", emoji="🍜", device="phone", now=T + 1)
+    assert kinds(changed) == [("update", "u2")] and changed[0].message == "lunch"
+    assert store.client.get(KeySpace.user(tag, "u2")) is not None  # a status: a record
+    p = store.get("u2", now=T + 2)
+    assert (p.state, p.message, p.emoji, p.device) == ("online", "lunch", "🍜", "phone")
+    assert store.set_status("u2", message="", emoji="", device="", now=T + 3)
+    assert store.client.get(KeySpace.user(tag, "u2")) is None  # the default again: no record
+    assert kinds(store.set_status("u1", "dnd", now=T + 4)) == [("update", "u1")]
+    assert store.get("u1", now=T + 5).state == "dnd"
+    # invisible: offline to others, leaving the room; themself and superusers see it
+    hidden = store.set_status("u1", "invisible", now=T + 6)
+    assert kinds(hidden) == [("leave", "u1"), ("offline", "u1")]
+    assert store.get("u1", now=T + 7).state == "offline"
+    assert store.get("u1", viewer="u1", now=T + 7).state == "invisible"
+    assert store.online(now=T + 7) == ["u2"] and store.room_members("lobby", now=T + 7) == []
+    assert store.online(now=T + 7, include_invisible=True) == ["u1", "u2"]
+    assert store.heartbeat_many([("c1", "u1")], now=T + 60) == []  # a hidden user beats too
+    assert store.state_counts(now=T + 61).invisible == 1
+    back = store.set_status("u1", "auto", now=T + 70)
+    assert kinds(back) == [("online", "u1"), ("join", "u1")]
+    assert store.room_members("lobby", now=T + 71) == ["u1"]
+    counts = store.state_counts(now=T + 71)
+    assert (counts.online, counts.dnd, counts.invisible, counts.total) == (2, 0, 0, 2)
+
+
+async def test_the_async_face(presence_redis_url, redis_client):
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(presence_redis_url)
+    try:
+        store = AsyncStore(client, StoreConfig(), layout=3)
+        assert kinds(await store.connect("c1", "u1", now=T)) == [("online", "u1")]
+        assert (await store.get("u1", now=T + 1)).state == "online"
+        assert await store.heartbeat_many([("c1", "u1")], now=T + 30) == []
+        assert kinds(await store.sweep(now=T + 200)) == [("offline", "u1")]
+    finally:
+        await client.aclose()
