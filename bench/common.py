@@ -126,6 +126,18 @@ def run_worker(module: str, args: list[str], env: dict[str, str], timeout: float
     """``python -m module *args`` from the repository root: a benchmark part that needs Django
     settings of its own. Its last stdout line is its JSON result; a failure raises with its
     stderr."""
+    return worker_results(module, args, env, timeout)[-1]
+
+
+def worker_results(
+    module: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    context: Callable[[], str] = str,
+) -> list[dict]:
+    """:func:`run_worker` for a worker that prints a JSON object per result (a line starting
+    with ``{``); a failure raises with its stderr and ``context()`` (a server's log)."""
     out = subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True,
@@ -135,8 +147,10 @@ def run_worker(module: str, args: list[str], env: dict[str, str], timeout: float
         env=env,
     )
     if out.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)[:80]} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        raise RuntimeError(
+            f"{module} {' '.join(args)[:80]} failed:\n{out.stderr[-4000:]}\n{context()}"
+        )
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
 # -- timing -------------------------------------------------------------------------------------

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tests.servers import AsgiServer, Database
 
-from .common import ROOT, Check, Context, Row, benchmark, percentile
+from .common import Check, Context, Row, benchmark, percentile, worker_results
 
 #: (server kind, side) -> the ASGI application. "default-gc" is ours without project/asgi.py's
 #: garbage-collector tuning, to show what the tuning is for (on uvicorn only: it costs a run).
@@ -65,19 +63,12 @@ def client_run(
     }
     path = folder / f"client-{server.name}.json"
     path.write_text(json.dumps(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.ws_client", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    results = worker_results(
+        "bench.ws_client",
+        [str(path)],
         timeout=1800,
+        context=lambda: f"load client against {server.name}; server log:\n{server.log()}",
     )
-    if done.returncode:
-        raise RuntimeError(
-            f"load client failed against {server.name}:\n{done.stderr[-4000:]}\n"
-            f"server log:\n{server.log()}"
-        )
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if server.tracebacks():
         raise RuntimeError(f"{server.name} printed tracebacks:\n{server.log()}")
     return results
