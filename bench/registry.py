@@ -15,4 +15,5 @@ MODULES = [
     "bench.sse",  # 11: SSE streams beside WebSockets (issue 15)
     "bench.rolling",  # 12: a rolling deploy of 2 uvicorn behind one address
     "bench.roomstate",  # 13: live room state, 100 cursors at 30 Hz, coalesced vs naive
+    "bench.soak",  # 14: 30 minutes of churn: memory flat, the key space exact (issue 31)
 ]
