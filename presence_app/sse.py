@@ -219,7 +219,7 @@ class EventStream:
             relay = asyncio.ensure_future(self.relay())
             while not relay.done():
                 try:
-                    frame = await asyncio.wait_for(self.queue.get(), max(0, beat_at - loop.time()))
+                    frame = await self.next_frame(max(0, beat_at - loop.time()))
                 except TimeoutError:
                     # On the clock, busy or not: the stream being written is the lease's proof.
                     beat_at = loop.time() + interval
@@ -242,6 +242,19 @@ class EventStream:
             else:
                 await let_go(self.layer, self.channel)
             await asyncio.shield(self.session.close())
+
+    async def next_frame(self, timeout: float) -> dict[str, Any] | None:
+        """The next queued frame (TimeoutError after ``timeout``). Not ``asyncio.wait_for``: on
+        Python 3.11 it loses a cancellation that comes as the frame arrives, and the stream of a
+        browser that left would run on, renewing its lease (tests/reliability/test_stream_end.py)."""
+        getter = asyncio.ensure_future(self.queue.get())
+        try:
+            done, _ = await asyncio.wait({getter}, timeout=timeout)
+        finally:
+            getter.cancel()  # a no-op once it is done
+        if not done:
+            raise TimeoutError
+        return getter.result()
 
     async def encode(self, frame: dict[str, Any]) -> bytes:
         """A frame as the stream's bytes: here one JSON event (presence_app.htmx renders HTML)."""
