@@ -363,7 +363,7 @@ async def soak(
 
         async def sampler() -> None:
             next_at = began
-            while not stop.is_set():
+            while not stop.is_set() and loop.time() - began <= cfg.seconds:
                 s = await asyncio.to_thread(sample)
                 result.samples.append(s)
                 if len(result.samples) % max(1, int(60 / cfg.sample_every)) == 0:

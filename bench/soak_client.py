@@ -54,7 +54,9 @@ class Actor:
         self.tasks: list[asyncio.Task[None]] = []
         # WebSocket
         self.ws: ClientConnection | None = None
-        self.waiter: tuple[str, asyncio.Future[bool]] | None = None
+        # the frame type and room a confirmation is awaited for, and its outcome ("ok" or the
+        # error's code)
+        self.waiter: tuple[str, str, asyncio.Future[str]] | None = None
         # SSE
         self.writer: asyncio.StreamWriter | None = None
         self.stream = ""
@@ -108,15 +110,25 @@ class Actor:
                 frame = json.loads(text)
                 kind = frame.get("type")
                 waiter = self.waiter
-                if kind == "error":
+                if waiter is None or waiter[2].done():
+                    if kind == "error":
+                        self.load.counts[f"error:{frame.get('code')}"] += 1
+                    continue
+                want, room, future = waiter
+                if kind == "error" and frame.get("frame") == want:
                     self.load.counts[f"error:{frame.get('code')}"] += 1
-                    if waiter and waiter[0] == frame.get("frame") and not waiter[1].done():
-                        waiter[1].set_result(False)
-                elif waiter and not waiter[1].done():
-                    if (kind == "presence.state" and waiter[0] == "join") or (
-                        kind == "heartbeat.ack" and waiter[0] == "heartbeat"
-                    ):
-                        waiter[1].set_result(True)
+                    future.set_result(str(frame.get("code")))
+                elif (
+                    (want == "join" and kind == "presence.state" and frame.get("room") == room)
+                    or (want == "heartbeat" and kind == "heartbeat.ack")
+                    or (
+                        want == "leave"
+                        and kind == "presence.leave"
+                        and frame.get("room") == room
+                        and frame.get("user") == self.user
+                    )
+                ):
+                    future.set_result("ok")
         if ws is self.ws:
             self.open = False
 
@@ -184,6 +196,12 @@ class Actor:
                             frame = json.loads(line[5:])
                             if frame.get("type") == "hello":
                                 hello.set_result(frame)
+                        elif line.startswith(b'data: {"type": "error"'):
+                            # a room a resumed stream could not re-enter: out of it
+                            frame = json.loads(line[5:])
+                            self.load.counts[f"error:{frame.get('code')}"] += 1
+                            if frame.get("frame") == "join":
+                                self.rooms.discard(frame.get("room"))
         if not hello.done():
             hello.set_exception(ConnectionError("stream ended before its hello"))
         if writer is self.writer:
@@ -240,42 +258,57 @@ class Actor:
         self.tasks = []
 
     # -- the actions --------------------------------------------------------------------------
-    async def _ask(self, frame_type: str, frame: dict[str, Any]) -> bool:
-        """Sends a frame on the socket and waits for its confirmation (or error)."""
-        assert self.ws is not None
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.waiter = (frame_type, future)
+    async def _ask(self, frame_type: str, room: str = "") -> str:
+        """Sends a frame and waits for its outcome: "ok", or the error's code ("closed" when
+        the connection is gone, "timeout" without an answer). A socket hears its join's
+        ``presence.state``, its own ``presence.leave`` or a heartbeat's ack; a stream's REST
+        call answers 200 or an error status."""
+        if self.kind == "sse":
+            status = await self.post(frame_type, {"room": room})
+            if status != 200:
+                self.load.counts[f"rest:{status}"] += 1
+            return {200: "ok", 503: "unavailable", 0: "closed"}.get(status, str(status))
+        if self.ws is None:
+            return "closed"
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.waiter = (frame_type, room, future)
+        body: dict[str, Any] = {"type": frame_type}
+        if room:
+            body["room"] = room
         try:
-            await self.ws.send(json.dumps(frame))
+            await self.ws.send(json.dumps(body))
             return await asyncio.wait_for(future, TIMEOUT)
-        except Exception:  # noqa: BLE001 - closed or timed out: not confirmed
-            return False
+        except TimeoutError:
+            return "timeout"
+        except Exception:  # noqa: BLE001 - closed meanwhile
+            return "closed"
         finally:
             self.waiter = None
 
+    async def _insist(self, frame_type: str, room: str) -> str:
+        """A join or leave, asked again 2-5 s later while Redis is unavailable (presence.js does
+        so for its joins; a leave is asked again here too, so that the truth stays known)."""
+        for _ in range(10):
+            outcome = await self._ask(frame_type, room)
+            if outcome != "unavailable":
+                return outcome
+            self.load.counts[f"{frame_type}_retried"] += 1
+            await asyncio.sleep(self.rng.uniform(2.0, 5.0))
+        return "unavailable"
+
     async def join(self, room: str) -> None:
-        if self.kind == "ws":
-            ok = await self._ask("join", {"type": "join", "room": room})
-        else:
-            status = await self.post("join", {"room": room})
-            ok = status == 200
-            if not ok:
-                self.load.counts[f"rest:{status}"] += 1
-        if ok:
+        outcome = await self._insist("join", room)
+        if outcome == "ok":
             self.rooms.add(room)
         else:
-            self.load.counts["join_failed"] += 1
+            self.load.counts[f"join_failed:{outcome}"] += 1
 
     async def leave(self, room: str) -> None:
-        self.rooms.discard(room)  # whatever the answer: a closed connection leaves it too
-        if self.kind == "ws":
-            assert self.ws is not None
-            with contextlib.suppress(Exception):
-                await self.ws.send(json.dumps({"type": "leave", "room": room}))
+        outcome = await self._insist("leave", room)
+        if outcome in ("ok", "closed", "not_joined", "404"):  # a closed one leaves it too
+            self.rooms.discard(room)
         else:
-            status = await self.post("leave", {"room": room})
-            if status != 200:
-                self.load.counts[f"rest:{status}"] += 1
+            self.load.counts[f"leave_failed:{outcome}"] += 1
 
     async def status(self) -> None:
         body = {"state": self.rng.choice(STATES), "message": self.rng.choice(MESSAGES)}
@@ -288,7 +321,7 @@ class Actor:
             if status != 200:
                 self.load.counts[f"rest:{status}"] += 1
 
-    async def act(self) -> None:
+    async def act(self, until: float) -> None:
         cfg, rng = self.load.config, self.rng
         action = rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
         self.load.counts[action] += 1
@@ -310,7 +343,8 @@ class Actor:
             await self.connect(resume=True)
         elif action == "away":  # gone for longer than the grace: a new visit later
             await self.close()
-            await asyncio.sleep(rng.uniform(1.0, 2.0) * float(cfg["away"]))
+            away = rng.uniform(1.0, 2.0) * float(cfg["away"])
+            await asyncio.sleep(min(away, max(1.0, until - asyncio.get_running_loop().time())))
             self.rooms, self.last_id = set(), None
             await self.connect()
 
@@ -325,13 +359,13 @@ class Actor:
             if loop.time() + gap >= until:
                 break
             await asyncio.sleep(gap)
-            if not self.open:  # closed by the server: back as presence.js comes back
+            if not self.open:  # closed by the server: back, into the rooms it knows of
                 self.load.counts["closed_by_server"] += 1
                 await self.close()
-                await self.connect(resume=True)
+                await self.connect()
                 continue
             try:
-                await self.act()
+                await self.act(until)
             except Exception as exc:  # noqa: BLE001 - counted; the actor goes on
                 self.load.counts[f"failed:{type(exc).__name__}"] += 1
         await asyncio.sleep(max(0.0, until - loop.time()))
@@ -343,7 +377,7 @@ class Actor:
             return False
         if self.kind == "sse":
             return True
-        return await self._ask("heartbeat", {"type": "heartbeat"})
+        return await self._ask("heartbeat") == "ok"
 
 
 class Load:
@@ -376,7 +410,7 @@ async def main(config: dict[str, Any]) -> None:
     for actor in stayers:
         if not actor.open:
             await actor.close()
-            await actor.connect(resume=True)
+            await actor.connect()
     settled = await asyncio.gather(*(a.settle() for a in stayers))
     print(
         json.dumps(

@@ -130,6 +130,7 @@ class EventStream:
         self.frames_bucket = TokenBucket(conf.get("MAX_FRAMES_PER_SECOND"))
         self.rooms_sent: list[str] | None = None
         self.ending = False  # end() was called: the server is shutting down
+        self.receiving = False  # the relay waits in the layer's receive (not in a handler)
 
     def end(self) -> None:
         """Ends the stream after the frames already queued (the server is shutting down)."""
@@ -170,7 +171,9 @@ class EventStream:
     async def relay(self) -> None:
         """The channel's loop: layer events to the browser, REST calls to the session."""
         while True:
+            self.receiving = True
             message = await self.layer.receive(self.channel)
+            self.receiving = False
             try:
                 if message.get("type") == "presence.rest":
                     await self.apply_rest(message)
@@ -239,7 +242,8 @@ class EventStream:
                 relay.cancel()
                 with suppress(asyncio.CancelledError):
                     await relay
-            else:
+            if relay is None or not self.receiving:
+                # Cancelled in a handler, not in its receive: nothing let the channel go.
                 await let_go(self.layer, self.channel)
             await asyncio.shield(self.session.close())
 
