@@ -191,5 +191,10 @@ class LeaseRecovery:
         try:
             await presence.ajoin(room, self.conn_id, self.user_id)
         except UnknownConnection:  # the lease was lost before its heartbeat told us
-            await self._reassert()
-            await presence.ajoin(room, self.conn_id, self.user_id)
+            try:
+                await self._reassert()
+                await presence.ajoin(room, self.conn_id, self.user_id)
+            except UnknownConnection as exc:
+                # Lost again at once (swept while the process stalled): the next heartbeat
+                # takes it back (recovery_due), and the browser asks again.
+                raise FrameError("unavailable", "presence is temporarily unavailable") from exc

@@ -1,0 +1,121 @@
+"""What the soak (bench/soak.py, tests/reliability/test_soak.py) found, each shown here on its
+own, in process, with the real stack and Redis.
+
+- An SSE stream ends when its browser goes, whatever it was doing at that moment. After the
+  soak a few users stayed online for ever: their old stream had gone on running on its process
+  after the browser left. Django cancels a streaming response whose client disconnected, and the
+  stream's loop waited for its next frame with ``asyncio.wait_for``, which on Python 3.11 loses
+  a cancellation that comes while the frame it waited for is arriving (the frame is returned,
+  the cancellation forgotten). The loop went on writing keep-alives to nobody and renewing the
+  lease.
+- A stream cancelled while it applied a call kept its channel subscribed for ever (28 channels
+  left after 2,000 stream ends).
+- A join whose lease was lost twice in a row (a process stalled past ``LEASE_TTL`` on a loaded
+  machine, so the sweep took the lease again right after the join took it back) crashed the
+  socket with a traceback instead of answering ``unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.test import AsyncClient
+
+from presence_app import lifecycle
+from presence_app.connection import get_store
+from presence_app.store.keys import KeySpace
+from tests.ws import Socket, make_user, presence_settings, shutdown
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
+
+
+async def test_a_stream_cancelled_as_a_frame_arrives_ends(redis_client, django_user_model):
+    """Found as users online for ever: the old stream of a reconnect ran on."""
+    user = await django_user_model.objects.acreate(username="leaver")
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get("/presence/sse/")
+    body = aiter(response.streaming_content)
+    while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
+        pass
+    (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    waiting = asyncio.ensure_future(anext(body))  # the response waits for the next frame
+    await asyncio.sleep(0.1)
+    # The browser goes (Django cancels the response) just as a frame comes for it.
+    stream.queue.put_nowait({"type": "presence.message", "data": json.dumps("late")})
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting  # not the frame: the stream is over
+    assert stream.session.closed  # the lease got its grace: no stream renews it any more
+
+
+async def test_a_stream_cancelled_while_it_applies_a_call_lets_its_channel_go(
+    redis_client, django_user_model, settings
+):
+    """The stream's channel is the pub/sub layer's subscription, let go when a receive on it is
+    cancelled. Its relay was cancelled inside a call it was applying (a join waiting for
+    ``CAN_JOIN``), not inside its receive: the process stayed subscribed for ever (the soak
+    found 28 such channels left after 2,000 stream ends)."""
+    entered = asyncio.Event()
+
+    async def slow_can_join(user, room):
+        entered.set()
+        await asyncio.sleep(10)
+        return True
+
+    settings.PRESENCE = {**settings.PRESENCE, "CAN_JOIN": slow_can_join}
+    user = await django_user_model.objects.acreate(username="busy")
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get("/presence/sse/")
+    body = aiter(response.streaming_content)
+    while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
+        pass
+    (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    assert stream.channel.encode() in redis_client.pubsub_channels()
+    waiting = asyncio.ensure_future(anext(body))
+    frame = {"type": "join", "room": "busy-room"}
+    await stream.layer.send(stream.channel, {"type": "presence.rest", "frame": frame})
+    await asyncio.wait_for(entered.wait(), 10)  # the relay is inside the join
+    waiting.cancel()  # the browser goes
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert stream.channel.encode() not in redis_client.pubsub_channels()
+
+
+async def test_a_join_whose_lease_is_lost_twice_answers_unavailable(redis_client):
+    """The join finds no lease, takes it back, and finds it gone again (the sweep took it while
+    the process stalled): the browser gets ``unavailable`` (presence.js asks again), not a
+    closed socket; the next heartbeat takes the lease back."""
+    lost = {"again": False}
+
+    def lose_lease(user_id: str) -> None:
+        key = KeySpace.leases(get_store().keys.tag_for_user(user_id))
+        for member in redis_client.zrange(key, 0, -1):
+            if member.decode().startswith(f"{user_id}|"):
+                redis_client.zrem(key, member)
+
+    async def can_join(user, room):
+        if room == "first" and lost["again"]:  # asked again while the lease is taken back
+            lose_lease(str(user.pk))
+        return True
+
+    with presence_settings(CAN_JOIN=can_join):
+        user, cookie = await make_user("twice")
+        sock = await Socket.open(cookie)
+        try:
+            await sock.send(type="join", room="first")
+            await sock.wait_for("presence.state", room="first", timeout=5)
+            lose_lease(str(user.pk))
+            lost["again"] = True
+            await sock.send(type="join", room="second")
+            error = await sock.wait_for("error", frame="join", timeout=5)
+            assert error["code"] == "unavailable"
+            lost["again"] = False
+            await sock.send(type="sync")  # still open: frames are answered
+            await sock.wait_for("error", frame="sync", timeout=5)
+        finally:
+            await sock.comm.disconnect()
+            await shutdown()
