@@ -482,7 +482,13 @@ def run(ctx: Context) -> list[Row]:
     raw.write_text(json.dumps(details, indent=1, default=str) + "\n")
     total = f"{cfg.sockets:,} sockets + {cfg.streams:,} streams, {cfg.seconds / 60:g} min"
     rows: list[Row] = []
-    windows = f"median of {cfg.window / 60:g} min after {cfg.warmup / 60:g} min vs the last"
+
+    def span(seconds: float) -> str:
+        return f"{seconds / 60:g} min" if seconds % 60 == 0 else f"{seconds:g} s"
+
+    windows = (
+        f"median of {span(cfg.window)} after {span(cfg.warmup)} vs the last {span(cfg.window)}"
+    )
     for name in ("a", "b"):
         first, last = result.growth(lambda s, n=name: s.rss.get(n, 0))
         rows.append(
