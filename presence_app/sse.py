@@ -39,7 +39,7 @@ from . import conf, frames, lifecycle, protocol, rooms
 from .limits import TokenBucket
 from .session import PresenceSession
 from .store import UNAVAILABLE
-from .subscriptions import log_outage
+from .subscriptions import let_go, log_outage
 
 logger = logging.getLogger("presence_app")
 
@@ -94,16 +94,6 @@ def beat_interval(settings: dict[str, Any]) -> float:
     next beat must come before the grace ends."""
     interval, grace = float(settings["HEARTBEAT_INTERVAL"]), float(settings["DISCONNECT_GRACE"])
     return min(interval, grace / 2) if grace > 0 else interval
-
-
-async def let_go(layer: Any, channel: str) -> None:
-    """Ends this process' hold on ``channel``: channels-redis unsubscribes a channel (from
-    ``new_channel``) only when a receive on it is cancelled."""
-    pending = asyncio.ensure_future(layer.receive(channel))
-    await asyncio.sleep(0)
-    pending.cancel()
-    with suppress(asyncio.CancelledError, *UNAVAILABLE):
-        await pending
 
 
 def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:

@@ -22,6 +22,23 @@ CALLS_AT_ONCE = 16
 _log_outage = Throttle(10.0)
 
 
+async def let_go(layer: Any, channel: str) -> None:
+    """Ends this process' hold on ``channel``: channels-redis' pub/sub layer unsubscribes a
+    channel (from ``new_channel``) only when a receive on it is cancelled while it waits. A
+    receive that finds a message waiting returns it instead, and the channel is still held:
+    then again."""
+    for _ in range(100):  # bounded: at most as many messages as were waiting
+        pending = asyncio.ensure_future(layer.receive(channel))
+        await asyncio.sleep(0)
+        pending.cancel()
+        try:
+            await pending
+        except asyncio.CancelledError:
+            return
+        except UNAVAILABLE:
+            return
+
+
 def log_outage(exc: BaseException) -> None:
     """One warning per 10 s for Redis or the channel layer being away."""
     if _log_outage.ready():
