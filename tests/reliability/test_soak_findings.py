@@ -158,3 +158,31 @@ async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_
             await shutdown()
         assert channel.encode() not in redis_client.pubsub_channels()
     channel_layers.backends.clear()
+
+
+async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_lease(redis_client):
+    """A socket's heartbeat is written in a batch a moment after it came (the coalescer). A
+    close that lands in Redis while that batch is on its way cuts the lease to the grace, and the
+    batch then renewed it for a whole ``LEASE_TTL``: the user stayed online that long after the
+    tab closed, not ``DISCONNECT_GRACE``. The soak saw a third more leases than connections."""
+    import time
+
+    from presence_app.coalescer import get_coalescer
+
+    grace, lease = 0.5, 30
+    with presence_settings(LEASE_TTL=lease, HEARTBEAT_INTERVAL=10, DISCONNECT_GRACE=grace):
+        user, cookie = await make_user("closing")
+        sock = await Socket.open(cookie)
+        try:
+            coalescer = get_coalescer()
+            await sock.send(type="heartbeat")
+            await sock.wait_for("heartbeat.ack", timeout=5)
+            batch, coalescer.pending = coalescer.pending, {}  # the batch is on its way
+            assert batch
+            await sock.comm.disconnect()  # the close lands first
+            key = KeySpace.leases(get_store().keys.tag_for_user(str(user.pk)))
+            await coalescer._flush(batch)  # then the batch
+            (score,) = [s for m, s in redis_client.zrange(key, 0, -1, withscores=True)]
+            assert score <= time.time() + grace + 0.5  # the grace, not LEASE_TTL
+        finally:
+            await shutdown()
