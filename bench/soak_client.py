@@ -290,6 +290,13 @@ class Actor:
         so for its joins; a leave is asked again here too, so that the truth stays known)."""
         for _ in range(10):
             outcome = await self._ask(frame_type, room)
+            if outcome == "404":
+                # "gone": no stream answered in time (a busy process). As presence.js does, the
+                # stream is replaced by a new one, which re-joins the rooms it knows of; the
+                # call is then made again on it.
+                await self.close()
+                await self.connect()
+                continue
             if outcome != "unavailable":
                 return outcome
             self.load.counts[f"{frame_type}_retried"] += 1
@@ -305,7 +312,7 @@ class Actor:
 
     async def leave(self, room: str) -> None:
         outcome = await self._insist("leave", room)
-        if outcome in ("ok", "closed", "not_joined", "404"):  # a closed one leaves it too
+        if outcome in ("ok", "closed", "not_joined"):  # a closed connection leaves it too
             self.rooms.discard(room)
         else:
             self.load.counts[f"leave_failed:{outcome}"] += 1
