@@ -99,6 +99,7 @@ class Soak:
     stayers: dict[str, Any] = field(default_factory=dict)  # the end state with stayers
     empty: dict[str, Any] = field(default_factory=dict)  # the end state once all left
     tracebacks: int = 0
+    traceback_texts: list[str] = field(default_factory=list)  # the first few, for the record
     served: dict[str, int] = field(default_factory=dict)
 
     def growth(self, series: Callable[[Sample], float]) -> tuple[float, float]:
@@ -428,6 +429,14 @@ async def soak(
             await front.stop()
         await asyncio.gather(*(asyncio.to_thread(s.stop) for s in servers))
         result.tracebacks = sum(s.tracebacks() for s in servers)
+        for server in servers:  # the logs go with the run's folder: keep the first tracebacks
+            text = server.log(None)
+            at = text.find("Traceback (most recent call last)")
+            while at >= 0 and len(result.traceback_texts) < 5:
+                result.traceback_texts.append(
+                    f"{server.name}: {text[max(0, at - 300) : at + 3000]}"
+                )
+                at = text.find("Traceback (most recent call last)", at + 3000)
         client.close()
     return result
 
