@@ -157,8 +157,8 @@ class PresenceSession(LeaseRecovery):
             raise FrameError("forbidden", "you may not join this room")
         # Into the group before the snapshot is read: events queue behind it, none is missed.
         group = dispatch.room_group(room)
-        await self.groups.add([group])
-        try:
+        try:  # a join cut short (the connection ends meanwhile) leaves no group behind
+            await self.groups.add([group])
             await self._store_join(room)
         except BaseException:
             await self.groups.discard([group])

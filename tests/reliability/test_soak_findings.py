@@ -186,3 +186,45 @@ async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_le
             assert score <= time.time() + grace + 0.5  # the grace, not LEASE_TTL
         finally:
             await shutdown()
+
+
+async def test_a_stream_cancelled_while_joining_leaves_no_group_behind(
+    redis_client, django_user_model, settings
+):
+    """A join enters the room's group before the store: a stream cancelled right then (its
+    browser left) kept its channel in that group, which no close ever discarded (the room was
+    not yet among its rooms). The soak left 31 rooms' groups subscribed with nobody in them."""
+    from presence_app import dispatch
+
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def can_join(user, room):
+        entered.set()
+        await release.wait()
+        return True
+
+    settings.PRESENCE = {**settings.PRESENCE, "CAN_JOIN": can_join}
+    user = await django_user_model.objects.acreate(username="joining")
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get("/presence/sse/")
+    body = aiter(response.streaming_content)
+    while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
+        pass
+    (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    local = stream.layer._get_layer()  # the pub/sub layer of this loop: its groups
+    group = local._get_group_channel_name(dispatch.room_group("joining-room"))
+    waiting = asyncio.ensure_future(anext(body))
+    frame = {"type": "join", "room": "joining-room"}
+    await stream.layer.send(stream.channel, {"type": "presence.rest", "frame": frame})
+    await asyncio.wait_for(entered.wait(), 10)
+    release.set()
+    for _ in range(1000):  # until the join is in the group, waiting for Redis to subscribe it
+        if stream.channel in local.groups.get(group, ()):
+            break
+        await asyncio.sleep(0)
+    waiting.cancel()  # the browser goes right then
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert stream.channel not in local.groups.get(group, ())
