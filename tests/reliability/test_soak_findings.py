@@ -31,9 +31,9 @@ from tests.ws import Socket, make_user, presence_settings, shutdown
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
 
-async def test_a_stream_cancelled_as_a_frame_arrives_ends(redis_client, django_user_model):
-    """Found as users online for ever: the old stream of a reconnect ran on."""
-    user = await django_user_model.objects.acreate(username="leaver")
+async def open_stream(user):
+    """``user``'s SSE stream, in process (the view a server runs), past its ``hello``: the
+    response's body and the stream object behind it."""
     client = AsyncClient()
     await client.aforce_login(user)
     response = await client.get("/presence/sse/")
@@ -41,6 +41,13 @@ async def test_a_stream_cancelled_as_a_frame_arrives_ends(redis_client, django_u
     while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
         pass
     (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    return body, stream
+
+
+async def test_a_stream_cancelled_as_a_frame_arrives_ends(redis_client, django_user_model):
+    """Found as users online for ever: the old stream of a reconnect ran on."""
+    user = await django_user_model.objects.acreate(username="leaver")
+    body, stream = await open_stream(user)
     waiting = asyncio.ensure_future(anext(body))  # the response waits for the next frame
     await asyncio.sleep(0.1)
     # The browser goes (Django cancels the response) just as a frame comes for it.
@@ -67,13 +74,7 @@ async def test_a_stream_cancelled_while_it_applies_a_call_lets_its_channel_go(
 
     settings.PRESENCE = {**settings.PRESENCE, "CAN_JOIN": slow_can_join}
     user = await django_user_model.objects.acreate(username="busy")
-    client = AsyncClient()
-    await client.aforce_login(user)
-    response = await client.get("/presence/sse/")
-    body = aiter(response.streaming_content)
-    while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
-        pass
-    (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    body, stream = await open_stream(user)
     assert stream.channel.encode() in redis_client.pubsub_channels()
     waiting = asyncio.ensure_future(anext(body))
     frame = {"type": "join", "room": "busy-room"}
@@ -206,13 +207,7 @@ async def test_a_stream_cancelled_while_joining_leaves_no_group_behind(
 
     settings.PRESENCE = {**settings.PRESENCE, "CAN_JOIN": can_join}
     user = await django_user_model.objects.acreate(username="joining")
-    client = AsyncClient()
-    await client.aforce_login(user)
-    response = await client.get("/presence/sse/")
-    body = aiter(response.streaming_content)
-    while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
-        pass
-    (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    body, stream = await open_stream(user)
     local = stream.layer._get_layer()  # the pub/sub layer of this loop: its groups
     group = local._get_group_channel_name(dispatch.room_group("joining-room"))
     waiting = asyncio.ensure_future(anext(body))
