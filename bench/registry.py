@@ -16,4 +16,5 @@ MODULES = [
     "bench.rolling",  # 12: a rolling deploy of 2 uvicorn behind one address
     "bench.roomstate",  # 13: live room state, 100 cursors at 30 Hz, coalesced vs naive
     "bench.store_layout3",  # 14: store layout 3 as built so far, through Store (being built)
+    "bench.soak",  # 15: 30 minutes of churn: memory flat, the key space exact (issue 31)
 ]

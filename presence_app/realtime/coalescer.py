@@ -96,9 +96,18 @@ class HeartbeatCoalescer:
                         exc,
                     )
                 for key in pairs[start:]:
-                    self.pending.setdefault(key, batch[key])
-                    batch[key].lease_unavailable()
+                    if not getattr(batch[key], "closed", False):  # a closed one needs no beat
+                        self.pending.setdefault(key, batch[key])
+                        batch[key].lease_unavailable()
                 return
+            # A socket that closed while its beat was on its way had its lease cut to the grace,
+            # which the beat may have renewed for a whole LEASE_TTL: cut it again.
+            for conn_id, user_id in pairs[start : start + MAX_BATCH]:
+                if getattr(batch[(conn_id, user_id)], "closed", False):
+                    try:
+                        await presence.adisconnect(conn_id, user_id)
+                    except UNAVAILABLE:
+                        pass  # the lease then runs out by itself
             for pair in missing:
                 owner = batch.get(pair)
                 if owner is not None:

@@ -30,6 +30,7 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import protocol
+from .subscriptions import let_go
 
 logger = logging.getLogger("presence_app")
 
@@ -50,6 +51,13 @@ class OutageTolerantConsumer(AsyncConsumer):
             log_outage(exc)
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
+        finally:
+            # Channels cancels the layer's receive when the socket ends, which lets the channel
+            # go; but an event that had just ended that receive left nothing to cancel, and the
+            # channel stayed subscribed (tests/reliability/test_soak_findings.py).
+            held = getattr(self, "channel_name", None) is not None
+            if held and not getattr(self, "_layer_waiting", False):
+                await let_go(self.channel_layer, self.channel_name)
 
     @property
     def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
@@ -63,8 +71,12 @@ class OutageTolerantConsumer(AsyncConsumer):
         delay = RECEIVE_RETRY[0]
         while True:
             try:
-                return await self._layer_receive()
+                self._layer_waiting = True  # cancelled while waiting: the layer lets go
+                message = await self._layer_receive()
+                self._layer_waiting = False
+                return message
             except UNAVAILABLE as exc:
+                self._layer_waiting = False
                 log_outage(exc)
                 session = getattr(self, "presence", None)
                 if session is not None and not session.closed and session.outage_notice.ready():

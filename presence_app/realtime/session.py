@@ -163,8 +163,8 @@ class PresenceSession:
             raise FrameError("forbidden", "You may not join this room.")
         # Into the group before the snapshot is read: events queue behind it, none is missed.
         group = dispatch.room_group(room)
-        await self.groups.add([group])
-        try:
+        try:  # a join cut short (the connection ends meanwhile) leaves no group behind
+            await self.groups.add([group])
             await self._store_join(room)
         except BaseException:
             await self.groups.discard([group])
@@ -478,5 +478,10 @@ class PresenceSession:
         try:
             await presence.ajoin(room, self.conn_id, self.user_id)
         except UnknownConnection:  # the lease was lost before its heartbeat told us
-            await self._reassert()
-            await presence.ajoin(room, self.conn_id, self.user_id)
+            try:
+                await self._reassert()
+                await presence.ajoin(room, self.conn_id, self.user_id)
+            except UnknownConnection as exc:
+                # Lost again at once (swept while the process stalled): the next heartbeat
+                # takes it back (recovery_due), and the browser asks again.
+                raise FrameError("unavailable", protocol.TRY_AGAIN) from exc

@@ -40,6 +40,7 @@ from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import frames, lifecycle, protocol
 from .session import PresenceSession
+from .subscriptions import let_go
 
 logger = logging.getLogger("presence_app")
 
@@ -96,16 +97,6 @@ def beat_interval(settings: dict[str, Any]) -> float:
     return min(interval, grace / 2) if grace > 0 else interval
 
 
-async def let_go(layer: Any, channel: str) -> None:
-    """Ends this process' hold on ``channel``: channels-redis unsubscribes a channel (from
-    ``new_channel``) only when a receive on it is cancelled."""
-    pending = asyncio.ensure_future(layer.receive(channel))
-    await asyncio.sleep(0)
-    pending.cancel()
-    with suppress(asyncio.CancelledError, *UNAVAILABLE):
-        await pending
-
-
 def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
     """One SSE event: an optional ``id:`` and the frame as one ``data:`` line (JSON has no
     raw newlines)."""
@@ -130,6 +121,7 @@ class EventStream:
         self.frame_rate = protocol.FrameRate()
         self.rooms_sent: list[str] | None = None
         self.ending = False  # end() was called: the server is shutting down
+        self.receiving = False  # the relay waits in the layer's receive (not in a handler)
 
     def end(self) -> None:
         """Ends the stream after the frames already queued (the server is shutting down)."""
@@ -170,7 +162,9 @@ class EventStream:
     async def relay(self) -> None:
         """The channel's loop: layer events to the browser, REST calls to the session."""
         while True:
+            self.receiving = True
             message = await self.layer.receive(self.channel)
+            self.receiving = False
             try:
                 if message.get("type") == "presence.rest":
                     await self.apply_rest(message)
@@ -215,7 +209,7 @@ class EventStream:
             relay = asyncio.ensure_future(self.relay())
             while not relay.done():
                 try:
-                    frame = await asyncio.wait_for(self.queue.get(), max(0, beat_at - loop.time()))
+                    frame = await self.next_frame(max(0, beat_at - loop.time()))
                 except TimeoutError:
                     # On the clock, busy or not: the stream being written is the lease's proof.
                     beat_at = loop.time() + interval
@@ -235,9 +229,23 @@ class EventStream:
                 relay.cancel()
                 with suppress(asyncio.CancelledError):
                     await relay
-            else:
+            if relay is None or not self.receiving:
+                # Cancelled in a handler, not in its receive: nothing let the channel go.
                 await let_go(self.layer, self.channel)
             await asyncio.shield(self.session.close())
+
+    async def next_frame(self, timeout: float) -> dict[str, Any] | None:
+        """The next queued frame (TimeoutError after ``timeout``). Not ``asyncio.wait_for``: on
+        Python 3.11 it loses a cancellation that comes as the frame arrives, and the stream of a
+        browser that left would run on, renewing its lease (tests/reliability/test_soak_findings.py)."""
+        getter = asyncio.ensure_future(self.queue.get())
+        try:
+            done, _ = await asyncio.wait({getter}, timeout=timeout)
+        finally:
+            getter.cancel()  # a no-op once it is done
+        if not done:
+            raise TimeoutError
+        return getter.result()
 
     async def encode(self, frame: dict[str, Any]) -> bytes:
         """A frame as the stream's bytes: here one JSON event (presence_app.realtime.htmx renders HTML)."""

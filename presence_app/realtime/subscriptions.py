@@ -21,6 +21,23 @@ logger = logging.getLogger("presence_app")
 CALLS_AT_ONCE = 16
 
 
+async def let_go(layer: Any, channel: str) -> None:
+    """Ends this process' hold on ``channel``: channels-redis' pub/sub layer unsubscribes a
+    channel (from ``new_channel``) only when a receive on it is cancelled while it waits. A
+    receive that finds a message waiting returns it instead, and the channel is still held:
+    then again."""
+    for _ in range(100):  # bounded: at most as many messages as were waiting
+        pending = asyncio.ensure_future(layer.receive(channel))
+        await asyncio.sleep(0)
+        pending.cancel()
+        try:
+            await pending
+        except asyncio.CancelledError:
+            return
+        except UNAVAILABLE:
+            return
+
+
 async def _bounded(calls: list[Awaitable[Any]]) -> list[Any]:
     """The results (or exceptions) of ``calls``, at most CALLS_AT_ONCE running at once."""
     gate = asyncio.Semaphore(CALLS_AT_ONCE)

@@ -1,0 +1,225 @@
+"""What the soak (bench/soak.py, tests/reliability/test_soak.py) found, each shown here on its
+own, in process, with the real stack and Redis.
+
+- An SSE stream ends when its browser goes, whatever it was doing at that moment. After the
+  soak a few users stayed online for ever: their old stream had gone on running on its process
+  after the browser left. Django cancels a streaming response whose client disconnected, and the
+  stream's loop waited for its next frame with ``asyncio.wait_for``, which on Python 3.11 loses
+  a cancellation that comes while the frame it waited for is arriving (the frame is returned,
+  the cancellation forgotten). The loop went on writing keep-alives to nobody and renewing the
+  lease.
+- A stream cancelled while it applied a call kept its channel subscribed for ever (28 channels
+  left after 2,000 stream ends).
+- A join whose lease was lost twice in a row (a process stalled past ``LEASE_TTL`` on a loaded
+  machine, so the sweep took the lease again right after the join took it back) crashed the
+  socket with a traceback instead of answering ``unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.test import AsyncClient
+
+from presence_app.core.connection import get_store
+from presence_app.realtime import lifecycle
+from presence_app.store.keys import KeySpace
+from tests.ws import Socket, make_user, presence_settings, shutdown
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
+
+
+async def open_stream(user):
+    """``user``'s SSE stream, in process (the view a server runs), past its ``hello``: the
+    response's body and the stream object behind it."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get("/presence/sse/")
+    body = aiter(response.streaming_content)
+    while b'"type": "hello"' not in await asyncio.wait_for(anext(body), 10):
+        pass
+    (stream,) = [es for es in lifecycle._open_streams if es.session.user_id == str(user.pk)]
+    return body, stream
+
+
+async def test_a_stream_cancelled_as_a_frame_arrives_ends(redis_client, django_user_model):
+    """Found as users online for ever: the old stream of a reconnect ran on."""
+    user = await django_user_model.objects.acreate(username="leaver")
+    body, stream = await open_stream(user)
+    waiting = asyncio.ensure_future(anext(body))  # the response waits for the next frame
+    await asyncio.sleep(0.1)
+    # The browser goes (Django cancels the response) just as a frame comes for it.
+    stream.queue.put_nowait({"type": "presence.message", "data": json.dumps("late")})
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting  # not the frame: the stream is over
+    assert stream.session.closed  # the lease got its grace: no stream renews it any more
+
+
+async def test_a_stream_cancelled_while_it_applies_a_call_lets_its_channel_go(
+    redis_client, django_user_model, settings
+):
+    """The stream's channel is the pub/sub layer's subscription, let go when a receive on it is
+    cancelled. Its relay was cancelled inside a call it was applying (a join waiting for
+    ``CAN_JOIN``), not inside its receive: the process stayed subscribed for ever (the soak
+    found 28 such channels left after 2,000 stream ends)."""
+    entered = asyncio.Event()
+
+    async def slow_can_join(user, room):
+        entered.set()
+        await asyncio.sleep(10)
+        return True
+
+    settings.PRESENCE = {**settings.PRESENCE, "CAN_JOIN": slow_can_join}
+    user = await django_user_model.objects.acreate(username="busy")
+    body, stream = await open_stream(user)
+    assert stream.channel.encode() in redis_client.pubsub_channels()
+    waiting = asyncio.ensure_future(anext(body))
+    frame = {"type": "join", "room": "busy-room"}
+    await stream.layer.send(stream.channel, {"type": "presence.rest", "frame": frame})
+    await asyncio.wait_for(entered.wait(), 10)  # the relay is inside the join
+    waiting.cancel()  # the browser goes
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert stream.channel.encode() not in redis_client.pubsub_channels()
+
+
+async def test_a_join_whose_lease_is_lost_twice_answers_unavailable(redis_client):
+    """The join finds no lease, takes it back, and finds it gone again (the sweep took it while
+    the process stalled): the browser gets ``unavailable`` (presence.js asks again), not a
+    closed socket; the next heartbeat takes the lease back."""
+    lost = {"again": False}
+
+    def lose_lease(user_id: str) -> None:
+        key = KeySpace.leases(get_store().keys.tag_for_user(user_id))
+        for member in redis_client.zrange(key, 0, -1):
+            if member.decode().startswith(f"{user_id}|"):
+                redis_client.zrem(key, member)
+
+    async def can_join(user, room):
+        if room == "first" and lost["again"]:  # asked again while the lease is taken back
+            lose_lease(str(user.pk))
+        return True
+
+    with presence_settings(CAN_JOIN=can_join):
+        user, cookie = await make_user("twice")
+        sock = await Socket.open(cookie)
+        try:
+            await sock.send(type="join", room="first")
+            await sock.wait_for("presence.state", room="first", timeout=5)
+            lose_lease(str(user.pk))
+            lost["again"] = True
+            await sock.send(type="join", room="second")
+            error = await sock.wait_for("error", frame="join", timeout=5)
+            assert error["code"] == "unavailable"
+            lost["again"] = False
+            await sock.send(type="sync")  # still open: frames are answered
+            await sock.wait_for("error", frame="sync", timeout=5)
+        finally:
+            await sock.comm.disconnect()
+            await shutdown()
+
+
+async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_client):
+    """Channels runs a consumer's two receives (the socket's, the channel layer's) as tasks and,
+    when the socket ends, cancels the one still waiting: the layer's receive lets the channel go
+    when it is cancelled. An event that had just arrived for the socket had ended that receive
+    already, so nothing let the channel go: the pub/sub layer stayed subscribed for ever (the
+    soak left dozens after 2,000 socket ends)."""
+    from channels.layers import channel_layers, get_channel_layer
+
+    release = asyncio.Event()
+
+    async def slow_can_join(user, room):
+        await release.wait()
+        return True
+
+    channel_layers.backends.clear()
+    with presence_settings(CAN_JOIN=slow_can_join):
+        user, cookie = await make_user("ending")
+        before = set(redis_client.pubsub_channels())
+        sock = await Socket.open(cookie)
+        try:
+            (channel,) = [
+                c.decode() for c in set(redis_client.pubsub_channels()) - before if b"specific" in c
+            ]
+            layer = get_channel_layer()
+            await sock.send(type="join", room="slow")  # the consumer waits in CAN_JOIN
+            await asyncio.sleep(0.2)
+            # Meanwhile two events come for the socket, and the browser goes.
+            await layer.send(channel, {"type": "presence.noop"})
+            await layer.send(channel, {"type": "presence.noop"})
+            await sock.comm.send_input({"type": "websocket.disconnect", "code": 1001})
+            await asyncio.sleep(0.2)
+            release.set()
+            await sock.comm.wait(5)
+        finally:
+            await shutdown()
+        assert channel.encode() not in redis_client.pubsub_channels()
+    channel_layers.backends.clear()
+
+
+async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_lease(redis_client):
+    """A socket's heartbeat is written in a batch a moment after it came (the coalescer). A
+    close that lands in Redis while that batch is on its way cuts the lease to the grace, and the
+    batch then renewed it for a whole ``LEASE_TTL``: the user stayed online that long after the
+    tab closed, not ``DISCONNECT_GRACE``. The soak saw a third more leases than connections."""
+    import time
+
+    from presence_app.realtime.coalescer import get_coalescer
+
+    grace, lease = 0.5, 30
+    with presence_settings(LEASE_TTL=lease, HEARTBEAT_INTERVAL=10, DISCONNECT_GRACE=grace):
+        user, cookie = await make_user("closing")
+        sock = await Socket.open(cookie)
+        try:
+            coalescer = get_coalescer()
+            await sock.send(type="heartbeat")
+            await sock.wait_for("heartbeat.ack", timeout=5)
+            batch, coalescer.pending = coalescer.pending, {}  # the batch is on its way
+            assert batch
+            await sock.comm.disconnect()  # the close lands first
+            key = KeySpace.leases(get_store().keys.tag_for_user(str(user.pk)))
+            await coalescer._flush(batch)  # then the batch
+            (score,) = [s for m, s in redis_client.zrange(key, 0, -1, withscores=True)]
+            assert score <= time.time() + grace + 0.5  # the grace, not LEASE_TTL
+        finally:
+            await shutdown()
+
+
+async def test_a_stream_cancelled_while_joining_leaves_no_group_behind(
+    redis_client, django_user_model, settings
+):
+    """A join enters the room's group before the store: a stream cancelled right then (its
+    browser left) kept its channel in that group, which no close ever discarded (the room was
+    not yet among its rooms). The soak left 31 rooms' groups subscribed with nobody in them."""
+    from presence_app.core import dispatch
+
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def can_join(user, room):
+        entered.set()
+        await release.wait()
+        return True
+
+    settings.PRESENCE = {**settings.PRESENCE, "CAN_JOIN": can_join}
+    user = await django_user_model.objects.acreate(username="joining")
+    body, stream = await open_stream(user)
+    local = stream.layer._get_layer()  # the pub/sub layer of this loop: its groups
+    group = local._get_group_channel_name(dispatch.room_group("joining-room"))
+    waiting = asyncio.ensure_future(anext(body))
+    frame = {"type": "join", "room": "joining-room"}
+    await stream.layer.send(stream.channel, {"type": "presence.rest", "frame": frame})
+    await asyncio.wait_for(entered.wait(), 10)
+    release.set()
+    for _ in range(1000):  # until the join is in the group, waiting for Redis to subscribe it
+        if stream.channel in local.groups.get(group, ()):
+            break
+        await asyncio.sleep(0)
+    waiting.cancel()  # the browser goes right then
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert stream.channel not in local.groups.get(group, ())
