@@ -571,6 +571,8 @@ class Conversation:
             frame = await self.sock.next(5)
             if frame["type"] == "presence.update" and frame.get("self") and self._is(frame, status):
                 return
+            if frame["type"] == "heartbeat.ack":
+                continue  # the socket heartbeats in the background (see _until_barrier)
             assert frame["type"] in EVENTS, frame
 
     @staticmethod
