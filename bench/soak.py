@@ -450,7 +450,7 @@ async def soak(
 BOUND = 0.05
 
 
-@benchmark("soak", "14. A soak: 30 minutes of churn, memory flat, the key space exact")
+@benchmark("soak", "15. A soak: 30 minutes of churn, memory flat, the key space exact")
 def run(ctx: Context) -> list[Row]:
     cfg = SoakConfig(
         sockets=ctx.size(2000, 200),

@@ -38,6 +38,8 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from .sse_client import sse_blocks
+
 STATES = ("online", "online", "dnd")
 MESSAGES = ("", "lunch", "in a meeting", "🎧 focus", "back at 3", "Ünïcødé ✓")
 #: Relative weights of the actions of a connected actor.
@@ -172,34 +174,21 @@ class Actor:
         chunked: bool,
         hello: asyncio.Future[dict[str, Any]],
     ) -> None:
-        buffer = b""
         with contextlib.suppress(Exception):
-            while True:
-                if chunked:
-                    size = int((await reader.readline()).split(b";")[0], 16)
-                    if size == 0:
-                        break
-                    buffer += (await reader.readexactly(size + 2))[:-2]
-                else:
-                    data = await reader.read(65536)
-                    if not data:
-                        break
-                    buffer += data
-                while b"\n\n" in buffer:
-                    block, buffer = buffer.split(b"\n\n", 1)
-                    for line in block.split(b"\n"):
-                        if line.startswith(b"id:"):
-                            self.last_id = line[3:].strip().decode()
-                        elif line.startswith(b"data:") and not hello.done():
-                            frame = json.loads(line[5:])
-                            if frame.get("type") == "hello":
-                                hello.set_result(frame)
-                        elif line.startswith(b'data: {"type": "error"'):
-                            # a room a resumed stream could not re-enter: out of it
-                            frame = json.loads(line[5:])
-                            self.load.counts[f"error:{frame.get('code')}"] += 1
-                            if frame.get("frame") == "join":
-                                self.rooms.discard(frame.get("room"))
+            async for lines in sse_blocks(reader, chunked):
+                for line in lines:
+                    if line.startswith(b"id:"):
+                        self.last_id = line[3:].strip().decode()
+                    elif line.startswith(b"data:") and not hello.done():
+                        frame = json.loads(line[5:])
+                        if frame.get("type") == "hello":
+                            hello.set_result(frame)
+                    elif line.startswith(b'data: {"type": "error"'):
+                        # a room a resumed stream could not re-enter: out of it
+                        frame = json.loads(line[5:])
+                        self.load.counts[f"error:{frame.get('code')}"] += 1
+                        if frame.get("frame") == "join":
+                            self.rooms.discard(frame.get("room"))
         if not hello.done():
             hello.set_exception(ConnectionError("stream ended before its hello"))
         if writer is self.writer:

@@ -24,6 +24,7 @@ import resource
 import secrets
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from websockets.asyncio.client import connect
@@ -32,6 +33,25 @@ from websockets.exceptions import InvalidMessage
 from .common import rss_bytes
 
 ROOM = "bench-room"
+
+
+async def sse_blocks(reader: asyncio.StreamReader, chunked: bool) -> AsyncIterator[list[bytes]]:
+    """The events of an SSE response's body (chunked or not), each as its lines, until it ends."""
+    buffer = b""
+    while True:
+        if chunked:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            if size == 0:
+                return
+            buffer += (await reader.readexactly(size + 2))[:-2]
+        else:
+            data = await reader.read(65536)
+            if not data:
+                return
+            buffer += data
+        while b"\n\n" in buffer:
+            block, buffer = buffer.split(b"\n\n", 1)
+            yield block.split(b"\n")
 
 
 class Conn:
@@ -100,27 +120,14 @@ class Load:
         chunked: bool,
         hello: asyncio.Future[dict[str, Any]],
     ) -> None:
-        buffer = b""
         try:
-            while True:
-                if chunked:
-                    size = int((await reader.readline()).split(b";")[0], 16)
-                    if size == 0:
-                        break
-                    buffer += (await reader.readexactly(size + 2))[:-2]
-                else:
-                    data = await reader.read(65536)
-                    if not data:
-                        break
-                    buffer += data
-                while b"\n\n" in buffer:
-                    block, buffer = buffer.split(b"\n\n", 1)
-                    for line in block.split(b"\n"):
-                        if line.startswith(b"data:"):
-                            frame = json.loads(line[5:])
-                            if frame.get("type") == "hello" and not hello.done():
-                                hello.set_result(frame)
-                            self.frame(conn, frame)
+            async for lines in sse_blocks(reader, chunked):
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        frame = json.loads(line[5:])
+                        if frame.get("type") == "hello" and not hello.done():
+                            hello.set_result(frame)
+                        self.frame(conn, frame)
         except Exception:  # the stream closed: the counts say so
             pass
         conn.alive = False
