@@ -165,7 +165,6 @@ class Planner:
 
     # -- building blocks --------------------------------------------------------------------
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
-        c = self.config
         keys = (
             KeySpace.seen(tag),
             KeySpace.hidden(tag),
@@ -173,7 +172,12 @@ class Planner:
             KeySpace.active(tag),
             KeySpace.rooms(tag),
         )
-        head = (
+        return Call(script, keys, self.head(tag, now) + args)
+
+    def head(self, tag: str, now: float | None) -> tuple[Any, ...]:
+        """The arguments every script of the layout starts with: the shard, the clock, the timers."""
+        c = self.config
+        return (
             tag,
             "" if now is None else repr(float(now)),
             c.lease_ttl,
@@ -182,7 +186,6 @@ class Planner:
             c.idle_after,
             int(c.metadata_ttl),
         )
-        return Call(script, keys, head + args)
 
     def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
         return self.call(script, self.keys.tag_for_user(user_id), now, *args)

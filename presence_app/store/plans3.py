@@ -130,7 +130,6 @@ class Planner3(Planner):
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
         if script not in NAMES_3:  # live room state, layout 1's upgrade: not built for layout 3
             raise PresenceError(f"{script} is not built for store layout 3")
-        c = self.config
         keys = (
             KeySpace.seen(tag),
             KeySpace.hidden(tag),
@@ -138,17 +137,7 @@ class Planner3(Planner):
             KeySpace.procs(tag),
             KeySpace.last(tag),
         )
-        head = (
-            tag,
-            "" if now is None else repr(float(now)),
-            c.lease_ttl,
-            c.disconnect_grace,
-            c.online_window,
-            c.idle_after,
-            int(c.metadata_ttl),
-            c.registry_buckets,
-            self.process,
-        )
+        head = self.head(tag, now) + (self.config.registry_buckets, self.process)
         return Call(f"3/{script}", keys, head + args)
 
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
