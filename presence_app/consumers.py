@@ -33,7 +33,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import conf, tenants
 from .core import dispatch, rules
-from .realtime import frames, protocol
+from .realtime import frames, protocol, subscriptions
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer
 from .realtime.session import PresenceSession
@@ -59,6 +59,12 @@ class PresenceConsumerMixin:
     """Presence for a Channels consumer; see the module's docstring for the three calls."""
 
     presence: PresenceSession | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)  # type: ignore[misc]
+        finally:
+            await subscriptions.release(self)  # the channel, even if an event ended its receive
 
     async def presence_connect(self, rooms: Iterable[str] = ()) -> bool:
         """Starts presence on an accepted socket and sends the ``hello`` frame. An anonymous

@@ -30,7 +30,7 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import protocol
-from .subscriptions import let_go
+from .subscriptions import release
 
 logger = logging.getLogger("presence_app")
 
@@ -52,12 +52,7 @@ class OutageTolerantConsumer(AsyncConsumer):
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
         finally:
-            # Channels cancels the layer's receive when the socket ends, which lets the channel
-            # go; but an event that had just ended that receive left nothing to cancel, and the
-            # channel stayed subscribed (tests/reliability/test_soak_findings.py).
-            held = getattr(self, "channel_name", None) is not None
-            if held and not getattr(self, "_layer_waiting", False):
-                await let_go(self.channel_layer, self.channel_name)
+            await release(self)
 
     @property
     def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:

@@ -38,6 +38,20 @@ async def let_go(layer: Any, channel: str) -> None:
             return
 
 
+async def release(consumer: Any) -> None:
+    """Lets go of ``consumer``'s channel once its connection has ended. Channels cancels the
+    layer's receive when the socket ends, which lets the channel go; but an event that had just
+    ended that receive left nothing to cancel, and the channel stayed subscribed
+    (tests/reliability/test_soak_findings.py). A consumer that tracks its receive
+    (``_layer_waiting``, resilience.OutageTolerantConsumer) skips the call when the cancel did
+    it; any other pays a subscribe and an unsubscribe."""
+    if getattr(consumer, "channel_name", None) is None or consumer.__dict__.get("_released"):
+        return
+    consumer._released = True
+    if not getattr(consumer, "_layer_waiting", False):
+        await let_go(consumer.channel_layer, consumer.channel_name)
+
+
 async def _bounded(calls: list[Awaitable[Any]]) -> list[Any]:
     """The results (or exceptions) of ``calls``, at most CALLS_AT_ONCE running at once."""
     gate = asyncio.Semaphore(CALLS_AT_ONCE)

@@ -122,12 +122,20 @@ async def test_a_join_whose_lease_is_lost_twice_answers_unavailable(redis_client
             await shutdown()
 
 
-async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_client):
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ws/presence/",  # PresenceConsumer (the mixin on OutageTolerantConsumer)
+        "/ws/chat/",  # the demo's own consumer: the mixin on a plain AsyncJsonWebsocketConsumer
+    ],
+)
+async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_client, path):
     """Channels runs a consumer's two receives (the socket's, the channel layer's) as tasks and,
     when the socket ends, cancels the one still waiting: the layer's receive lets the channel go
     when it is cancelled. An event that had just arrived for the socket had ended that receive
     already, so nothing let the channel go: the pub/sub layer stayed subscribed for ever (the
-    soak left dozens after 2,000 socket ends)."""
+    soak left dozens after 2,000 socket ends). A project's own consumer with the mixin, on
+    Channels' plain consumer, had the same leak until the mixin let its channel go too."""
     from channels.layers import channel_layers, get_channel_layer
 
     release = asyncio.Event()
@@ -140,7 +148,7 @@ async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_
     with presence_settings(CAN_JOIN=slow_can_join):
         user, cookie = await make_user("ending")
         before = set(redis_client.pubsub_channels())
-        sock = await Socket.open(cookie)
+        sock = await Socket.open(cookie, path=path)
         try:
             (channel,) = [
                 c.decode() for c in set(redis_client.pubsub_channels()) - before if b"specific" in c
@@ -149,8 +157,8 @@ async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_
             await sock.send(type="join", room="slow")  # the consumer waits in CAN_JOIN
             await asyncio.sleep(0.2)
             # Meanwhile two events come for the socket, and the browser goes.
-            await layer.send(channel, {"type": "presence.noop"})
-            await layer.send(channel, {"type": "presence.noop"})
+            await layer.send(channel, {"type": "presence.message", "data": "hi"})
+            await layer.send(channel, {"type": "presence.message", "data": "hi"})
             await sock.comm.send_input({"type": "websocket.disconnect", "code": 1001})
             await asyncio.sleep(0.2)
             release.set()
