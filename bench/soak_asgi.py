@@ -1,0 +1,67 @@
+"""The soak's servers (bench/soak.py): the demo's application (project.asgi), with two knobs that
+tell a leak from the allocator and the collector.
+
+- ``SOAK_GC=default``: CPython's own collector thresholds instead of the demo's larger, rarer
+  batches (project/asgi.py), so that two servers in one run differ in that alone.
+- ``SOAK_STATS=path``: every ``SOAK_STATS_EVERY`` seconds (30) a JSON line: the RSS, the blocks
+  Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
+  and its counts; every tenth line also the 40 most numerous types. RSS that grows while the
+  live blocks stay flat is the allocator keeping freed memory; growing live blocks are objects
+  kept, and the types say which.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from project.asgi import application
+
+__all__ = ["application"]
+
+if os.environ.get("SOAK_GC") == "default":
+    gc.set_threshold(700, 10, 10)
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _types() -> dict[str, int]:
+    counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+    return dict(counts.most_common(40))
+
+
+def _record(path: Path, every: float) -> None:
+    n = 0
+    while True:
+        line = {
+            "at": round(time.time(), 1),
+            "rss": _rss(),
+            "blocks": sys.getallocatedblocks(),
+            "tracked": len(gc.get_objects()),
+            "gc_count": gc.get_count(),
+            "collections": [s["collections"] for s in gc.get_stats()],
+        }
+        if n % 10 == 0:
+            line["types"] = _types()
+        with path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        n += 1
+        time.sleep(every)
+
+
+if os.environ.get("SOAK_STATS"):
+    threading.Thread(
+        target=_record,
+        args=(Path(os.environ["SOAK_STATS"]), float(os.environ.get("SOAK_STATS_EVERY", "30"))),
+        name="soak-stats",
+        daemon=True,
+    ).start()
