@@ -1,10 +1,13 @@
-"""14. A soak: two ASGI processes behind one address (the TCP front of
+"""15. A soak: ASGI processes (two; three in the bench row, each with its own collector
+thresholds, bench/soak_asgi.py) behind one address (the TCP front of
 tests/reliability/rolling.py, a load balancer's part) on one Redis and its channel layer,
 2,000 WebSockets and 500 SSE streams (quick: 200 and 50) joining and leaving rooms, changing
 status and reconnecting at a human pace for 30 minutes (quick: 2), from load-client processes
 (bench/soak_client.py: what the clients do, and the truth they keep).
 
-Measured, every ``sample_every`` seconds: each server process' RSS and Redis' ``used_memory``.
+Measured, every ``sample_every`` seconds: each server process' RSS and Redis' ``used_memory``;
+and by each server itself (bench/soak_asgi.py) the blocks Python holds live and a census of its
+objects' types, which tell a leak (objects kept) from the allocator keeping freed memory.
 The growth is the median of the last window against the median of the first window after the
 warm-up (every connection open, the rooms filled, the allocators at their working size).
 
@@ -68,9 +71,15 @@ class SoakConfig:
     metadata_ttl: float = 60.0
     layer_expiry: float = 60.0  # the core layer's message expiry (unread messages' keys)
     seed: int = 31
-    # servers run with CPython's collector thresholds instead of the demo's (bench/soak_asgi.py)
-    default_gc: tuple[str, ...] = ()
+    # one entry a server (a, b, ...): its collector's thresholds, "" for the demo's
+    # (project/asgi.py), else "700,10,10" (bench/soak_asgi.py)
+    collectors: tuple[str, ...] = ("", "")
     stats_every: float = 30.0  # seconds between the servers' own memory lines (soak_asgi)
+
+    @property
+    def names(self) -> list[str]:
+        """The servers' names: a, b, ..."""
+        return [chr(ord("a") + i) for i in range(len(self.collectors))]
 
     @property
     def settle(self) -> float:
@@ -370,10 +379,10 @@ async def soak(
                 **(env or {}),
                 "SOAK_STATS": str(folder / f"stats-{n}.jsonl"),
                 "SOAK_STATS_EVERY": str(cfg.stats_every),
-                **({"SOAK_GC": "default"} if n in cfg.default_gc else {}),
+                "SOAK_GC": gc_thresholds,
             },
         )
-        for n in ("a", "b")
+        for n, gc_thresholds in zip(cfg.names, cfg.collectors, strict=True)
     ]
     front: Front | None = None
     procs: list[asyncio.subprocess.Process] = []
@@ -472,7 +481,7 @@ async def soak(
             await front.stop()
         await asyncio.gather(*(asyncio.to_thread(s.stop) for s in servers))
         result.tracebacks = sum(s.tracebacks() for s in servers)
-        for n in ("a", "b"):
+        for n in cfg.names:
             stats = folder / f"stats-{n}.jsonl"
             if stats.exists():
                 result.stats[n] = [json.loads(line) for line in stats.read_text().splitlines()]
@@ -512,9 +521,10 @@ def run(ctx: Context) -> list[Row]:
         rooms=ctx.size(250, 25),
         ramp=ctx.size(60, 10),
         clients=ctx.size(2, 1),
-        # server b on CPython's collector thresholds: a growth the demo's rarer collections
-        # cause shows on server a alone
-        default_gc=("b",),
+        # a: the demo's collector; b: CPython's defaults; c: the demo's young generations with
+        # ten times as many full collections. A growth the demo's rarer collections cause shows
+        # on a alone.
+        collectors=("", "700,10,10", "50000,20,10"),
         stats_every=ctx.size(30, 10),
     )
     folder = Path(tempfile.mkdtemp(prefix="bench-soak-"))
@@ -551,12 +561,8 @@ def run(ctx: Context) -> list[Row]:
     windows = (
         f"median of {span(cfg.window)} after {span(cfg.warmup)} vs the last {span(cfg.window)}"
     )
-    for name in ("a", "b"):
-        collector = (
-            "CPython's collector thresholds"
-            if name in cfg.default_gc
-            else "the demo's collector thresholds"
-        )
+    for name, thresholds in zip(cfg.names, cfg.collectors, strict=True):
+        collector = f"collector {thresholds or 'as project/asgi.py'}"
         first, last = result.growth(lambda s, n=name: s.rss.get(n, 0))
         rows.append(
             Row(

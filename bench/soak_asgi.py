@@ -1,8 +1,9 @@
 """The soak's servers (bench/soak.py): the demo's application (project.asgi), with two knobs that
 tell a leak from the allocator and the collector.
 
-- ``SOAK_GC=default``: CPython's own collector thresholds instead of the demo's larger, rarer
-  batches (project/asgi.py), so that two servers in one run differ in that alone.
+- ``SOAK_GC=700,10,10``: the collector's thresholds (these are CPython's own) instead of the
+  demo's larger, rarer batches (project/asgi.py), so that servers in one run differ in that
+  alone.
 - ``SOAK_STATS=path``: every ``SOAK_STATS_EVERY`` seconds (30) a JSON line: the RSS, the blocks
   Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
   and its counts; every tenth line also the 40 most numerous types. RSS that grows while the
@@ -25,8 +26,8 @@ from project.asgi import application
 
 __all__ = ["application"]
 
-if os.environ.get("SOAK_GC") == "default":
-    gc.set_threshold(700, 10, 10)
+if os.environ.get("SOAK_GC"):
+    gc.set_threshold(*(int(n) for n in os.environ["SOAK_GC"].split(",")))
 
 
 def _rss() -> int:
