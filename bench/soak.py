@@ -139,11 +139,10 @@ class Soak:
             for line in self.stats.get(server, [])
             if "types" in line
         ]
-        early = [c for t, c in censuses if t >= self.config.warmup]
-        late = [c for t, c in censuses if t <= self.config.seconds]
-        if not early or not late:
+        within = [c for t, c in censuses if self.config.warmup <= t <= self.config.seconds]
+        if len(within) < 2:
             return {}
-        first, last = early[0], late[-1]
+        first, last = within[0], within[-1]
         grew = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
         return dict(sorted(grew.items(), key=lambda kv: -kv[1])[:top])
 

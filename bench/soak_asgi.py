@@ -6,7 +6,7 @@ tell a leak from the allocator and the collector.
   alone.
 - ``SOAK_STATS=path``: every ``SOAK_STATS_EVERY`` seconds (30) a JSON line: the RSS, the blocks
   Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
-  and its counts; every tenth line also the 40 most numerous types. RSS that grows while the
+  and its counts; every fifth line also the 40 most numerous types. RSS that grows while the
   live blocks stay flat is the allocator keeping freed memory; growing live blocks are objects
   kept, and the types say which.
 """
@@ -51,7 +51,7 @@ def _record(path: Path, every: float) -> None:
             "gc_count": gc.get_count(),
             "collections": [s["collections"] for s in gc.get_stats()],
         }
-        if n % 10 == 0:
+        if n % 5 == 0:
             line["types"] = _types()
         with path.open("a") as f:
             f.write(json.dumps(line) + "\n")

@@ -43,6 +43,10 @@ def activity_interval(settings: dict[str, Any]) -> float:
     return min(float(settings["TOUCH_INTERVAL"]), float(settings["IDLE_AFTER"]) / 2)
 
 
+async def _sent_nowhere(frame: dict[str, Any]) -> None:
+    """A closed session's ``send``."""
+
+
 class PresenceSession:
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
     (default: the current one) is the key space it lives in for its whole life."""
@@ -124,16 +128,23 @@ class PresenceSession:
         self.outbox.close()
         for task in self.tasks:
             task.cancel()
-        async with self.lock:
-            try:
-                # Its states go now, not after the grace: a reload comes back as a new
-                # connection, whose state would otherwise show twice meanwhile.
-                await self.clear_states(self.published)
-                if not forgotten:
-                    await presence.adisconnect(self.conn_id, self.user_id)
-            except UNAVAILABLE as exc:
-                log_outage(exc)  # the lease then runs out by itself
-            await self.groups.discard(self.groups.all(self.rooms, self.watched))
+        try:
+            async with self.lock:
+                try:
+                    # Its states go now, not after the grace: a reload comes back as a new
+                    # connection, whose state would otherwise show twice meanwhile.
+                    await self.clear_states(self.published)
+                    if not forgotten:
+                        await presence.adisconnect(self.conn_id, self.user_id)
+                except UNAVAILABLE as exc:
+                    log_outage(exc)  # the lease then runs out by itself
+                await self.groups.discard(self.groups.all(self.rooms, self.watched))
+        finally:
+            # The connection (a consumer, a stream) holds this session and the session its
+            # send: a cycle, which only a full collection frees, and those are rare
+            # (project/asgi.py). Nothing is sent once closed: let go, and an ended connection
+            # is freed at once (the soak's RSS grew with every one kept).
+            self.send = self.outbox.send = _sent_nowhere
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
     @in_tenant
