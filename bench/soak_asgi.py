@@ -6,7 +6,9 @@ tell a leak from the allocator and the collector.
   alone.
 - ``SOAK_STATS=path``: every ``SOAK_STATS_EVERY`` seconds (30) a JSON line: the RSS, the blocks
   Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
-  and its counts; every fifth line also the 40 most numerous types. RSS that grows while the
+  and its counts, its passes since the last line (how many, the longest, the total time, by
+  generation: each one stalls every connection); every fifth line also the 40 most numerous
+  types. RSS that grows while the
   live blocks stay flat is the allocator keeping freed memory; growing live blocks are objects
   kept, and the types say which.
 """
@@ -40,7 +42,39 @@ def _types() -> dict[str, int]:
     return dict(counts.most_common(40))
 
 
+class _Pauses:
+    """The collector's passes since the last line, by generation: how many, and the longest
+    and the total time they took (each pass stalls every connection of the process)."""
+
+    def __init__(self) -> None:
+        self.began = 0.0
+        self.reset()
+        gc.callbacks.append(self)
+
+    def reset(self) -> None:
+        self.passes, self.longest, self.total = [0, 0, 0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.began = time.perf_counter()
+            return
+        took, g = (time.perf_counter() - self.began) * 1000, info["generation"]
+        self.passes[g] += 1
+        self.longest[g] = max(self.longest[g], took)
+        self.total[g] += took
+
+    def line(self) -> dict:
+        out = {
+            "passes": self.passes,
+            "longest_ms": [round(x, 2) for x in self.longest],
+            "total_ms": [round(x, 1) for x in self.total],
+        }
+        self.reset()
+        return out
+
+
 def _record(path: Path, every: float) -> None:
+    pauses = _Pauses()
     n = 0
     while True:
         line = {
@@ -50,6 +84,7 @@ def _record(path: Path, every: float) -> None:
             "tracked": len(gc.get_objects()),
             "gc_count": gc.get_count(),
             "collections": [s["collections"] for s in gc.get_stats()],
+            **pauses.line(),
         }
         if n % 5 == 0:
             line["types"] = _types()

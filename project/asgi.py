@@ -24,11 +24,14 @@ from project.demo.consumers import ChatConsumer  # noqa: E402
 
 # A process holding thousands of sockets has over a million objects the garbage collector walks;
 # with CPython's defaults it does so several times a minute under load, stalling every socket for
-# up to 1.5 s at 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up loaded, and collect
-# the young generations in larger, rarer batches, so that full collections become rare.
+# up to 1.5 s at 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up
+# loaded, and collect the young generations in larger, rarer batches. Full collections are left to
+# CPython's own rule (one when a quarter of the heap is new since the last): the server's own
+# objects of an ended connection (uvicorn's) are a cycle that only a full collection frees, and
+# making those rare too kept every ended connection (the soak, benchmark 15).
 gc.collect()  # what start-up left over, before freezing the rest
 gc.freeze()
-gc.set_threshold(50_000, 20, 100)
+gc.set_threshold(50_000, 1, 1)
 
 application = ProtocolTypeRouter(
     {
