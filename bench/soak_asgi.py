@@ -1,9 +1,8 @@
 """The soak's servers (bench/soak.py): the demo's application (project.asgi), with two knobs that
 tell a leak from the allocator and the collector.
 
-- ``SOAK_GC=700,10,10``: the collector's thresholds (these are CPython's own) instead of the
-  demo's larger, rarer batches (project/asgi.py), so that servers in one run differ in that
-  alone.
+- ``SOAK_GC=50000,20,100``: the collector's thresholds instead of the demo's (project/asgi.py:
+  CPython's own), so that servers in one run differ in that alone.
 - ``SOAK_STATS=path``: every ``SOAK_STATS_EVERY`` seconds (30) a JSON line: the RSS, the blocks
   Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
   and its counts, its passes since the last line (how many, the longest, the total time, by

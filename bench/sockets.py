@@ -8,8 +8,8 @@ what it measures). Ours is ``project.asgi:application``, the presence consumer a
 baseline is bench/ws_bare.py, the same stack with a consumer that only acks heartbeats and
 announces joins with one ``group_send``: what Channels costs before any presence state. Both are
 measured on the same server kind, one after the other, with the same client and sizes, and with
-the garbage-collector tuning of project/asgi.py; a third run on uvicorn drops that tuning
-(bench/ws_default_gc.py) to show the full collections' stalls it avoids.
+project/asgi.py's collector (start-up frozen, CPython's thresholds); a third run on uvicorn
+drops the freeze too (bench/ws_default_gc.py) to show the full collections' stalls it avoids.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.servers import AsgiServer, Database
 from .common import Check, Context, Row, benchmark, percentile, worker_results
 
 #: (server kind, side) -> the ASGI application. "default-gc" is ours without project/asgi.py's
-#: garbage-collector tuning, to show what the tuning is for (on uvicorn only: it costs a run).
+#: frozen start-up, to show what the freeze is for (on uvicorn only: it costs a run).
 RUNS = {
     ("uvicorn", "ours"): "project.asgi:application",
     ("uvicorn", "bare"): "bench.ws_bare:application",
@@ -163,11 +163,11 @@ def run(ctx: Context) -> list[Row]:
                 rows.append(
                     Row(
                         bench="6 sockets",
-                        metric=f"{kind}: join p99 with CPython's default GC, {n:,} sockets",
+                        metric=f"{kind}: join p99 without the frozen start-up, {n:,} sockets",
                         ours=p99(untuned),
                         unit="ms",
                         baseline=p99(ours),
-                        baseline_label="tuned (project/asgi.py)",
+                        baseline_label="frozen (project/asgi.py)",
                         details={"default-gc": _summary(untuned)},
                     )
                 )

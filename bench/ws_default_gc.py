@@ -1,5 +1,5 @@
-"""The presence server of project/asgi.py with CPython's default garbage collector settings
-(benchmark 6 shows what project/asgi.py's tuning is for)."""
+"""The presence server of project/asgi.py without its frozen start-up (benchmark 6 shows what
+the freeze is for)."""
 
 import gc
 

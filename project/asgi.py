@@ -22,16 +22,15 @@ from django.urls import path  # noqa: E402
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
 from project.demo.consumers import ChatConsumer  # noqa: E402
 
-# A process holding thousands of sockets has over a million objects the garbage collector walks;
-# with CPython's defaults it does so several times a minute under load, stalling every socket for
-# up to 1.5 s at 10,000 sockets (docs/benchmarks.md, benchmark 6). Leave out what start-up
-# loaded, and collect the young generations in larger, rarer batches. Full collections are left to
-# CPython's own rule (one when a quarter of the heap is new since the last): the server's own
-# objects of an ended connection (uvicorn's) are a cycle that only a full collection frees, and
-# making those rare too kept every ended connection (the soak, benchmark 15).
+# A process holding thousands of sockets has over a million objects the garbage collector walks.
+# Leave out what start-up loaded (the framework, the URL conf, the models): a full collection
+# never walks those again. The thresholds stay CPython's: larger, rarer batches (50,000/20/100)
+# halved the stalls of a full collection at 10,000 sockets (docs/benchmarks.md, benchmark 6), but
+# the server's own objects of an ended connection (uvicorn's) are a cycle that only a full
+# collection frees, and with those rare too every ended connection stayed: +9 MiB a minute in the
+# soak (benchmark 15), against flat with CPython's thresholds.
 gc.collect()  # what start-up left over, before freezing the rest
 gc.freeze()
-gc.set_threshold(50_000, 1, 1)
 
 application = ProtocolTypeRouter(
     {
