@@ -24,11 +24,12 @@ from project.demo.consumers import ChatConsumer  # noqa: E402
 
 # A process holding thousands of sockets has over a million objects the garbage collector walks.
 # Leave out what start-up loaded (the framework, the URL conf, the models): a full collection
-# never walks those again. The thresholds stay CPython's: larger, rarer batches (50,000/20/100)
-# halved the stalls of a full collection at 10,000 sockets (docs/benchmarks.md, benchmark 6), but
-# the server's own objects of an ended connection (uvicorn's) are a cycle that only a full
-# collection frees, and with those rare too every ended connection stayed: +9 MiB a minute in the
-# soak (benchmark 15), against flat with CPython's thresholds.
+# never walks those again. The thresholds stay CPython's. Larger, rarer batches (50,000/20/100)
+# made full collections rare and cut the join p99 at 10,000 sockets (docs/benchmarks.md,
+# benchmark 6), but the server's own objects of an ended connection (uvicorn's) are a cycle
+# that only a collection frees, and with the older generations collected that rarely, ended
+# connections stayed: in the soak (benchmark 15) a process climbed for 17 minutes to 292 MiB,
+# against 161 MiB flat with CPython's thresholds.
 gc.collect()  # what start-up left over, before freezing the rest
 gc.freeze()
 
