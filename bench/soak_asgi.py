@@ -7,9 +7,8 @@ tell a leak from the allocator and the collector.
   Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
   and its counts, its passes since the last line (how many, the longest, the total time, by
   generation: each one stalls every connection); every fifth line also the 40 most numerous
-  types. RSS that grows while the
-  live blocks stay flat is the allocator keeping freed memory; growing live blocks are objects
-  kept, and the types say which.
+  types. RSS that grows while the live blocks stay flat is the allocator keeping freed memory;
+  growing live blocks are objects kept, and the types say which.
 """
 
 from __future__ import annotations

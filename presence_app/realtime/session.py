@@ -141,9 +141,9 @@ class PresenceSession:
                 await self.groups.discard(self.groups.all(self.rooms, self.watched))
         finally:
             # The connection (a consumer, a stream) holds this session and the session its
-            # send: a cycle, which only a full collection frees, and those are rare
-            # (project/asgi.py). Nothing is sent once closed: let go, and an ended connection
-            # is freed at once (the soak's RSS grew with every one kept).
+            # send: a cycle, which only the collector frees, once it walks the old generation
+            # a connection of minutes has reached. Nothing is sent once closed: let go, and an
+            # ended connection is freed at once (the soak's RSS grew with every one kept).
             self.send = self.outbox.send = _sent_nowhere
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
