@@ -4,7 +4,8 @@ layout 2 and these tests do not touch it.
 
 Built: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
 without rooms or a status: the registry for a plain user's one connection, the record for
-several, process leases (kill -9), the grace, the stale-listing sweep and the registry cleaner.
+several, process leases (kill -9), the grace, the stale-listing sweep and the registry cleaner;
+rooms, statuses, idle, HTTP-only users and live room state.
 """
 
 import pytest
@@ -250,9 +251,39 @@ def test_what_is_not_built_is_refused(make3):
     with pytest.raises(InvalidInput):  # ONLINE_WINDOW > LEASE_TTL: not built yet
         make3(online_window=120)
     store = make3()
-    store.connect("c1", "u1", now=T)
-    with pytest.raises(PresenceError, match="roomstate is not built for store layout 3"):
-        store.room_states("lobby", now=T)
+    with pytest.raises(PresenceError, match="upgrade_v1 is not built for store layout 3"):
+        store.run(store.plans.transitions("upgrade_v1", "u1", T))
+
+
+def test_room_state_lives_with_its_connection_in_the_room(make3):
+    """Live room state (cursors, selections): an entry counts while its connection is in the
+    room and its process lives; server state while its user is in the room. A write racing a
+    leave writes nothing, and a read prunes what died (a killed process's entries included)."""
+    a, b = make3(), make3()
+    a.connect("c1", "u1", now=T)
+    b.connect("c2", "u2", now=T)
+    a.join("doc", "c1", "u1", now=T)
+    b.join("doc", "c2", "u2", now=T)
+    entries = [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c2", '{"x":2}')]
+    assert a.set_room_states("doc", entries, now=T) == 2
+    assert sorted(b.room_states("doc", now=T)) == [("u1", "p1", '{"x":1}'), ("u2", "p2", '{"x":2}')]
+    b.leave("doc", "c2", "u2", now=T + 1)  # left: not written, not read, and pruned
+    assert b.set_room_states("doc", [("u2", "p2", "c2", '{"x":3}')], now=T + 1) == 0
+    assert b.room_states("doc", now=T + 1) == [("u1", "p1", '{"x":1}')]
+    assert a.set_room_states("doc", [("u1", "p1", "c1", None)], now=T + 2) == 1  # removed
+    assert a.room_states("doc", now=T + 2) == []
+    # a's process is killed: past its lease, b's read ignores and prunes a's connection's entry
+    a.set_room_states("doc", [("u1", "p1", "c1", '{"x":4}')], now=T + 3)
+    b.heartbeat_many([("c2", "u2")], now=T + 60)
+    assert b.room_states("doc", now=T + 3 + LEASE + 1) == []
+    assert a.room_states("doc", now=T + 4) == []  # pruned, not just hidden
+    # server state lives while its user is in the room
+    b.join("doc", "c2", "u2", now=T + 100)
+    assert b.set_room_states("doc", [("u2", "server", "", '{"r":1}')], now=T + 100) == 1
+    assert b.set_room_states("doc", [("u9", "server", "", '{"r":1}')], now=T + 100) == 0
+    assert b.room_states("doc", now=T + 100) == [("u2", "server", '{"r":1}')]
+    b.set_status("u2", "invisible", now=T + 101)  # an invisible user's states are not read
+    assert b.room_states("doc", now=T + 101) == []
 
 
 def test_rooms_live_as_long_as_their_connections_and_a_reload_shows_nothing(make3):

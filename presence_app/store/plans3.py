@@ -5,7 +5,8 @@
 ``online``, ``online_count``, ``sweep``, ``set_status``, ``join``, ``leave``,
 ``room_members``, ``user_rooms``, ``state_counts``, ``touch``/``touch_many`` (the ``web``
 index), ``activity`` and ``idle`` (new: the process that saw a connection's activity stop calls
-it). Not yet: the upgrade from layout 2, ``ONLINE_WINDOW > LEASE_TTL``.
+it), live room state (``set_room_states``, ``room_states``), the upgrade from layout 2. Not
+yet: ``ONLINE_WINDOW > LEASE_TTL``.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class Planner3(Planner):
         self.process = process or secrets.token_hex(4)
 
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
-        if script not in NAMES_3:  # live room state, layout 1's upgrade: not built for layout 3
+        if script not in NAMES_3:  # layout 1's upgrade: not built for layout 3
             raise PresenceError(f"{script} is not built for store layout 3")
         keys = (
             KeySpace.seen(tag),

@@ -48,6 +48,7 @@ NAMES_3 = (
     "leave",
     "online",
     "room",
+    "roomstate",
     "set_status",
     "sweep",
     "touch",
