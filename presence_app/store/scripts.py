@@ -1,4 +1,5 @@
-"""The Lua scripts: one per state change, each the shared prelude ``lib.lua`` + its own body."""
+"""The Lua scripts: one per state change, each the shared prelude ``lib.lua`` + its own body
+(+ a body both layouts share, ``SHARED``)."""
 
 from __future__ import annotations
 
@@ -60,11 +61,20 @@ def _read(name: str, folder: str = "lua") -> str:
     return resources.files(__package__).joinpath(folder, f"{name}.lua").read_text()
 
 
+#: Bodies both layouts share, after a script's own part (which defines what they use).
+SHARED = {"roomstate": "roomstate_ops"}
+
+
+def _body(name: str, folder: str) -> str:
+    own = _read(name, folder)
+    return f"{own}\n{_read(SHARED[name])}" if name in SHARED else own
+
+
 @cache
 def load() -> dict[str, Script]:
     lib = _read("lib")
-    scripts = {name: Script(name, f"{lib}\n{_read(name)}") for name in NAMES}
+    scripts = {name: Script(name, f"{lib}\n{_body(name, 'lua')}") for name in NAMES}
     lib3 = _read("lib", "lua3")
     for name in NAMES_3:
-        scripts[f"3/{name}"] = Script(f"3/{name}", f"{lib3}\n{_read(name, 'lua3')}")
+        scripts[f"3/{name}"] = Script(f"3/{name}", f"{lib3}\n{_body(name, 'lua3')}")
     return scripts
