@@ -8,7 +8,7 @@
 #   RUNS=3 make soak ARGS="tests/reliability"   # fewer runs, some tests (ARGS go to pytest)
 #   SOAK_HOG=0 make soak           # no hog (a baseline)
 #
-# Long: 10 runs of the suite take hours on 2 cores. Run it on a machine of your own.
+# Long: 10 runs of the suite take about 75 minutes on 2 cores. Run it on a machine of your own.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
