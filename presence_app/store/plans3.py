@@ -129,7 +129,7 @@ class Planner3(Planner):
         self.process = process or secrets.token_hex(4)
 
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
-        if script not in NAMES_3:  # layout 1's upgrade: not built for layout 3
+        if script not in NAMES_3:  # forget, layout 1's upgrade: not built for layout 3
             raise PresenceError(f"{script} is not built for store layout 3")
         keys = (
             KeySpace.seen(tag),
