@@ -163,6 +163,18 @@ def _presence_breaker():
 
 
 @pytest.fixture(autouse=True)
+def _threads_done_with_the_database():
+    """A task cancelled at a test's end leaves its ``sync_to_async`` call running in its thread
+    (an offline's ``LastSeen`` write, say): wait for it, or the database teardown that follows
+    meets its lock ("database table is locked"). Autouse fixtures of conftest tear down before
+    pytest-django's."""
+    yield
+    from asgiref.sync import SyncToAsync
+
+    SyncToAsync.single_thread_executor.submit(lambda: None).result(timeout=30)
+
+
+@pytest.fixture(autouse=True)
 def _touches_by_hand():
     """The middleware's touches wait for ``batcher.flush()`` in this process, so that tests see
     them at a moment they choose (servers the tests start flush in the background)."""
