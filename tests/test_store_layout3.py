@@ -5,7 +5,7 @@ layout 2 and these tests do not touch it.
 Built: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
 without rooms or a status: the registry for a plain user's one connection, the record for
 several, process leases (kill -9), the grace, the stale-listing sweep and the registry cleaner;
-rooms, statuses, idle, HTTP-only users and live room state.
+rooms, statuses, idle, HTTP-only users, live room state, erasure and export.
 """
 
 import pytest
@@ -253,6 +253,45 @@ def test_what_is_not_built_is_refused(make3):
     store = make3()
     with pytest.raises(PresenceError, match="upgrade_v1 is not built for store layout 3"):
         store.run(store.plans.transitions("upgrade_v1", "u1", T))
+
+
+def test_forget_announces_the_end_and_leaves_no_key_of_the_user(make3):
+    """Erasure: the user's rooms are left and they go offline (announced, as the sweep does),
+    then nothing the store keeps names them: record, registry field, indexes, process sets,
+    graces, room states, a layout-2 record of a rolling upgrade. Others stay as they were."""
+    a, b = make3(), make3()
+    client = a.client
+    for uid, conns in (("u1", ("c1", "c2")), ("u2", ("c3",)), ("u3", ("c4",))):
+        for conn in conns:
+            (a if conn != "c2" else b).connect(conn, uid, now=T)
+    a.join("doc", "c1", "u1", now=T)
+    a.join("doc", "c3", "u2", now=T)
+    a.set_room_states("doc", [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c3", "{}")], now=T)
+    a.set_status("u1", "dnd", "busy", now=T)
+    b.disconnect("c2", "u1", now=T + 1)  # a closed connection in its grace
+    tag = a.keys.tag_for_user("u1")
+    old = f"{tag[:-1]}2:u:u1"
+    client.set(old, "dnd")  # layout 2's record of the user, left by a rolling upgrade
+
+    assert kinds(a.forget("u1", now=T + 2)) == [("leave", "u1"), ("offline", "u1")]
+    assert a.export("u1") == {"user": "u1", "record": {}, "indexes": {}, "connections": []}
+    named = [k for k in keys_of(client) if "u1" in k.split(":")[-1] or k == old]
+    assert named == []
+    for key in keys_of(client):  # no member, field or entry names the user
+        kind = client.type(key).decode()
+        if kind == "zset":
+            assert b"u1" not in client.zrange(key, 0, -1), key
+        elif kind == "set":
+            assert b"u1" not in client.smembers(key), key
+        elif kind == "hash":
+            assert not any(f.startswith(b"u1") for f in client.hkeys(key)), key
+    assert a.get("u1", now=T + 3).state == "offline"
+    assert a.room_members("doc", now=T + 3) == ["u2"]
+    assert a.room_states("doc", now=T + 3) == [("u2", "p2", "{}")]
+    assert [p.state for p in a.get_many(["u2", "u3"], now=T + 3).values()] == ["online"] * 2
+    assert a.sweep(now=T + GRACE + 5) == []  # the grace ended with the user: nothing to end
+    assert kinds(a.forget("u3", now=T + 6)) == [("offline", "u3")]  # a plain user
+    assert kinds(a.forget("u9", now=T + 6)) == []  # an unknown one
 
 
 def test_room_state_lives_with_its_connection_in_the_room(make3):

@@ -5,8 +5,8 @@
 ``online``, ``online_count``, ``sweep``, ``set_status``, ``join``, ``leave``,
 ``room_members``, ``user_rooms``, ``state_counts``, ``touch``/``touch_many`` (the ``web``
 index), ``activity`` and ``idle`` (new: the process that saw a connection's activity stop calls
-it), live room state (``set_room_states``, ``room_states``), the upgrade from layout 2. Not
-yet: ``ONLINE_WINDOW > LEASE_TTL``.
+it), live room state (``set_room_states``, ``room_states``), ``forget`` and ``export``, the
+upgrade from layout 2. Not yet: ``ONLINE_WINDOW > LEASE_TTL``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
-from .keys import KeySpace
+from .keys import KeySpace, registry_bucket
 from .plans import Call, Plan, Planner, user_id_of, user_ids_of
 from .scripts import NAMES_3
 from .types import SEP_BYTES, InvalidInput, Presence, PresenceError, StoreConfig
@@ -129,7 +129,7 @@ class Planner3(Planner):
         self.process = process or secrets.token_hex(4)
 
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
-        if script not in NAMES_3:  # forget, layout 1's upgrade: not built for layout 3
+        if script not in NAMES_3:  # layout 1's upgrade: not for layout 3
             raise PresenceError(f"{script} is not built for store layout 3")
         keys = (
             KeySpace.seen(tag),
@@ -179,6 +179,31 @@ class Planner3(Planner):
             for index in ("0", "2")
         ]
         return Plan(calls, plan.finish)
+
+    def export(self, user_id: Any) -> Plan:
+        """As layout 2's, from layout 3's keys: the indexes it lists users in and the registry
+        field of a plain user's one connection."""
+        uid = user_id_of(user_id)
+        tag = self.keys.tag_for_user(uid)
+        names = ("seen", "hidden", "web", "until", "last", "graces")
+        bucket = registry_bucket(uid, self.config.registry_buckets)
+        field = Call("", (), ("HGET", KeySpace.registry(tag, bucket), uid))
+        calls = [Call("", (), ("GET", KeySpace.user(tag, uid))), field]
+        calls += [Call("", (), ("ZSCORE", f"{tag}:{name}", uid)) for name in names]
+        record_of = super().export(uid).finish
+
+        def finish(replies: list[Any]) -> dict[str, Any]:
+            raw, registry, *scores = replies
+            data = record_of([raw, None, None, None, None])
+            data["indexes"] = {n: float(v) for n, v in zip(names, scores, strict=True) if v}
+            if registry:  # "process \x1f conn \x1f last activity"
+                conn = (registry.decode() if isinstance(registry, bytes) else registry).split(
+                    "\x1f"
+                )[1]
+                data["connections"] = sorted({*data["connections"], conn})
+            return data
+
+        return Plan(calls, finish)
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
         """The rooms of the users' connections, from their records (a plain user has none)."""

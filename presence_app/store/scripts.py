@@ -42,6 +42,7 @@ NAMES_3 = (
     "connect",
     "counts",
     "disconnect",
+    "forget",
     "get_many",
     "heartbeat",
     "idle",

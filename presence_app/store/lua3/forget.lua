@@ -1,0 +1,28 @@
+-- forget(user): erasure, as layout 2's. The user's presence ends as the sweep ends it (the rooms
+-- of their connections are left and, when the public saw them online, they go offline: both
+-- announced), then everything the store keeps of them goes: their record (and a layout-2 one
+-- left by a rolling upgrade), their registry field, their place in every index and process set,
+-- their graces and their entries in their rooms' live state.
+renew_proc()  -- a call of this process: it is alive
+local uid = ARGV[A]
+local uk = ukey(uid)
+local u = decode(redis.call('GET', uk))
+local shown = redis.call('ZSCORE', K_SEEN, uid) or redis.call('ZSCORE', K_WEB, uid)
+local prefix = uid .. '|'
+for _, room in ipairs(rooms_in(conns_of(u))) do
+  if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
+  local states = TAG .. ':rs:' .. esc(room)
+  for _, field in ipairs(redis.call('HKEYS', states)) do
+    if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', states, field) end
+  end
+end
+if shown then emit('offline', uid, nil, 'offline', NOW, u, NONE) end
+for _, e in pairs(conns_of(u)) do
+  if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+end
+redis.call('HDEL', bkey(uid), uid)
+for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB, K_UNTIL, K_GRACES, K_LAST}) do
+  redis.call('ZREM', idx, uid)
+end
+redis.call('DEL', uk, V2_USER .. esc(uid))
+return transitions()
