@@ -1,8 +1,9 @@
 """The soak's servers (bench/soak.py): the demo's application (project.asgi), with two knobs that
 tell a leak from the allocator and the collector.
 
-- ``SOAK_GC=50000,20,100``: the collector's thresholds instead of the demo's (project/asgi.py:
-  CPython's own), so that servers in one run differ in that alone.
+- ``SOAK_GC=700,10,10``: these thresholds alone instead of the demo's collector
+  (project/asgi.py: large thresholds and a full collection after churn,
+  presence_app.realtime.collector), so that servers in one run differ in that alone.
 - ``SOAK_STATS=path``: every ``SOAK_STATS_EVERY`` seconds (30) a JSON line: the RSS, the blocks
   Python's allocator holds live (``sys.getallocatedblocks``), the objects the collector tracks
   and its counts, its passes since the last line (how many, the longest, the total time, by
@@ -22,12 +23,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from presence_app.realtime import collector
 from project.asgi import application
 
 __all__ = ["application"]
 
 if os.environ.get("SOAK_GC"):
-    gc.set_threshold(*(int(n) for n in os.environ["SOAK_GC"].split(",")))
+    collector.tune(tuple(int(n) for n in os.environ["SOAK_GC"].split(",")), share=None)
 
 
 def _rss() -> int:

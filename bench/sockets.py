@@ -8,9 +8,11 @@ what it measures). Ours is ``project.asgi:application``, the presence consumer a
 baseline is bench/ws_bare.py, the same stack with a consumer that only acks heartbeats and
 announces joins with one ``group_send``: what Channels costs before any presence state. Both are
 measured on the same server kind, one after the other, with the same client and sizes, and with
-project/asgi.py's collector (start-up frozen, CPython's thresholds); a third run on uvicorn
-drops the freeze (bench/ws_default_gc.py) to show the full collections' stalls it avoids, and a
-fourth raises the thresholds (bench/ws_larger_gc.py), the demo's until the soak (benchmark 15).
+project/asgi.py's collector (presence_app.realtime.collector: start-up frozen, large thresholds,
+a full collection after churn); a third run on uvicorn uses CPython's collector as it comes
+(bench/ws_default_gc.py), and a fourth the frozen start-up with CPython's thresholds
+(bench/ws_cpython_gc.py, the demo's between the soak's first fix and the churn collector), to
+show the full collections' stalls each avoids.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from tests.servers import AsgiServer, Database
 
 from .common import Check, Context, Row, benchmark, percentile, worker_results
 
-#: (server kind, side) -> the ASGI application. "default-gc" is ours without project/asgi.py's
-#: frozen start-up, to show what the freeze is for; "larger-gc" ours with the thresholds it had
-#: before the soak, to show what they buy (on uvicorn only: each costs a run).
+#: (server kind, side) -> the ASGI application. "default-gc" is ours with CPython's collector as
+#: it comes, "cpython-gc" with the frozen start-up and CPython's thresholds: what the tuning
+#: avoids (on uvicorn only: each costs a run).
 RUNS = {
     ("uvicorn", "ours"): "project.asgi:application",
     ("uvicorn", "bare"): "bench.ws_bare:application",
     ("uvicorn", "default-gc"): "bench.ws_default_gc:application",
-    ("uvicorn", "larger-gc"): "bench.ws_larger_gc:application",
+    ("uvicorn", "cpython-gc"): "bench.ws_cpython_gc:application",
     ("daphne", "ours"): "project.asgi:application",
     ("daphne", "bare"): "bench.ws_bare:application",
 }
@@ -162,8 +164,8 @@ def run(ctx: Context) -> list[Row]:
                 )
             )
             for side, label in (
-                ("default-gc", "without the frozen start-up"),
-                ("larger-gc", "with the thresholds 50,000/20/100"),
+                ("default-gc", "with CPython's collector as it comes"),
+                ("cpython-gc", "with the start-up frozen and CPython's thresholds"),
             ):
                 if (kind, side) in measured:
                     other = measured[kind, side][sizes.index(n)]

@@ -5,7 +5,6 @@ of ALLOWED_HOSTS (no cross-site sockets), the session's user is put in the scope
 presence consumer refuses anonymous sockets itself (close code 4401).
 """
 
-import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -19,19 +18,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from presence_app.realtime import collector  # noqa: E402
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
 from project.demo.consumers import ChatConsumer  # noqa: E402
 
-# A process holding thousands of sockets has over a million objects the garbage collector walks.
-# Leave out what start-up loaded (the framework, the URL conf, the models): a full collection
-# never walks those again. The thresholds stay CPython's. Larger, rarer batches (50,000/20/100)
-# made full collections rare and cut the join p99 at 10,000 sockets (docs/benchmarks.md,
-# benchmark 6), but the server's own objects of an ended connection (uvicorn's) are a cycle
-# that only a collection frees, and with the older generations collected that rarely, ended
-# connections stayed: in the soak (benchmark 15) a process climbed for 17 minutes to 292 MiB,
-# against 161 MiB flat with CPython's thresholds.
-gc.collect()  # what start-up left over, before freezing the rest
-gc.freeze()
+# A process holding thousands of sockets has over a million objects the garbage collector walks,
+# and each full collection stalls every socket (~1 s at 10,000 sockets). The collector is tuned
+# for that (presence_app.realtime.collector): start-up frozen, large thresholds, and a full
+# collection once a quarter of the open connections have ended since the last one, which frees
+# the cycles an ended connection leaves in the server's own objects (uvicorn's). The soak's flat
+# memory and the join p99 at 10,000 sockets: docs/benchmarks.md, benchmarks 15 and 6.
+collector.tune()
 
 application = ProtocolTypeRouter(
     {

@@ -28,6 +28,7 @@ from ..store import UNAVAILABLE, UnknownConnection
 from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
+from .collector import collector
 from .protocol import FrameError
 from .subscriptions import RecentUpdates, Subscriptions
 
@@ -107,6 +108,7 @@ class PresenceSession:
     async def open(self) -> dict[str, Any]:
         """Takes the lease and the groups; returns the ``hello`` frame to send first."""
         ensure_sweeper()
+        collector.opened()
         s, me = conf.get_settings(), None
         try:
             await self.groups.add_all(self.rooms, self.watched)
@@ -124,6 +126,7 @@ class PresenceSession:
         if self.closed:
             return
         self.closed = True
+        collector.closed()
         get_coalescer().forget(self)
         self.outbox.close()
         for task in self.tasks:

@@ -1,0 +1,73 @@
+"""The garbage collector of a process that holds many connections: full collections follow the
+connections that ended, not the objects that aged.
+
+An ended connection leaves reference cycles in the server's WebSocket stack (uvicorn's protocol
+objects, the websockets library's parser), which only a full collection frees. CPython starts
+one whenever a quarter more objects have reached the oldest generation since the last, and each
+walks every object the process holds: with 10,000 sockets a process crosses that quarter with
+its steady traffic alone, and every pass stalls all of them for about a second (docs/
+benchmarks.md, benchmark 6). Larger thresholds make those passes rare, and then ended
+connections pile up under churn (benchmark 15). :func:`tune` does both: large thresholds, and
+a full collection once the connections ended since the last one reach a quarter of those
+still open (at least ``min_ended``). Steady sockets never trigger one; churn frees what it
+ended, in passes whose cost is proportioned to what they free.
+
+``project/asgi.py`` calls :func:`tune` at the end of its start-up; so may any project's
+``asgi.py``. Without it nothing changes: the sessions' calls here only count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+#: Thresholds that keep CPython's own full collections rare (generation 0 every 50,000
+#: allocations net, generation 1 every 20 of those, generation 2 every 100 of those).
+THRESHOLDS = (50_000, 20, 100)
+
+
+class ChurnCollector:
+    """Counts the process's connections; when tuned, collects once enough have ended."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.ended = 0  # since the last full collection
+        self.share: float | None = None  # None: not tuned, only count
+        self.min_ended = 0
+        self.passes = 0
+
+    def opened(self) -> None:
+        self.open += 1
+
+    def closed(self) -> None:
+        self.open = max(self.open - 1, 0)
+        self.ended += 1
+        if self.share is not None and self.ended >= max(self.min_ended, self.share * self.open):
+            self.ended = 0
+            try:  # after the close that called it has finished, not inside it
+                asyncio.get_running_loop().call_soon(self.collect)
+            except RuntimeError:  # no event loop (a sync caller): now
+                self.collect()
+
+    def collect(self) -> None:
+        self.passes += 1
+        gc.collect()
+
+
+collector = ChurnCollector()
+
+
+def tune(
+    thresholds: tuple[int, int, int] = THRESHOLDS,
+    *,
+    share: float | None = 0.25,
+    min_ended: int = 100,
+) -> None:
+    """For a server process, once start-up has loaded everything: collect what start-up left,
+    freeze the rest (no full collection walks the framework, the URL conf and the models again),
+    set ``thresholds``, and collect fully once the connections ended since the last collection
+    reach ``share`` of those open (at least ``min_ended``); ``share=None`` turns that off."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*thresholds)
+    collector.share, collector.min_ended, collector.ended = share, min_ended, 0

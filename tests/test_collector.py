@@ -1,0 +1,76 @@
+"""The collector of a server process (presence_app.realtime.collector, tuned by project/asgi.py):
+a full collection follows the connections that ended, never the steady ones."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from presence_app.realtime import collector as collector_module
+from presence_app.realtime.collector import collector
+
+from .ws import Socket, application, make_user, presence_settings, shutdown
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def full_passes() -> Iterator[list[int]]:
+    """Counts the collector's passes of the oldest generation, whoever started them; the
+    process' collector settings are restored afterwards."""
+    passes: list[int] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            passes.append(1)
+
+    thresholds = gc.get_threshold()
+    tuned = collector.share, collector.min_ended
+    collector.open = 0  # as in a new process (tests before may have left sessions unclosed)
+    gc.callbacks.append(seen)
+    try:
+        yield passes
+    finally:
+        gc.callbacks.remove(seen)
+        gc.set_threshold(*thresholds)
+        collector.share, collector.min_ended = tuned
+
+
+async def test_a_full_collection_once_a_share_of_the_open_connections_ended(full_passes):
+    with presence_settings():
+        try:
+            application()  # project/asgi.py, which tunes it its own way, first
+            collector_module.tune(share=0.5, min_ended=2)
+            assert gc.get_threshold() == collector_module.THRESHOLDS
+            _, cookie = await make_user("ann")
+            sockets = [await Socket.open(cookie) for _ in range(6)]
+            ours = collector.passes
+            await sockets.pop().close()  # 1 ended, 5 open: below min_ended
+            await asyncio.sleep(0)
+            assert collector.passes == ours
+            before = len(full_passes)
+            await sockets.pop().close()  # 2 ended >= max(2, 0.5 * 4 open): a full pass
+            await asyncio.sleep(0)  # it runs after the close that called it
+            assert collector.passes == ours + 1 and len(full_passes) > before
+            await sockets.pop().close()  # the count starts again
+            await asyncio.sleep(0)
+            assert collector.passes == ours + 1
+            for sock in sockets:
+                await sock.close()
+        finally:
+            await shutdown()
+
+
+async def test_untuned_it_only_counts(full_passes):
+    collector.share = None
+    opened = collector.open
+    collector.opened()
+    collector.closed()
+    passes = collector.passes
+    for _ in range(500):
+        collector.opened()
+        collector.closed()
+    assert collector.passes == passes and collector.open == opened
