@@ -10,6 +10,8 @@
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
   erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
+- ``layout3``: the socket, room, status and erasure suites on store layout 3
+  (tests/settings_layout3.py; opt-in, being built), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
 - ``drf``: ``presence_app[drf]`` with Django REST framework, on the oldest and newest Django.
@@ -170,6 +172,21 @@ UUID_USER_TESTS = [
 ]
 
 
+#: What nox's ``layout3`` session runs on store layout 3.
+LAYOUT3_TESTS = [
+    "tests/test_layout3_sessions.py",
+    "tests/test_consumer.py",
+    "tests/test_front_door.py",
+    "tests/test_rooms.py",
+    "tests/test_roomstate.py",
+    "tests/test_erasure.py",
+    "tests/test_api.py",
+    "tests/test_templatetags.py",
+    "tests/test_send_to_user.py",
+    "tests/test_tutorial_consumer.py",
+]
+
+
 def pinned(name: str) -> str:
     """requirements.txt's pin of ``name`` (what `make test` uses)."""
     for line in Path("requirements.txt").read_text().splitlines():
@@ -196,6 +213,25 @@ def uuid_users(session: nox.Session) -> None:
         "-n",
         WORKERS,
         *UUID_USER_TESTS,
+        *session.posargs,
+        env={"REDIS_URL": ""},
+    )
+
+
+@nox.session(python=NEWEST[0])
+def layout3(session: nox.Session) -> None:
+    """The front door on store layout 3 (tests/settings_layout3.py, opt-in and being built:
+    docs/store-layout-3.md): the socket, room, status and erasure suites through it."""
+    install_cell(session, NEWEST[1])
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--ds=tests.settings_layout3",
+        "-n",
+        WORKERS,
+        *LAYOUT3_TESTS,
         *session.posargs,
         env={"REDIS_URL": ""},
     )

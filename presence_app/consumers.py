@@ -40,6 +40,8 @@ from .realtime.session import PresenceSession
 from .rooms import permanent_rooms_to_join
 
 CLOSE_UNAUTHENTICATED = 4401
+#: Store layout 3: the socket sent no heartbeat for LEASE_TTL (presence.js reconnects).
+CLOSE_SILENT = 4408
 
 try:  # daphne (autobahn) raises its own error for a send to a socket that just closed
     from autobahn.exception import Disconnected as _DaphneDisconnected
@@ -86,6 +88,7 @@ class PresenceConsumerMixin:
             send=self.presence_send,
             device=device_of(self.scope),  # type: ignore[attr-defined]
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
+            end=self._presence_silent,
         )
         await self.presence_send(await self.presence.open())
         # The rooms asked for here (a URL's) and the permanent rooms of a member, unasked.
@@ -96,6 +99,11 @@ class PresenceConsumerMixin:
             if error is not None:
                 await self.presence_send(error)
         return True
+
+    async def _presence_silent(self) -> None:
+        """No heartbeat for LEASE_TTL (store layout 3): the browser is gone or stuck; closing
+        ends the lease with the grace, and a live presence.js connects again."""
+        await self.close(code=CLOSE_SILENT)  # type: ignore[attr-defined]
 
     async def presence_disconnect(self) -> None:
         """Ends the socket's lease with the grace (a reload does not flicker leave/join)."""

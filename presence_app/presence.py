@@ -93,6 +93,12 @@ def activity(user: User, now: float | None = None) -> list[Transition]:
     return _change("activity", rules.user_id(user), now)
 
 
+def idle(user: User, now: float | None = None) -> list[Transition]:
+    """Store layout 3: a connection of ``user`` saw no activity for ``IDLE_AFTER`` (its
+    session calls this); they go idle unless another device of theirs was active since."""
+    return _change("idle", rules.user_id(user), now)
+
+
 def connect(
     conn_id: str, user: User, now: float | None = None, device: str | None = None
 ) -> list[Transition]:
@@ -658,6 +664,10 @@ async def atouch_many(
 
 async def aactivity(user: User, now: float | None = None) -> list[Transition]:
     return await _achange("activity", rules.user_id(user), now)
+
+
+async def aidle(user: User, now: float | None = None) -> list[Transition]:
+    return await _achange("idle", rules.user_id(user), now)
 
 
 async def aconnect(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -29,7 +30,8 @@ def full_passes() -> Iterator[list[int]]:
 
     thresholds = gc.get_threshold()
     tuned = collector.share, collector.min_ended
-    collector.open = 0  # as in a new process (tests before may have left sessions unclosed)
+    # as in a new process (tests before may have left sessions unclosed, or passes just made)
+    collector.open, collector.next_allowed, collector.pending = 0, 0.0, False
     gc.callbacks.append(seen)
     try:
         yield passes
@@ -74,3 +76,28 @@ async def test_untuned_it_only_counts(full_passes):
         collector.opened()
         collector.closed()
     assert collector.passes == passes and collector.open == opened
+
+
+async def test_a_burst_asks_once_and_passes_keep_to_their_budget(full_passes):
+    collector_module.tune(share=0.5, min_ended=2)
+    for _ in range(10):
+        collector.opened()
+    passes, before = collector.passes, time.monotonic()
+    for _ in range(6):  # the fourth close asks (4 ended >= 0.5 * 6 open); the rest do not
+        collector.closed()
+    assert collector.pending
+    await asyncio.sleep(0.01)
+    assert collector.passes == passes + 1 and not collector.pending
+    assert collector.next_allowed >= before  # 19x the pass' time after it began
+    allowed = collector.next_allowed = time.monotonic() + 0.3  # as after a pass of 16 ms
+    collector.opened()
+    collector.closed()  # 1 ended: below min_ended
+    collector.closed()  # 2: asks, and waits for the budget
+    assert collector.pending
+    await asyncio.sleep(0.05)
+    assert collector.passes == passes + 1
+    for _ in range(500):  # bounded: 5 s
+        if not collector.pending:
+            break
+        await asyncio.sleep(0.01)
+    assert time.monotonic() >= allowed and collector.passes == passes + 2

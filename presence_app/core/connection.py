@@ -38,6 +38,8 @@ Each tenant (:mod:`presence_app.tenants`) gets a store of its own prefix on the 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
 import time
 import weakref
 from typing import Any
@@ -88,7 +90,26 @@ def store_config(tenant: str | None = None) -> StoreConfig:
         max_metadata_bytes=int(s["MAX_METADATA_BYTES"]),
         max_message_length=int(s["MAX_MESSAGE_LENGTH"]),
         sweep_batch=int(s["SWEEP_BATCH"]),
+        registry_buckets=int(s["REGISTRY_BUCKETS"]),
     )
+
+
+_process: tuple[int, str] = (0, "")
+
+
+def process_id() -> str:
+    """This OS process' id in layout 3's process leases: one for all its stores (sync, async,
+    every loop and tenant), drawn again in a forked child, which is a process of its own."""
+    global _process
+    if _process[0] != os.getpid():
+        _process = (os.getpid(), secrets.token_hex(4))
+    return _process[1]
+
+
+def _store(face: type[Store] | type[AsyncStore], client: Any, tenant: str | None = None) -> Any:
+    layout = int(conf.get("STORE_LAYOUT"))
+    process = process_id() if layout == 3 else None
+    return face(client, store_config(tenant), layout=layout, process=process)
 
 
 def _cache() -> dict[str, Any]:
@@ -294,14 +315,14 @@ def get_store() -> Store:
             client, _sync_down_until = _sync_client(), 0.0
         except redis.ConnectionError as exc:  # only the cluster client connects at once
             client, _sync_down_until = _ClusterDown(exc), time.monotonic() + CLUSTER_RETRY
-        _sync = Store(client, store_config())
+        _sync = _store(Store, client)
         _tenant_sync.clear()
     tenant = tenants.current()
     if tenant is None:
         return _sync
     store = _tenant_sync.get(tenant)
     if store is None:
-        store = _tenant_sync[tenant] = Store(_sync.client, store_config(tenant))
+        store = _tenant_sync[tenant] = _store(Store, _sync.client, tenant)
     tenants.mark(_sync, tenant)  # the registry is the base prefix's
     return store
 
@@ -312,11 +333,11 @@ def get_async_store() -> AsyncStore:
     loop = asyncio.get_running_loop()
     stores = _async.get(loop)
     if stores is None:
-        stores = _async[loop] = {None: AsyncStore(_async_client(), store_config())}
+        stores = _async[loop] = {None: _store(AsyncStore, _async_client())}
     tenant = tenants.current()
     store = stores.get(tenant)
     if store is None:
-        store = stores[tenant] = AsyncStore(stores[None].client, store_config(tenant))
+        store = stores[tenant] = _store(AsyncStore, stores[None].client, tenant)
     if tenant is not None:
         tenants.mark_async(stores[None], tenant)
     return store

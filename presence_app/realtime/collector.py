@@ -9,8 +9,8 @@ its steady traffic alone, and every pass stalls all of them for about a second (
 benchmarks.md, benchmark 6). Larger thresholds make those passes rare, and then ended
 connections pile up under churn (benchmark 15). :func:`tune` does both: large thresholds, and
 a full collection once the connections ended since the last one reach a quarter of those
-still open (at least ``min_ended``). Steady sockets never trigger one; churn frees what it
-ended, in passes whose cost is proportioned to what they free.
+still open (at least ``min_ended``), one at a time, and at most 5 % of the process' time
+(``BUDGET``). Steady sockets never trigger one; churn frees what it ended.
 
 ``project/asgi.py`` calls :func:`tune` at the end of its start-up; so may any project's
 ``asgi.py``. Without it nothing changes: the sessions' calls here only count.
@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 
 #: Thresholds that keep CPython's own full collections rare (generation 0 every 50,000
 #: allocations net, generation 1 every 20 of those, generation 2 every 100 of those).
 THRESHOLDS = (50_000, 20, 100)
+#: The share of the process' time full collections may take: after a pass of 1 s, the next
+#: waits 19 s at least (one pass at 10,000 sockets takes ~2 s).
+BUDGET = 0.05
+#: Seconds between two freezes of what the open connections hold.
+FREEZE_EVERY = 1.0
 
 
 class ChurnCollector:
-    """Counts the process's connections; when tuned, collects once enough have ended."""
+    """Counts the process' connections; when tuned, collects once enough have ended."""
 
     def __init__(self) -> None:
         self.open = 0
@@ -35,23 +41,42 @@ class ChurnCollector:
         self.share: float | None = None  # None: not tuned, only count
         self.min_ended = 0
         self.passes = 0
+        self.pending = False
+        self.next_allowed = 0.0  # monotonic: the budget's earliest next full collection
+        self.next_freeze = 0.0
 
     def opened(self) -> None:
         self.open += 1
+        if self.share is not None and time.monotonic() >= self.next_freeze:
+            # What the open connections hold lives as long as they do: out of every pass's
+            # sight from now on (a freeze is a list splice), so that passes walk only what is
+            # new. At most once a second, while connections open.
+            self.next_freeze = time.monotonic() + FREEZE_EVERY
+            gc.freeze()
 
     def closed(self) -> None:
         self.open = max(self.open - 1, 0)
         self.ended += 1
-        if self.share is not None and self.ended >= max(self.min_ended, self.share * self.open):
-            self.ended = 0
-            try:  # after the close that called it has finished, not inside it
-                asyncio.get_running_loop().call_soon(self.collect)
+        if self.pending or self.share is None:
+            return
+        if self.ended >= max(self.min_ended, self.share * self.open):
+            self.pending = True  # one at a time: a burst of closes asks once
+            try:  # after the close that asked, and not before the budget allows
+                loop = asyncio.get_running_loop()
+                loop.call_later(max(self.next_allowed - time.monotonic(), 0.0), self.collect)
             except RuntimeError:  # no event loop (a sync caller): now
                 self.collect()
 
     def collect(self) -> None:
+        self.pending, self.ended = False, 0
         self.passes += 1
+        began = time.monotonic()
+        gc.unfreeze()  # what ended connections held was frozen with them
         gc.collect()
+        gc.freeze()
+        took = time.monotonic() - began
+        # A pass stalls every connection: at most BUDGET of the process' time goes to them.
+        self.next_allowed = began + took / BUDGET
 
 
 collector = ChurnCollector()

@@ -29,6 +29,7 @@ from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
 from .collector import collector
+from .liveness import Liveness
 from .protocol import FrameError
 from .subscriptions import RecentUpdates, Subscriptions
 
@@ -50,7 +51,8 @@ async def _sent_nowhere(frame: dict[str, Any]) -> None:
 
 class PresenceSession:
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
-    (default: the current one) is the key space it lives in for its whole life."""
+    (default: the current one) is the key space it lives in for its whole life. ``end`` closes
+    the transport: store layout 3 ends a connection that stopped beating (realtime.liveness)."""
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class PresenceSession:
         send: Send,
         device: str | None = None,
         tenant: str | None = None,
+        end: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         s = conf.get_settings()
         self.tenant = tenants.check(tenant) if tenant is not None else tenants.current()
@@ -92,6 +95,8 @@ class PresenceSession:
         self.recent = RecentUpdates()  # an update comes once per group it concerns
         self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
         self.published: set[str] = set()  # rooms this connection set a state in
+        self.end = end
+        self.liveness: Liveness | None = None  # store layout 3's deadlines, from open()
 
     @property
     def public_id(self) -> str:
@@ -117,6 +122,8 @@ class PresenceSession:
             self.own_state = me.state
         except UNAVAILABLE as exc:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
+        if int(s["STORE_LAYOUT"]) == 3:
+            self.liveness = Liveness(self, self.end)
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
     @in_tenant
@@ -127,6 +134,8 @@ class PresenceSession:
             return
         self.closed = True
         collector.closed()
+        if self.liveness is not None:
+            self.liveness.stop()
         get_coalescer().forget(self)
         self.outbox.close()
         for task in self.tasks:
@@ -153,6 +162,8 @@ class PresenceSession:
     @in_tenant
     async def heartbeat(self) -> None:
         get_coalescer().beat(self)
+        if self.liveness is not None:
+            self.liveness.beat()
         self.finish_recovery()
         if self.groups.due():
             await self.groups.add_all(self.rooms, self.watched)
@@ -161,6 +172,8 @@ class PresenceSession:
     async def activity(self) -> None:
         # Throttled per connection; the first activity after idle always passes (idle means
         # no write for IDLE_AFTER, which is longer than the throttle).
+        if self.liveness is not None:
+            self.liveness.active()
         if self.activity_throttle.ready():
             await presence.aactivity(self.user_id)
 

@@ -40,8 +40,9 @@ class AsyncStore(BaseStore):
         config: StoreConfig | None = None,
         *,
         layout: int = 2,
+        process: str | None = None,
     ) -> None:
-        super().__init__(config, layout)
+        super().__init__(config, layout, process)
         self.client = client
         self.cluster = isinstance(client, aredis.RedisCluster)
 

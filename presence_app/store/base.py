@@ -26,12 +26,13 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
-def planner(config: StoreConfig, layout: int) -> Planner:
-    """The planner of a store layout: 2 (the default) or 3 (opt-in: docs/store-layout-3.md)."""
+def planner(config: StoreConfig, layout: int, process: str | None = None) -> Planner:
+    """The planner of a store layout: 2 (the default) or 3 (opt-in: docs/store-layout-3.md;
+    ``process`` names the calling process' lease, random when None)."""
     if layout == 3:
         from .plans3 import Planner3
 
-        return Planner3(config)
+        return Planner3(config, process)
     if layout == 2:
         return Planner(config)
     raise InvalidInput(f"unknown store layout {layout}")
@@ -41,9 +42,11 @@ class BaseStore(roomstate.RoomStates):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
-    def __init__(self, config: StoreConfig | None = None, layout: int = 2) -> None:
+    def __init__(
+        self, config: StoreConfig | None = None, layout: int = 2, process: str | None = None
+    ) -> None:
         self.config = config or StoreConfig()
-        self.plans: Planner = planner(self.config, layout)
+        self.plans: Planner = planner(self.config, layout, process)
         self.keys: KeySpace = self.plans.keys
 
     def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it

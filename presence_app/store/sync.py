@@ -57,8 +57,9 @@ class Store(BaseStore):
         config: StoreConfig | None = None,
         *,
         layout: int = 2,
+        process: str | None = None,
     ) -> None:
-        super().__init__(config, layout)
+        super().__init__(config, layout, process)
         self.client = client
         self.cluster = isinstance(client, redis.RedisCluster)
 

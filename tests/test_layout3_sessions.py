@@ -1,0 +1,73 @@
+"""Store layout 3 behind the front door (``STORE_LAYOUT = 3``): what the sessions now do that
+Redis no longer does for a connection (presence_app.realtime.liveness), on real sockets, a real
+channel layer and Redis. The rest of the socket suite runs on layout 3 in nox's ``layout3``
+session."""
+
+from __future__ import annotations
+
+import pytest
+from channels import layers as channel_layers
+
+from presence_app import presence
+from presence_app.consumers import CLOSE_SILENT
+from presence_app.core.connection import get_async_store, process_id
+
+from .frame_waits import CLOSED
+from .ws import Socket, make_user, presence_settings, shutdown
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+async def layout3(redis_client):
+    channel_layers.backends.clear()
+    with presence_settings(STORE_LAYOUT=3, IDLE_AFTER=2):
+        try:
+            yield
+        finally:
+            await shutdown()
+
+
+async def test_the_front_door_runs_on_layout_3_with_one_process_lease(layout3, redis_client):
+    _, cookie = await make_user("ann")
+    sock = await Socket.open(cookie)
+    store = get_async_store()
+    assert store.keys.tag_for_user(sock.user).endswith(":3")
+    assert store.plans.process == process_id()
+    procs = [k for k in redis_client.keys("*") if k.endswith(b":3:procs")]
+    assert [m.decode() for m in redis_client.zrange(procs[0], 0, -1)] == [process_id()]
+    assert (await presence.aget(sock.user)).state == "online"
+    await sock.close()
+
+
+async def test_a_socket_silent_for_the_lease_is_closed(layout3):
+    _, cookie = await make_user("ann")
+    quiet = await Socket.open(cookie, name="quiet")  # no heartbeat at all
+    beating = await Socket.open(cookie, name="beating")
+    beating.beat(0.3)
+    frame = await quiet.wait_for(CLOSED, timeout=2 * 2 + 1)  # LEASE_TTL is 2 s (tests/ws.FAST)
+    assert frame["code"] == CLOSE_SILENT
+    assert beating.closed_with is None and (await presence.aget(beating.user)).state == "online"
+    await beating.close()
+
+
+async def test_idle_waits_for_every_device_and_ends_with_activity(layout3):
+    (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+    phone, laptop = await Socket.open(ann, name="phone"), await Socket.open(ann, name="laptop")
+    watcher = await Socket.open(bob, name="bob")
+    for sock in (phone, laptop, watcher):
+        sock.beat(0.3)  # heartbeats are not activity
+    await watcher.send(type="watch", users=[phone.user])
+    await watcher.wait_for("presence.state", watch=True)
+    # The laptop stays active past the phone's IDLE_AFTER (2 s; an activity written at most
+    # once a second, so the latest is never 2 s old): the phone's session asks, and is refused.
+    for _ in range(8):
+        await laptop.send(type="activity")
+        assert [f for f in await watcher.collect(0.3) if f.get("state") == "idle"] == []
+    # Then it stops too: the phone's session asks again, or the laptop's does.
+    await watcher.wait_for("presence.update", timeout=2 * 2 + 2, user=phone.user, state="idle")
+    await phone.send(type="activity")
+    await watcher.wait_for("presence.update", user=phone.user, state="online")
+    await watcher.wait_for("presence.update", timeout=2 + 2, user=phone.user, state="idle")
+    for sock in (phone, laptop, watcher):
+        await sock.close()
