@@ -6,7 +6,7 @@ session."""
 from __future__ import annotations
 
 import pytest
-from channels import layers as channel_layers
+from channels.layers import channel_layers
 
 from presence_app import presence
 from presence_app.consumers import CLOSE_SILENT
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 async def layout3(redis_client):
     channel_layers.backends.clear()
-    with presence_settings(STORE_LAYOUT=3, IDLE_AFTER=2):
+    with presence_settings(STORE_LAYOUT=3, IDLE_AFTER=2, ONLINE_WINDOW=2):
         try:
             yield
         finally:

@@ -157,6 +157,7 @@ class PresenceSession:
             # a connection of minutes has reached. Nothing is sent once closed: let go, and an
             # ended connection is freed at once (the soak's RSS grew with every one kept).
             self.send = self.outbox.send = _sent_nowhere
+            self.end, self.liveness = None, None  # the same for the transport's close
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
     @in_tenant

@@ -33,7 +33,7 @@ from presence_app.core.connection import get_store
 from presence_app.realtime import lifecycle
 from presence_app.realtime.collector import collector
 from presence_app.store.keys import KeySpace
-from tests.ws import Socket, make_user, presence_settings, shutdown
+from tests.ws import Socket, application, make_user, presence_settings, shutdown
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -246,6 +246,7 @@ def unreachable_of_ours() -> Iterator[list[str]]:
     only by a collection): the collector is off meanwhile, and its next pass keeps what it
     finds (``DEBUG_SAVEALL``) to be read."""
     found: list[str] = []
+    application()  # project/asgi.py tunes the collector on import: before, not inside
     gc.collect()
     gc.disable()
     share, collector.share = collector.share, None  # no full collection of its own meanwhile
