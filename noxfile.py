@@ -228,6 +228,8 @@ def layout3(session: nox.Session) -> None:
         "-p",
         "no:cacheprovider",
         "-q",
+        "-m",
+        "not cluster",  # the store's layout-3 suite runs on the cluster in every cell
         "--ds=tests.settings_layout3",
         "-n",
         WORKERS,

@@ -22,12 +22,11 @@ from presence_app.realtime import collector  # noqa: E402
 from presence_app.routing import websocket_urlpatterns  # noqa: E402
 from project.demo.consumers import ChatConsumer  # noqa: E402
 
-# A process holding thousands of sockets has over a million objects the garbage collector walks,
-# and each full collection stalls every socket (~1 s at 10,000 sockets). The collector is tuned
-# for that (presence_app.realtime.collector): start-up frozen, large thresholds, and a full
-# collection once a quarter of the open connections have ended since the last one, which frees
-# the cycles an ended connection leaves in the server's own objects (uvicorn's). The soak's flat
-# memory and the join p99 at 10,000 sockets: docs/benchmarks.md, benchmarks 15 and 6.
+# A process holding thousands of sockets has millions of objects, and each full pass of the
+# garbage collector walks them all: ~2 s at 10,000 sockets. presence_app.realtime.collector keeps
+# them out of the passes' sight (start-up and what open connections hold frozen) and makes a full
+# pass follow the connections that ended, which leave cycles in the server's own objects
+# (uvicorn's). Benchmarks 6 and 15 in docs/benchmarks.md measure it against CPython's collector.
 collector.tune()
 
 application = ProtocolTypeRouter(

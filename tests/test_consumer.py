@@ -22,6 +22,7 @@ from .timing import limit, said
 from .users import json_id
 from .ws import (
     FAST,
+    LAYOUT_3,
     ORIGIN,
     Monitor,
     Socket,
@@ -445,7 +446,7 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol):
     real Redis (MONITOR), every lease renewed exactly once per frame, every frame acknowledged."""
     with presence_settings(HEARTBEAT_FLUSH_INTERVAL=0.5):
         socks = [await Socket.open(cookie) for _, cookie in (alice, bob, carol) for _ in range(3)]
-        sha = scripts.load()["heartbeat"].sha
+        sha = scripts.load()["3/heartbeat" if LAYOUT_3 else "heartbeat"].sha
         loop = asyncio.get_running_loop()
         async with Monitor() as monitor:
             for _ in range(3):

@@ -13,7 +13,7 @@ from channels.layers import channel_layers
 from presence_app import presence
 from presence_app.core.connection import get_async_store
 
-from .ws import FAST, Socket, make_user, presence_settings, shutdown
+from .ws import FAST, LAYOUT_3, Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -268,6 +268,11 @@ async def test_server_state_from_python_reaches_the_room(users):
         await s.close()
 
 
+@pytest.mark.skipif(
+    LAYOUT_3,
+    reason="layout 3: a connection lives while its process does (its session closes it when "
+    "silent); tests/test_store_layout3.py reads past a killed process's lease",
+)
 async def test_the_store_keeps_no_ghosts(fast):
     """Entries count only while their connection holds a live lease and is in the room: a
     write racing a leave writes nothing, and a read drops what died, in the same script."""

@@ -27,7 +27,9 @@ FAST = {
     "SWEEP_INTERVAL": 0.2,
     "HEARTBEAT_FLUSH_INTERVAL": 0.2,
 }
-if os.environ.get("PRESENCE_TEST_LAYOUT") == "3":  # no window past the lease on layout 3 yet
+#: The run is on store layout 3 (tests/settings_layout3.py, nox's layout3 session).
+LAYOUT_3 = os.environ.get("PRESENCE_TEST_LAYOUT") == "3"
+if LAYOUT_3:  # no window past the lease on layout 3 yet
     FAST["ONLINE_WINDOW"] = FAST["LEASE_TTL"]
 
 

@@ -1,19 +1,26 @@
-"""The garbage collector of a process that holds many connections: full collections follow the
-connections that ended, not the objects that aged.
+"""The garbage collector of a process that holds many connections: passes follow the
+connections, not the objects that aged.
 
-An ended connection leaves reference cycles in the server's WebSocket stack (uvicorn's protocol
-objects, the websockets library's parser), which only a full collection frees. CPython starts
-one whenever a quarter more objects have reached the oldest generation since the last, and each
-walks every object the process holds: with 10,000 sockets a process crosses that quarter with
-its steady traffic alone, and every pass stalls all of them for about a second (docs/
-benchmarks.md, benchmark 6). Larger thresholds make those passes rare, and then ended
-connections pile up under churn (benchmark 15). :func:`tune` does both: large thresholds, and
-a full collection once the connections ended since the last one reach a quarter of those
-still open (at least ``min_ended``), one at a time, and at most 5 % of the process' time
-(``BUDGET``). Steady sockets never trigger one; churn frees what it ended.
+Two facts of CPython 3.11's collector meet here. A pass walks every object of the generations
+it collects, and a process of 10,000 sockets holds millions: a full pass stalls every socket
+for about 2 s, and CPython starts one whenever a quarter more objects have reached the oldest
+generation (its thresholds: benchmark 6's join p99 615-1,131 ms at 10,000 sockets, docs/
+benchmarks.md). And an ended connection leaves reference cycles in the server's WebSocket
+stack (uvicorn's protocol objects, the websockets parser), which only a full pass frees: with
+passes made rare by large thresholds, ended connections pile up under churn (benchmark 15).
 
-``project/asgi.py`` calls :func:`tune` at the end of its start-up; so may any project's
-``asgi.py``. Without it nothing changes: the sessions' calls here only count.
+:func:`tune` answers both:
+
+- **what open connections hold is frozen** (``gc.freeze``: a list splice, at most once a second
+  while connections open): out of every pass's sight, so passes walk only what is new;
+- **a full pass follows the churn**: once the connections ended since the last reach a quarter
+  of those open (at least ``min_ended``), the frozen objects are unfrozen, everything is
+  collected (what the ended connections left among it) and frozen again; one pass at a time,
+  and at most 5 % of the process' time (``BUDGET``).
+
+Steady sockets never cause a full pass; churn frees what it ended. ``project/asgi.py`` calls
+:func:`tune` at the end of its start-up; so may any project's ``asgi.py``. Without it nothing
+changes: the sessions' calls here only count.
 """
 
 from __future__ import annotations
@@ -89,9 +96,10 @@ def tune(
     min_ended: int = 100,
 ) -> None:
     """For a server process, once start-up has loaded everything: collect what start-up left,
-    freeze the rest (no full collection walks the framework, the URL conf and the models again),
-    set ``thresholds``, and collect fully once the connections ended since the last collection
-    reach ``share`` of those open (at least ``min_ended``); ``share=None`` turns that off."""
+    freeze the rest (the framework, the URL conf, the models), set ``thresholds``, and from
+    now on freeze what open connections hold and collect fully once the connections ended
+    since the last full pass reach ``share`` of those open (at least ``min_ended``).
+    ``share=None`` turns both off (the thresholds alone)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*thresholds)

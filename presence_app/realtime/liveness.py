@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import conf, presence, tenants
 from ..core.tasks import spawn
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 
-if TYPE_CHECKING:
-    from .session import PresenceSession
+
+class Owner(Protocol):
+    """What the deadlines need of their session."""
+
+    user_id: str
+    tenant: str | None
+    closed: bool
+    tasks: set[asyncio.Task[None]]
 
 
 class Liveness:
     """The deadlines of ``session``; ``end`` closes its transport (None: it never falls silent,
     as an SSE stream beats for itself)."""
 
-    def __init__(self, session: PresenceSession, end: Callable[[], Awaitable[None]] | None) -> None:
+    def __init__(self, session: Owner, end: Callable[[], Awaitable[None]] | None) -> None:
         s = conf.get_settings()
         self.session = session
         self.end = end
