@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -31,7 +32,7 @@ def full_passes() -> Iterator[list[int]]:
     thresholds = gc.get_threshold()
     tuned = collector.share, collector.min_ended
     # as in a new process (tests before may have left sessions unclosed, or passes just made)
-    collector.open, collector.next_allowed, collector.pending = 0, 0.0, False
+    collector.open, collector.next_allowed, collector.pending = 0, 0.0, None
     gc.callbacks.append(seen)
     try:
         yield passes
@@ -101,3 +102,22 @@ async def test_a_burst_asks_once_and_passes_keep_to_their_budget(full_passes):
             break
         await asyncio.sleep(0.01)
     assert time.monotonic() >= allowed and collector.passes == passes + 2
+
+
+async def test_what_open_connections_hold_is_frozen_and_the_churn_pass_frees_it(full_passes):
+    collector_module.tune(share=0.5, min_ended=1)
+
+    class Held:
+        pass
+
+    held = Held()
+    held.me = held  # a cycle, as uvicorn's objects of a connection are
+    alive = weakref.ref(held)
+    collector.next_freeze = 0.0
+    collector.opened()  # freezes it with the rest of what the connection holds
+    del held
+    gc.collect()
+    assert alive() is not None  # out of every pass's sight
+    collector.closed()  # the connection ended: 1 >= max(1, 0.5 * 0 open), the churn pass
+    await asyncio.sleep(0.01)
+    assert alive() is None

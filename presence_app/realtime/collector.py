@@ -48,7 +48,7 @@ class ChurnCollector:
         self.share: float | None = None  # None: not tuned, only count
         self.min_ended = 0
         self.passes = 0
-        self.pending = False
+        self.pending: asyncio.AbstractEventLoop | None = None  # the loop a pass is due on
         self.next_allowed = 0.0  # monotonic: the budget's earliest next full collection
         self.next_freeze = 0.0
 
@@ -64,18 +64,17 @@ class ChurnCollector:
     def closed(self) -> None:
         self.open = max(self.open - 1, 0)
         self.ended += 1
-        if self.pending or self.share is None:
-            return
+        if self.share is None or (self.pending is not None and not self.pending.is_closed()):
+            return  # one at a time: a burst of closes asks once (a closed loop's never comes)
         if self.ended >= max(self.min_ended, self.share * self.open):
-            self.pending = True  # one at a time: a burst of closes asks once
             try:  # after the close that asked, and not before the budget allows
-                loop = asyncio.get_running_loop()
-                loop.call_later(max(self.next_allowed - time.monotonic(), 0.0), self.collect)
+                self.pending = asyncio.get_running_loop()
+                self.pending.call_later(max(self.next_allowed - time.monotonic(), 0), self.collect)
             except RuntimeError:  # no event loop (a sync caller): now
                 self.collect()
 
     def collect(self) -> None:
-        self.pending, self.ended = False, 0
+        self.pending, self.ended = None, 0
         self.passes += 1
         began = time.monotonic()
         gc.unfreeze()  # what ended connections held was frozen with them
