@@ -10,7 +10,7 @@
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
   erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
-- ``layout3``: the socket, room, status and erasure suites on store layout 3
+- ``layout3``: the socket, room, status, erasure and visibility suites on store layout 3
   (tests/settings_layout3.py; opt-in, being built), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
@@ -184,6 +184,10 @@ LAYOUT3_TESTS = [
     "tests/test_templatetags.py",
     "tests/test_send_to_user.py",
     "tests/test_tutorial_consumer.py",
+    "tests/test_visibility.py",
+    "tests/test_visibility_model.py",
+    "tests/test_privacy.py",
+    "tests/test_audience.py",
 ]
 
 
@@ -221,7 +225,8 @@ def uuid_users(session: nox.Session) -> None:
 @nox.session(python=NEWEST[0])
 def layout3(session: nox.Session) -> None:
     """The front door on store layout 3 (tests/settings_layout3.py, opt-in and being built:
-    docs/store-layout-3.md): the socket, room, status and erasure suites through it."""
+    docs/store-layout-3.md): the socket, room, status, erasure and visibility suites (the
+    model-based one included) through it."""
     install_cell(session, NEWEST[1])
     session.run(
         "pytest",
