@@ -47,7 +47,8 @@ async def test_a_socket_silent_for_the_lease_is_closed(layout3):
     beating.beat(0.3)
     frame = await quiet.wait_for(CLOSED, timeout=2 * 2 + 1)  # LEASE_TTL is 2 s (tests/ws.FAST)
     assert frame["code"] == CLOSE_SILENT
-    assert beating.closed_with is None and (await presence.aget(beating.user)).state == "online"
+    assert beating.closed_with is None  # and the user stays (idle by now: IDLE_AFTER is 2 s)
+    assert (await presence.aget(beating.user)).state in ("online", "idle")
     await beating.close()
 
 
