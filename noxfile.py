@@ -199,13 +199,9 @@ def pinned(name: str) -> str:
     raise LookupError(name)
 
 
-@nox.session(python=NEWEST[0])
-def uuid_users(session: nox.Session) -> None:
-    """Every path a user id takes on a UUID-and-email user model (tests/settings_uuid.py); the
-    browser test needs Chromium (or PRESENCE_SKIP_BROWSER=1)."""
-    # DRF too: its serializer field and filter on UUID primary keys.
-    install(session, ".[drf]", f"django~={NEWEST[1]}.0", "--group", "test")
-    install(session, pinned("playwright"))
+def settings_tests(session: nox.Session, settings: str, modules: list[str]) -> None:
+    """``modules`` under another test settings module, on a single Redis (the Cluster
+    variants of what they exercise run in the cells)."""
     session.run(
         "pytest",
         "-p",
@@ -213,13 +209,23 @@ def uuid_users(session: nox.Session) -> None:
         "-q",
         "-m",
         "not cluster",
-        "--ds=tests.settings_uuid",
+        f"--ds={settings}",
         "-n",
         WORKERS,
-        *UUID_USER_TESTS,
+        *modules,
         *session.posargs,
         env={"REDIS_URL": ""},
     )
+
+
+@nox.session(python=NEWEST[0])
+def uuid_users(session: nox.Session) -> None:
+    """Every path a user id takes on a UUID-and-email user model (tests/settings_uuid.py); the
+    browser test needs Chromium (or PRESENCE_SKIP_BROWSER=1)."""
+    # DRF too: its serializer field and filter on UUID primary keys.
+    install(session, ".[drf]", f"django~={NEWEST[1]}.0", "--group", "test")
+    install(session, pinned("playwright"))
+    settings_tests(session, "tests.settings_uuid", UUID_USER_TESTS)
 
 
 @nox.session(python=NEWEST[0])
@@ -228,20 +234,7 @@ def layout3(session: nox.Session) -> None:
     docs/store-layout-3.md): the socket, room, status, erasure and visibility suites (the
     model-based one included) through it."""
     install_cell(session, NEWEST[1])
-    session.run(
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-m",
-        "not cluster",  # the store's layout-3 suite runs on the cluster in every cell
-        "--ds=tests.settings_layout3",
-        "-n",
-        WORKERS,
-        *LAYOUT3_TESTS,
-        *session.posargs,
-        env={"REDIS_URL": ""},
-    )
+    settings_tests(session, "tests.settings_layout3", LAYOUT3_TESTS)
 
 
 @nox.session(python=CELLS[0][0])

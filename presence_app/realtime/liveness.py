@@ -50,12 +50,10 @@ class Liveness:
 
     def active(self) -> None:
         self.last_activity = self.loop.time()
-        due = self.last_activity + self.idle_after
-        if self.idle_due is None or due < self.idle_due:  # idle was announced: due again
-            self.idle_due = due
+        announced = self.idle_due is None
+        self.idle_due = self.last_activity + self.idle_after
+        if announced:  # idle is due again; otherwise the timer, when it fires, finds it later
             self._arm()
-        else:
-            self.idle_due = due  # the timer, when it fires, finds it later
 
     def stop(self) -> None:
         if self.timer is not None:
