@@ -93,6 +93,38 @@ def main(n: int, calls: int) -> None:
             p.mget([KeySpace.user(tag, u) for u in ids])
             tuples(ids, *p.execute())
 
+        base = f"{tag}:u:"
+
+        def pipe3f(tx: bool = False, name: str = "pipe3f") -> None:
+            # pipe3 with the keys made without escaping each id (ids that need none)
+            ids = ids_for(name)
+            p = client.pipeline(transaction=tx)
+            p.zmscore(seen, ids)
+            p.zmscore(until, ids)
+            p.mget([base + u for u in ids])
+            tuples(ids, *p.execute())
+
+        thin_sha = client.script_load(
+            "local t = redis.call('TIME') return {t[1], t[2],"
+            " redis.call('ZMSCORE', KEYS[1], unpack(ARGV)),"
+            " redis.call('ZMSCORE', KEYS[2], unpack(ARGV)),"
+            " redis.call('MGET', unpack(KEYS, 3))}"
+        )
+
+        def thin() -> None:
+            # one short script (no loop): the clock, both ZMSCOREs and the MGET, scores parsed
+            # in Python
+            ids = ids_for("thin")
+            _, _, s, e, records = client.evalsha(
+                thin_sha, len(ids) + 2, seen, until, *[base + u for u in ids], *ids
+            )
+            tuples(
+                ids,
+                [float(x) if x is not None else None for x in s],
+                [float(x) if x is not None else None for x in e],
+                records,
+            )
+
         def pipe2() -> None:
             ids = ids_for("pipe2")
             p = client.pipeline(transaction=False)
@@ -108,14 +140,46 @@ def main(n: int, calls: int) -> None:
             p.zmscore(until, ids)
             p.execute()
 
+        # a record of 1 user in 100 kept as a field of one hash a shard (instead of a key each),
+        # and a set of the users that have one: what a read of no record key would look up
+        recs, recset = f"{tag}:recs", f"{tag}:recset"
+        record = b"x" * 100
+        for i in range(0, n, 100 * 1000):
+            chunk = uids[i : i + 100 * 1000 : 100]
+            client.hset(recs, mapping={u: record for u in chunk})
+            client.sadd(recset, *chunk)
+
+        def hmget(tx: bool = False, name: str = "hmget") -> None:
+            ids = ids_for(name)
+            p = client.pipeline(transaction=tx)
+            p.zmscore(seen, ids)
+            p.zmscore(until, ids)
+            p.hmget(recs, ids)
+            tuples(ids, *p.execute())
+
+        def smis() -> None:
+            ids = ids_for("smis")
+            p = client.pipeline(transaction=False)
+            p.zmscore(seen, ids)
+            p.zmscore(until, ids)
+            p.smismember(recset, ids)
+            s, e, has = p.execute()
+            tuples(ids, s, e, [b"" if h else None for h in has])
+
         fns = {
             "raw": raw,
             "built": built,
             "pipe6": pipe6,
             "pipe3": pipe3,
             "pipe3tx": lambda: pipe3(True, "pipe3tx"),
+            "pipe3f": pipe3f,
+            "pipe3ftx": lambda: pipe3f(True, "pipe3ftx"),
+            "thin": thin,
             "pipe2": pipe2,
             "zms2": zms2,
+            "hmget": hmget,
+            "hmgettx": lambda: hmget(True, "hmgettx"),
+            "smis": smis,
         }
         lat = latencies(fns, calls)
         print(f"{n:,} users, {calls:,} calls each, load average {os.getloadavg()[:3]}")

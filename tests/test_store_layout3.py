@@ -416,3 +416,97 @@ async def test_the_async_face(presence_redis_url, redis_client):
         assert kinds(await store.sweep(now=T + 200)) == [("offline", "u1")]
     finally:
         await client.aclose()
+
+
+def exec_calls(client) -> int:
+    """How many transactions the server (every primary) has run."""
+    if isinstance(client, redis.RedisCluster):
+        stats = client.info("commandstats", target_nodes=redis.RedisCluster.PRIMARIES).values()
+    else:
+        stats = [client.info("commandstats")]
+    return sum(s.get("cmdstat_exec", {}).get("calls", 0) for s in stats)
+
+
+def test_get_many_reads_the_connected_in_one_transaction_and_the_rest_in_a_second(make3):
+    """get_many has no script: one transaction a shard reads the clock, seen, until and the
+    records, enough for every connected visible user; the others (offline, HTTP-only, invisible,
+    unknown) are read in full by a second one. Each answer is the user's own, on the server's
+    clock as on a given one, ids that need escaping included, and inside store.gather too."""
+    store = make3()
+    client = store.client
+    odd = "ü s:er/1"  # escaped in its key
+    for conn, uid in (("c1", "u1"), ("c2", odd), ("c3", "dnd"), ("c4", "ghost"), ("c5", "gone")):
+        store.connect(conn, uid, now=T)
+    store.set_status(odd, message="lunch", emoji="🍜", now=T)
+    store.set_status("dnd", "dnd", now=T)
+    store.set_status("ghost", "invisible", now=T)
+    store.touch("web", now=T)
+    store.disconnect("c5", "gone", now=T)
+    store.sweep(now=T + GRACE + 1)
+    connected = ["u1", odd, "dnd"]
+    everyone = [*connected, "ghost", "web", "gone", "nobody"]
+    at = T + GRACE + 2
+
+    before = exec_calls(client)
+    found = store.get_many(connected, now=at)
+    assert exec_calls(client) - before == len({store.keys.tag_for_user(u) for u in connected})
+    assert [found[u].state for u in connected] == ["online", "online", "dnd"]
+    assert (found[odd].message, found[odd].emoji) == ("lunch", "🍜")
+
+    before = exec_calls(client)
+    found = store.get_many(everyone, now=at)
+    assert exec_calls(client) - before > len({store.keys.tag_for_user(u) for u in connected})
+    assert list(found) == everyone
+    states = {u: p.state for u, p in found.items()}
+    assert states == {
+        "u1": "online",
+        odd: "online",
+        "dnd": "dnd",
+        "ghost": "offline",
+        "web": "online",
+        "gone": "offline",
+        "nobody": "offline",
+    }
+    assert found["gone"].last_seen == T and found["nobody"].last_seen is None
+    assert found["web"].last_active == T and found["ghost"].last_seen == T  # frozen
+    assert store.get("ghost", viewer="ghost", now=at).state == "invisible"
+    # the server's clock: the same answers now (the listings are fresh on no clock of ours)
+    fresh = make3()
+    fresh.connect("c9", "u9")
+    fresh.touch("w9")
+    assert {u: p.state for u, p in fresh.get_many(["u9", "w9", "x9"]).items()} == {
+        "u9": "online",
+        "w9": "online",
+        "x9": "offline",
+    }
+    # gather: a read of two transactions beside a script's call
+    presences, members = store.gather(
+        store.planned.get_many(everyone, now=at), store.planned.room_members("lobby", now=at)
+    )
+    assert {u: p.state for u, p in presences.items()} == states and members == []
+
+
+@pytest.mark.cluster
+async def test_the_async_face_reads_on_the_cluster(redis_cluster):
+    import redis.asyncio as aredis
+
+    client = aredis.RedisCluster.from_url(redis_cluster.url)
+    try:
+        store = AsyncStore(client, StoreConfig(shards=4), layout=3)
+        for i in range(8):
+            await store.connect(f"c{i}", f"u{i}", now=T)
+        await store.set_status("u1", "invisible", now=T)
+        await store.set_status("u2", message="hi", now=T)
+        found = await store.get_many([f"u{i}" for i in range(10)], now=T + 1)
+        assert [p.state for p in found.values()] == [
+            "online",
+            "offline",
+            "online",
+            *["online"] * 5,
+            "offline",
+            "offline",
+        ]
+        assert found["u2"].message == "hi"
+        assert (await store.get("u1", viewer="u1")).state == "invisible"
+    finally:
+        await client.aclose()

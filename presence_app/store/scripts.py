@@ -43,7 +43,6 @@ NAMES_3 = (
     "counts",
     "disconnect",
     "forget",
-    "get_many",
     "heartbeat",
     "idle",
     "join",
