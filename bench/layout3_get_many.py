@@ -3,7 +3,8 @@
 ``Store(..., layout=3).connect``, plain (one WebSocket, no status), so every design reads the
 same thing: users present by their ``seen`` score, no record.
 
-``python -m bench.layout3_get_many [N] [CALLS]`` (default 100,000 users, 3,000 calls of each).
+``python -m bench.layout3_get_many [N] [CALLS] [DESIGN,...]`` (default 100,000 users, 3,000 calls
+of each, every design).
 
 - ``raw``: ``ZMSCORE seen`` of the 200 ids (the target's baseline);
 - ``built``: ``Store.get_many`` as built (one script: lua3/get_many.lua), a dot's fields read;
@@ -36,7 +37,7 @@ from .dataset import T0, conn_ids
 SPAN = 90.0
 
 
-def main(n: int, calls: int) -> None:
+def main(n: int, calls: int, only: list[str] | None = None) -> None:
     with RedisServer() as srv:
         client = srv.client()
         store = Store(client, StoreConfig(prefix="b3", registry_buckets=max(1, n // 64)), layout=3)
@@ -125,6 +126,49 @@ def main(n: int, calls: int) -> None:
                 records,
             )
 
+        thinj_sha = client.script_load(
+            "local ids, keys = {}, {} local base = ARGV[2]"
+            " for uid in string.gmatch(ARGV[1], '[^\\n]+') do"
+            " ids[#ids + 1] = uid keys[#keys + 1] = base .. uid end"
+            " local t = redis.call('TIME')"
+            " local ends = redis.call('EXISTS', KEYS[2]) == 1"
+            " and redis.call('ZMSCORE', KEYS[2], unpack(ids)) or {}"
+            " return {t[1], t[2], redis.call('ZMSCORE', KEYS[1], unpack(ids)), ends,"
+            " redis.call('MGET', unpack(keys))}"
+        )
+
+        def thinj() -> None:
+            # one short script taking the ids joined in one argument (one to pack, not 400)
+            ids = ids_for("thinj")
+            _, _, s, e, records = client.evalsha(thinj_sha, 2, seen, until, "\n".join(ids), base)
+            tuples(
+                ids,
+                [float(x) if x is not None else None for x in s],
+                [float(x) if x is not None else None for x in e] or [None] * len(ids),
+                records,
+            )
+
+        thinh_sha = client.script_load(
+            "local ids = {}"
+            " for uid in string.gmatch(ARGV[1], '[^\\n]+') do ids[#ids + 1] = uid end"
+            " local t = redis.call('TIME')"
+            " local ends = redis.call('EXISTS', KEYS[2]) == 1"
+            " and redis.call('ZMSCORE', KEYS[2], unpack(ids)) or {}"
+            " return {t[1], t[2], redis.call('ZMSCORE', KEYS[1], unpack(ids)), ends,"
+            " redis.call('HMGET', KEYS[3], unpack(ids))}"
+        )
+
+        def thinh() -> None:
+            # thinj with the records as fields of one hash a shard: no key to build
+            ids = ids_for("thinh")
+            _, _, s, e, records = client.evalsha(thinh_sha, 3, seen, until, recs, "\n".join(ids))
+            tuples(
+                ids,
+                [float(x) if x is not None else None for x in s],
+                [float(x) if x is not None else None for x in e] or [None] * len(ids),
+                records,
+            )
+
         def pipe2() -> None:
             ids = ids_for("pipe2")
             p = client.pipeline(transaction=False)
@@ -146,7 +190,7 @@ def main(n: int, calls: int) -> None:
         record = b"x" * 100
         for i in range(0, n, 100 * 1000):
             chunk = uids[i : i + 100 * 1000 : 100]
-            client.hset(recs, mapping={u: record for u in chunk})
+            client.hset(recs, mapping=dict.fromkeys(chunk, record))
             client.sadd(recset, *chunk)
 
         def hmget(tx: bool = False, name: str = "hmget") -> None:
@@ -175,12 +219,16 @@ def main(n: int, calls: int) -> None:
             "pipe3f": pipe3f,
             "pipe3ftx": lambda: pipe3f(True, "pipe3ftx"),
             "thin": thin,
+            "thinj": thinj,
+            "thinh": thinh,
             "pipe2": pipe2,
             "zms2": zms2,
             "hmget": hmget,
             "hmgettx": lambda: hmget(True, "hmgettx"),
             "smis": smis,
         }
+        if only:
+            fns = {name: fns[name] for name in ["raw", *only]}
         lat = latencies(fns, calls)
         print(f"{n:,} users, {calls:,} calls each, load average {os.getloadavg()[:3]}")
         print("| design | p50 | p99 | p50 / raw | p99 / raw |")
@@ -197,4 +245,5 @@ if __name__ == "__main__":
     main(
         int(sys.argv[1]) if len(sys.argv) > 1 else 100_000,
         int(sys.argv[2]) if len(sys.argv) > 2 else 3000,
+        sys.argv[3].split(",") if len(sys.argv) > 3 else None,
     )

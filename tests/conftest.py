@@ -131,21 +131,6 @@ class RedisCalls:
     def total(self) -> int:
         return len(self.commands)
 
-    @property
-    def round_trips(self) -> int:
-        """Commands sent, a MULTI ... EXEC block counting as one (it is sent as one)."""
-        trips, open_block = 0, False
-        for c in self.commands:
-            name = c.split(" ", 1)[0].strip('"').lower()
-            if name == "multi":
-                open_block = True
-            elif name == "exec":
-                open_block = False
-                trips += 1
-            elif not open_block:
-                trips += 1
-        return trips
-
     def close(self) -> None:
         self.monitor.__exit__()
         self.client.close()

@@ -48,7 +48,7 @@ def test_presence_of_a_list_of_ids_in_one_round_trip(client, ben, people, redis_
     redis_calls.reset()
     response = client.get("/presence/api/users/", {"ids": ",".join(map(str, ids))})
     assert response.status_code == 200
-    assert redis_calls.round_trips == 1
+    assert redis_calls.by_command() == {"evalsha": 1}
     users = response.json()["users"]
     assert [(u["user"], u["state"]) for u in users] == [
         (str(people["cy"].pk), "dnd"),

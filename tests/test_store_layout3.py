@@ -59,7 +59,7 @@ def test_a_plain_user_is_one_listing_and_one_registry_field(make3):
     value = client.hget(bucket, "u1").decode().split("\x1f")
     assert value[:2] == [store.plans.process, "c1"] and float(value[2]) == T
     assert client.zscore(KeySpace.seen(tag), "u1") == T
-    assert client.get(KeySpace.user(tag, "u1")) is None  # no record while plain
+    assert client.hget(KeySpace.records(tag), "u1") is None  # no record while plain
     p = store.get("u1", now=T + 1)
     assert (p.state, p.last_seen, p.message) == ("online", T + 1, "")
     assert not any(":2" in k.split("}")[1][:2] for k in keys_of(client))  # no layout-2 key
@@ -81,11 +81,11 @@ def test_devices_roll_up_and_the_grace_has_no_flicker(make3):
     store.connect("phone", "u1", now=T)
     assert store.connect("laptop", "u1", now=T + 1) == []  # already online: nothing to tell
     tag = store.keys.tag_for_user("u1")
-    assert store.client.get(KeySpace.user(tag, "u1")) is not None  # two connections: a record
+    assert store.client.hget(KeySpace.records(tag), "u1") is not None  # two connections: a record
     assert store.disconnect("phone", "u1", now=T + 2) == []
     assert store.sweep(now=T + 2 + GRACE + 1) == []  # the laptop holds them
     assert store.get("u1", now=T + 30).state == "online"
-    assert store.client.get(KeySpace.user(tag, "u1")) is None  # one connection again: plain
+    assert store.client.hget(KeySpace.records(tag), "u1") is None  # one connection again: plain
     # the last one closes: a reload within the grace shows nothing
     store.disconnect("laptop", "u1", now=T + 40)
     assert store.get("u1", now=T + 45).state == "online"
@@ -177,7 +177,7 @@ def test_an_http_only_user_is_one_web_entry(make3):
     assert store.touch("u1", now=T + 10) == []
     tag = store.keys.tag_for_user("u1")
     assert store.client.zscore(f"{tag}:web", "u1") == T + 10
-    assert store.client.get(KeySpace.user(tag, "u1")) is None  # every request was activity
+    assert store.client.hget(KeySpace.records(tag), "u1") is None  # every request was activity
     p = store.get("u1", now=T + 20)
     assert (p.state, p.last_seen, p.last_active) == ("online", T + 20, T + 10)
     assert store.online(now=T + 20) == ["u1"] and store.online_count(now=T + 20) == 1
@@ -222,7 +222,7 @@ def test_idle_is_announced_by_the_process_that_sees_the_activity_stop(make3):
     changed = store.activity("u1", now=at(T + 450))
     assert [(t.kind, t.state) for t in changed] == [("update", "online")]
     tag = store.keys.tag_for_user("u1")
-    assert store.client.get(KeySpace.user(tag, "u1")) is None  # active and plain again
+    assert store.client.hget(KeySpace.records(tag), "u1") is None  # active and plain again
     # another device active meanwhile: the phone's process finds the user active
     store.connect("laptop", "u1", now=at(T + 500))
     devices.append(("laptop", "u1"))
@@ -381,11 +381,11 @@ def test_status_dnd_and_invisible(make3):
     store.connect("c2", "u2", now=T)
     changed = store.set_status("u2", message="lunch", emoji="🍜", device="phone", now=T + 1)
     assert kinds(changed) == [("update", "u2")] and changed[0].message == "lunch"
-    assert store.client.get(KeySpace.user(tag, "u2")) is not None  # a status: a record
+    assert store.client.hget(KeySpace.records(tag), "u2") is not None  # a status: a record
     p = store.get("u2", now=T + 2)
     assert (p.state, p.message, p.emoji, p.device) == ("online", "lunch", "🍜", "phone")
     assert store.set_status("u2", message="", emoji="", device="", now=T + 3)
-    assert store.client.get(KeySpace.user(tag, "u2")) is None  # the default again: no record
+    assert store.client.hget(KeySpace.records(tag), "u2") is None  # the default again: no record
     assert kinds(store.set_status("u1", "dnd", now=T + 4)) == [("update", "u1")]
     assert store.get("u1", now=T + 5).state == "dnd"
     # invisible: offline to others, leaving the room; themself and superusers see it
@@ -418,20 +418,20 @@ async def test_the_async_face(presence_redis_url, redis_client):
         await client.aclose()
 
 
-def exec_calls(client) -> int:
-    """How many transactions the server (every primary) has run."""
+def script_calls(client) -> int:
+    """How many script calls the server (every primary) has run."""
     if isinstance(client, redis.RedisCluster):
         stats = client.info("commandstats", target_nodes=redis.RedisCluster.PRIMARIES).values()
     else:
         stats = [client.info("commandstats")]
-    return sum(s.get("cmdstat_exec", {}).get("calls", 0) for s in stats)
+    return sum(s.get("cmdstat_evalsha", {}).get("calls", 0) for s in stats)
 
 
-def test_get_many_reads_the_connected_in_one_transaction_and_the_rest_in_a_second(make3):
-    """get_many has no script: one transaction a shard reads the clock, seen, until and the
-    records, enough for every connected visible user; the others (offline, HTTP-only, invisible,
-    unknown) are read in full by a second one. Each answer is the user's own, on the server's
-    clock as on a given one, ids that need escaping included, and inside store.gather too."""
+def test_get_many_is_one_short_script_a_shard(make3):
+    """get_many reads, in one script call a shard, the clock, seen, until and the records of
+    every id, and hidden, web and last only of those with no seen score. Each answer is the
+    user's own, on the server's clock as on a given one, ids that need escaping included, in
+    store.gather too, and past the 1,000 ids of a call."""
     store = make3()
     client = store.client
     odd = "ü s:er/1"  # escaped in its key
@@ -446,16 +446,17 @@ def test_get_many_reads_the_connected_in_one_transaction_and_the_rest_in_a_secon
     connected = ["u1", odd, "dnd"]
     everyone = [*connected, "ghost", "web", "gone", "nobody"]
     at = T + GRACE + 2
+    store.get_many(everyone)  # the script loaded on every node (a NOSCRIPT reply is a call)
 
-    before = exec_calls(client)
+    before = script_calls(client)
     found = store.get_many(connected, now=at)
-    assert exec_calls(client) - before == len({store.keys.tag_for_user(u) for u in connected})
+    assert script_calls(client) - before == len({store.keys.tag_for_user(u) for u in connected})
     assert [found[u].state for u in connected] == ["online", "online", "dnd"]
     assert (found[odd].message, found[odd].emoji) == ("lunch", "🍜")
 
-    before = exec_calls(client)
+    before = script_calls(client)
     found = store.get_many(everyone, now=at)
-    assert exec_calls(client) - before > len({store.keys.tag_for_user(u) for u in connected})
+    assert script_calls(client) - before == len({store.keys.tag_for_user(u) for u in everyone})
     assert list(found) == everyone
     states = {u: p.state for u, p in found.items()}
     assert states == {
@@ -479,11 +480,14 @@ def test_get_many_reads_the_connected_in_one_transaction_and_the_rest_in_a_secon
         "w9": "online",
         "x9": "offline",
     }
-    # gather: a read of two transactions beside a script's call
+    # gather: beside another call
     presences, members = store.gather(
         store.planned.get_many(everyone, now=at), store.planned.room_members("lobby", now=at)
     )
     assert {u: p.state for u, p in presences.items()} == states and members == []
+    # more ids than one call reads
+    many = [f"n{i}" for i in range(2500)] + everyone
+    assert {u: p.state for u, p in store.get_many(many, now=at).items() if u in states} == states
 
 
 @pytest.mark.cluster
@@ -510,3 +514,74 @@ async def test_the_async_face_reads_on_the_cluster(redis_cluster):
         assert (await store.get("u1", viewer="u1")).state == "invisible"
     finally:
         await client.aclose()
+
+
+def test_an_offline_user_s_record_expires_after_the_metadata_ttl(make3):
+    """Records are fields of one hash a shard; an unlisted user's expires METADATA_TTL after it
+    was last saved (the sweep drops it, as a key's own expiry would), a listed user's never."""
+    store = make3(metadata_ttl=1000)
+    tag = store.keys.tag_for_user("away")
+    records, expiry = KeySpace.records(tag), KeySpace.record_expiry(tag)
+    for conn, uid in (("c1", "away"), ("c2", "here")):
+        store.connect(conn, uid, now=T)
+        store.set_status(uid, message="brb", now=T)
+    store.disconnect("c1", "away", now=T + 1)
+    assert kinds(store.sweep(now=T + GRACE + 2)) == [("offline", "away")]
+    assert store.client.zscore(expiry, "away") == T + GRACE + 2 + 1000
+    assert store.client.zscore(expiry, "here") is None  # listed: no expiry
+    store.heartbeat_many([("c2", "here")], now=T + 999)
+    store.sweep(now=T + 1000)
+    assert store.get("away", now=T + 1000).message == "brb"  # kept while offline, until...
+    store.heartbeat_many([("c2", "here")], now=T + GRACE + 1003)
+    store.sweep(now=T + GRACE + 1003)
+    assert store.client.hget(records, "away") is None and store.client.zcard(expiry) == 0
+    assert store.get("away", now=T + GRACE + 1004).message == ""
+    assert store.get("here", now=T + GRACE + 1004).message == "brb"
+
+
+def test_a_read_presence_is_what_its_fields_say_whatever_is_read_first(make3):
+    """Layout 3's presences (a plain user's a copy of shared fields, ``meta`` made when first
+    read): in whatever order their fields are read, compared, printed, pickled or copied, each
+    is the presence built with the fields a first read found."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from presence_app.store import Presence
+
+    store = make3()
+    store.connect("a", "1", now=T)  # online, plain
+    store.connect("c", "3", now=T)
+    store.set_status("3", "dnd", message="focus", emoji="🎧", device="desk", now=T)
+    store.touch("4", now=T)
+    store.set_status("4", "invisible", message="hidden", team="x", now=T)
+    store.touch("5", now=T)  # HTTP only
+    store.set_status("5", message="lunch", emoji="🍜", expires_in=10, k=[1], now=T)
+    store.touch("6", now=T)  # HTTP only, plain
+    ids = ["1", "3", "4", "5", "6", "7"]
+    names = [f.name for f in dataclasses.fields(Presence)]
+    first = store.get_many(ids, viewer="1", now=T + 20)
+    expected = {u: Presence(**{n: getattr(p, n) for n in names}) for u, p in first.items()}
+    assert [expected[u].state for u in ids] == ["online", "dnd", "offline", "online", "online"] + [
+        "offline"
+    ]
+    assert expected["5"].meta == {"k": [1]} and expected["5"].message == ""  # expired
+    assert expected["1"].meta == {} and expected["6"].last_active == T
+    for order in (names, names[::-1], ["meta", "message", "state"]):
+        for uid, p in store.get_many(ids, viewer="1", now=T + 20).items():
+            for name in order:
+                assert getattr(p, name) == getattr(expected[uid], name), (uid, name)
+            assert p == expected[uid] and repr(p) == repr(expected[uid])
+    assert store.get_many(ids, viewer="1", now=T + 20) == expected
+    for uid, p in store.get_many(ids, viewer="1", now=T + 20).items():
+        assert pickle.loads(pickle.dumps(p)) == expected[uid]
+        assert copy.copy(p) == copy.deepcopy(p) == expected[uid]
+        assert dataclasses.asdict(p) == dataclasses.asdict(expected[uid])
+        assert p.as_dict() == expected[uid].as_dict()
+        assert dataclasses.replace(p, message="x") == dataclasses.replace(
+            expected[uid], message="x"
+        )
+        p.meta["mine"] = 1  # each presence's own dict
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.state = "online"
+    assert store.get("1", now=T + 20).meta == {}

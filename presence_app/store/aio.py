@@ -11,35 +11,12 @@ from redis.exceptions import NoScriptError
 from . import scripts
 from .base import BaseStore
 from .plans import Call, Plan
-from .sync import (
-    merged,
-    missing_scripts,
-    queue,
-    queue_transactions,
-    raise_errors,
-    split,
-    unpack_transactions,
-)
+from .sync import missing_scripts, queue, raise_errors
 from .types import StoreConfig, Transition
 
 
 async def pipeline(client: Any, calls: list[Call]) -> list[Any]:
-    """The async twin of sync.pipeline: the transactions in one MULTI/EXEC, the rest beside."""
-    tx, rest = split(calls)
-    if not tx:
-        return await scripts_pipeline(client, calls)
-    pipe = client.pipeline(transaction=True)
-    queue_transactions(pipe, [calls[i] for i in tx])
-    flat = await pipe.execute(raise_on_error=False)
-    done = (tx, unpack_transactions([calls[i] for i in tx], flat))
-    if not rest:
-        return merged(len(calls), done)
-    others = await scripts_pipeline(client, [calls[i] for i in rest])
-    return merged(len(calls), done, (rest, others))
-
-
-async def scripts_pipeline(client: Any, calls: list[Call]) -> list[Any]:
-    """The async twin of sync.scripts_pipeline: one round trip, scripts reloaded after NOSCRIPT."""
+    """The async twin of sync.pipeline: one round trip, scripts reloaded after NOSCRIPT."""
     pipe = client.pipeline(transaction=False)
     for call in calls:
         queue(pipe, call)
@@ -49,8 +26,7 @@ async def scripts_pipeline(client: Any, calls: list[Call]) -> list[Any]:
         for name in missing:
             await client.script_load(scripts.load()[name].source)
         again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        again_calls = [calls[i] for i in again]
-        for i, reply in zip(again, await scripts_pipeline(client, again_calls), strict=True):
+        for i, reply in zip(again, await pipeline(client, [calls[i] for i in again]), strict=True):
             replies[i] = reply
     return replies
 
@@ -79,10 +55,6 @@ class AsyncStore(BaseStore):
         return raise_errors(list(replies))
 
     async def _one(self, call: Call) -> Any:
-        if call.commands:
-            pipe = self.client.pipeline(transaction=True)
-            queue_transactions(pipe, [call])
-            return unpack_transactions([call], await pipe.execute(raise_on_error=False))[0]
         if not call.script:
             return await self.client.execute_command(*call.args)
         script = scripts.load()[call.script]
@@ -93,10 +65,7 @@ class AsyncStore(BaseStore):
             return await self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
 
     async def run(self, plan: Plan) -> Any:
-        result = plan.finish(await self._send(plan.calls))
-        while isinstance(result, Plan):  # a read that needs a further round trip
-            result = result.finish(await self._send(result.calls))
-        return result
+        return plan.finish(await self._send(plan.calls))
 
     async def sweep(self, now: float | None = None) -> list[Transition]:
         out: list[Transition] = []

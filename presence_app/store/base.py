@@ -13,7 +13,7 @@ from typing import Any
 
 from . import roomstate
 from .keys import KeySpace
-from .plans import _UNSET, Call, Plan, Planner, room_of, then, together, user_id_of
+from .plans import _UNSET, Call, Plan, Planner, room_of, user_id_of
 from .types import InvalidInput, PresenceError, StoreConfig, UnknownConnection
 
 
@@ -85,7 +85,7 @@ class BaseStore(roomstate.RoomStates):
         """Renews one lease; returns False when the connection holds none, or its user is
         listed nowhere (keys evicted): connect again."""
         plan = self.plans.heartbeat_many([(conn_id, user_id)], now)
-        return self.run(then(plan, lambda result: not result))
+        return self.run(Plan(plan.calls, lambda replies: not plan.finish(replies)))
 
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None = None):
         """Renews many (conn_id, user_id) leases in one script call per shard; returns the
@@ -130,7 +130,7 @@ class BaseStore(roomstate.RoomStates):
         """One user's Presence as ``viewer`` may see it (invisible shows only to themself)."""
         uid = user_id_of(user_id)
         plan = self.plans.get_many([uid], viewer, reveal_all, now)
-        return self.run(then(plan, lambda found: found[uid]))
+        return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
     def get_many(
         self, user_ids, *, viewer=None, reveal_all: bool = False, now: float | None = None
@@ -163,7 +163,7 @@ class BaseStore(roomstate.RoomStates):
 
     def room_count(self, room: str, now: float | None = None):
         plan = self.plans.room_members(room, now)
-        return self.run(then(plan, len))
+        return self.run(Plan(plan.calls, lambda replies: len(plan.finish(replies))))
 
     def rooms(self, limit: int = 100):
         """[(room, members)] of the busiest rooms, most members first (counts kept by the
@@ -192,7 +192,7 @@ class BaseStore(roomstate.RoomStates):
         """The rooms ``user_id`` is in through any of their connections (visible or not)."""
         uid = user_id_of(user_id)
         plan = self.plans.user_rooms([uid])
-        return self.run(then(plan, lambda found: found[uid]))
+        return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
     def user_rooms_many(self, user_ids):
         """{user_id: rooms} for any number of ids, in one round trip (visible or not: callers
@@ -224,7 +224,16 @@ class BaseStore(roomstate.RoomStates):
 
         presences, rooms = store.gather(store.planned.get_many(ids), store.planned.rooms(10))
         """
-        return self.run(together(plans))
+        calls = [call for plan in plans for call in plan.calls]
+
+        def finish(replies: list[Any]) -> list[Any]:
+            out, start = [], 0
+            for plan in plans:
+                out.append(plan.finish(replies[start : start + len(plan.calls)]))
+                start += len(plan.calls)
+            return out
+
+        return self.run(Plan(calls, finish))
 
     def housekeeping_keys(self) -> list[tuple[str, list[str]]]:
         return [

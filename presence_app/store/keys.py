@@ -76,6 +76,16 @@ class KeySpace:
         return f"{tag}:u:{esc(user_id)}"
 
     @staticmethod
+    def records(tag: str) -> str:
+        """Layout 3: the records, a field a user (lib.lua's K_RECS)."""
+        return f"{tag}:recs"
+
+    @staticmethod
+    def record_expiry(tag: str) -> str:
+        """Layout 3: unlisted users' records by their expiry (lib.lua's K_REXP)."""
+        return f"{tag}:rexp"
+
+    @staticmethod
     def room(tag: str, room: str) -> str:
         return f"{tag}:r:{esc(room)}"
 

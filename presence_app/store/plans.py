@@ -41,14 +41,11 @@ _UNSET: Any = object()
 
 @dataclass(frozen=True)
 class Call:
-    """A script call (``script`` names it) or, with ``script`` empty, a plain command in args;
-    or, with ``commands``, a transaction (MULTI/EXEC) of those commands, all on the hash tag of
-    ``keys[0]``, whose reply is the list of theirs."""
+    """A script call (``script`` names it) or, with ``script`` empty, a plain command in args."""
 
     script: str
     keys: tuple[str, ...]
     args: tuple[Any, ...]
-    commands: tuple[tuple[Any, ...], ...] = ()
 
     @property
     def routing_key(self) -> str:
@@ -58,45 +55,8 @@ class Call:
 
 @dataclass(frozen=True)
 class Plan:
-    """Calls sent in one round trip, and what turns their replies into the result. ``finish``
-    may return another Plan: a read that needs a second round trip (the stores run it too)."""
-
     calls: list[Call]
     finish: Callable[[list[Any]], Any]
-
-
-def then(plan: Plan, f: Callable[[Any], Any]) -> Plan:
-    """The plan whose result is ``f`` of ``plan``'s, through any further round trips."""
-
-    def finish(replies: list[Any]) -> Any:
-        result = plan.finish(replies)
-        return then(result, f) if isinstance(result, Plan) else f(result)
-
-    return Plan(plan.calls, finish)
-
-
-def together(plans: Sequence[Plan]) -> Plan:
-    """One plan of independent ones, their calls in one round trip (and the further round trips
-    of those that need one, together again); its result is the list of theirs."""
-    calls = [call for plan in plans for call in plan.calls]
-
-    def finish(replies: list[Any]) -> Any:
-        out, start = [], 0
-        for plan in plans:
-            out.append(plan.finish(replies[start : start + len(plan.calls)]))
-            start += len(plan.calls)
-        more = [i for i, result in enumerate(out) if isinstance(result, Plan)]
-        if not more:
-            return out
-
-        def fill(results: list[Any]) -> list[Any]:
-            for i, result in zip(more, results, strict=True):
-                out[i] = result
-            return out
-
-        return then(together([out[i] for i in more]), fill)
-
-    return Plan(calls, finish)
 
 
 def user_id_of(user_id: Any) -> str:

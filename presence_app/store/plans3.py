@@ -12,99 +12,77 @@ upgrade from layout 2. Not yet: ``ONLINE_WINDOW > LEASE_TTL``.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
 from .keys import KeySpace, registry_bucket
-from .plans import Call, Plan, Planner, then, user_id_of, user_ids_of
+from .plans import Call, Plan, Planner, user_id_of, user_ids_of
 from .scripts import NAMES_3
 from .types import SEP_BYTES, InvalidInput, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
-# The indexes get_many reads, in the deriver's order (the records come third): the first read's,
-# and the second's (of the users the first found in no ``seen``)
-PRESENT = ("seen", "until")
-EVERYTHING = ("seen", "until", "hidden", "web", "last")
-# Up to this many ids, the first read is the full one: its three more ZMSCOREs cost less than the
-# round trip a second read would (a page of dots takes the two reads; one user's presence, one)
-FULL_READ = 16
+READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
 
 
-# The server's clock inside a transaction (TIME takes no key: a script routes by its one key).
-CLOCK = "local t = redis.call('TIME') return {t[1], t[2]}"
-_PLAIN_IDS = re.compile(r"[A-Za-z0-9._~\n-]*")  # ids whose keys need no escaping, "\n"-joined
-
-Deriver = Callable[..., tuple[dict[str, Presence], list[str]]]
-
-
-def deriver3(viewer: str, reveal_all: bool, config: StoreConfig) -> Deriver:
-    """Layout 3's reads to ``{user_id: Presence}``. A connected user's presence runs LEASE_TTL
-    after their score unless K_UNTIL ends it sooner; idle is the record's flag (announced by the
-    process that saw the activity stop); an offline user's last seen is the latest of their
-    record's, K_LAST's and their score not swept yet.
-
-    ``derive(now, ids, seen, ends, records)`` derives the users with a ``seen`` score and returns
-    the others as missing (the first read); with ``hidden``, ``web`` and ``last`` too it derives
-    everyone (the second read, of those)."""
-    new = object.__new__
+def deriver3(
+    viewer: str, reveal_all: bool, config: StoreConfig
+) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
+    """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``. A connected
+    user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner; idle is the
+    record's flag (announced by the process that saw the activity stop); an offline user's last
+    seen is the latest of their record's, K_LAST's and their score not swept yet."""
+    new, set_fields = object.__new__, object.__setattr__
     blank = {"last_active": None, "message": "", "emoji": "", "device": ""}
     span, window = float(config.lease_ttl), float(config.online_window)
 
-    def derive(
-        now: float,
-        user_ids: list[str],
-        seen_: list[Any],
-        ends_: list[Any],
-        records: list[Any],
-        hidden_: list[Any] | None = None,
-        web_: list[Any] | None = None,
-        last_: list[Any] | None = None,
-    ) -> tuple[dict[str, Presence], list[str]]:
-        online = {"state": "online", "last_seen": now, **blank}
-        offline = {"state": "offline", **blank}
+    def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
+        clock, seen_, ends_, records, hidden_, web_, last_ = reply
+        now = float(clock)
+        online = {"user_id": "", "state": "online", "last_seen": now, **blank}
+        offline = {"user_id": "", "state": "offline", "last_seen": None, **blank}
+        # the ids with no seen score have, in their order, a hidden, a web and a last score
+        others = zip(
+            hidden_ or repeat(None), web_ or repeat(None), last_ or repeat(None), strict=False
+        )
         out: dict[str, Presence] = {}
-        missing: list[str] = []
-        everyone = hidden_ is not None
-        for uid, seen, end, raw, hidden, web, last in zip(
-            user_ids,
-            seen_,
-            ends_,
-            records,
-            hidden_ or repeat(None),
-            web_ or repeat(None),
-            last_ or repeat(None),
-            strict=False,
+        for uid, seen, end, raw in zip(
+            user_ids, seen_, ends_ or repeat(None), records, strict=False
         ):
-            score = seen if seen is not None else hidden
-            if score is not None:  # connected: live within SPAN, unless a grace ends it sooner
-                live = 1 if (end if end is not None else score + span) >= now else 0
+            if seen is not None:  # connected: live within SPAN, unless a grace ends it sooner
+                seen, hidden = float(seen), None
+                live = 1 if (float(end) if end is not None else seen + span) >= now else 0
                 gone = None
-            elif not everyone:
-                missing.append(uid)
-                continue
-            elif web is not None:  # HTTP only: live within ONLINE_WINDOW of their last request
-                live = 2 if web + window >= now else 0
-                gone = web
             else:
-                live, gone = 0, last
+                hidden, web, gone = next(others)
+                if hidden is not None:  # connected and invisible
+                    hidden = float(hidden)
+                    live = 1 if (float(end) if end is not None else hidden + span) >= now else 0
+                    gone = None
+                elif web is not None:  # HTTP only: live within ONLINE_WINDOW of their request
+                    gone = float(web)
+                    live = 2 if gone + window >= now else 0
+                else:
+                    live = 0
+                    gone = float(gone) if gone is not None else None
             p = new(Presence)
-            d = p.__dict__
-            d["user_id"] = uid
             out[uid] = p
-            if raw is None:  # no record: a plain user (or unknown), one shared set of fields
+            if raw is None:  # no record: a plain user (or unknown), a copy of a shared set of
+                # fields (``meta`` is made when first read: Presence.meta)
                 if live == 1:
-                    d.update(online)
+                    d = online.copy()
                 elif live == 2:  # an HTTP-only user, active at their last request
-                    d.update(online)
+                    d = online.copy()
                     d["last_active"] = gone
                 else:
-                    d.update(offline)
+                    d = offline.copy()
                     d["last_seen"] = max(gone or 0.0, seen or 0.0) or None
-                d["meta"] = {}
+                d["user_id"] = uid
+                set_fields(p, "__dict__", d)
                 continue
+            d = p.__dict__
+            d["user_id"] = uid
             if isinstance(raw, str):
                 raw = raw.encode()
             st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP_BYTES, 11)
@@ -138,7 +116,7 @@ def deriver3(viewer: str, reveal_all: bool, config: StoreConfig) -> Deriver:
             if mx and float(mx) < now:
                 message = emoji = ""
             d["message"], d["emoji"], d["device"] = message, emoji, dev.decode()
-        return out, missing
+        return out
 
     return derive
 
@@ -211,10 +189,10 @@ class Planner3(Planner):
         field of a plain user's one connection."""
         uid = user_id_of(user_id)
         tag = self.keys.tag_for_user(uid)
-        names = ("seen", "hidden", "web", "until", "last", "graces")
+        names = ("seen", "hidden", "web", "until", "last", "graces", "rexp")
         bucket = registry_bucket(uid, self.config.registry_buckets)
         field = Call("", (), ("HGET", KeySpace.registry(tag, bucket), uid))
-        calls = [Call("", (), ("GET", KeySpace.user(tag, uid))), field]
+        calls = [Call("", (), ("HGET", KeySpace.records(tag), uid)), field]
         calls += [Call("", (), ("ZSCORE", f"{tag}:{name}", uid)) for name in names]
         record_of = super().export(uid).finish
 
@@ -234,7 +212,9 @@ class Planner3(Planner):
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
         """The rooms of the users' connections, from their records (a plain user has none)."""
         uids = list(dict.fromkeys(user_ids_of(user_ids)))
-        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+        calls = [
+            Call("", (), ("HGET", KeySpace.records(self.keys.tag_for_user(u)), u)) for u in uids
+        ]
 
         def rooms(raw: Any) -> list[str]:
             if not raw:
@@ -251,53 +231,25 @@ class Planner3(Planner):
     def get_many(
         self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
     ) -> Plan:
-        """No script: a transaction a shard reads the clock, ``seen``, ``until`` and the records
-        (a plain user has none: a nil each), which is everything a connected user's presence
-        needs. The users with no ``seen`` score (offline, HTTP-only, invisible) are read again,
-        in full, in a second transaction: each user's presence comes from one moment. Up to
-        ``FULL_READ`` ids, the first read is the full one."""
+        """One short script call a shard (per 1,000 ids: Lua's unpack has a limit), all in one
+        round trip; the derivation is Python's."""
         uids = list(dict.fromkeys(user_ids_of(user_ids)))
         viewer_id = "" if viewer is None else user_id_of(viewer)
+        chunks = [
+            ids[i : i + READ_CHUNK]
+            for ids in self.by_shard(uids).values()
+            for i in range(0, len(ids), READ_CHUNK)
+        ]
+        calls = [
+            self.call("get_many", self.keys.tag_for_user(ids[0]), now, "\n".join(ids))
+            for ids in chunks
+        ]
         derive = deriver3(viewer_id, reveal_all, self.config)
-        groups = self.by_shard(uids)
 
-        def read(groups: dict[str, list[str]], indexes: tuple[str, ...]) -> Plan:
-            calls = [self.read_call(tag, ids, indexes, now) for tag, ids in groups.items()]
+        def finish(replies: list[Any]) -> dict[str, Presence]:
+            found: dict[str, Presence] = {}
+            for ids, reply in zip(chunks, replies, strict=True):
+                found.update(derive(ids, reply))
+            return {uid: found[uid] for uid in uids}
 
-            def finish(replies: list[Any]) -> Any:
-                found: dict[str, Presence] = {}
-                missing: dict[str, list[str]] = {}
-                for (tag, ids), reply in zip(groups.items(), replies, strict=True):
-                    at = now
-                    if at is None:
-                        (seconds, micros), *reply = reply
-                        at = int(seconds) + int(micros) / 1e6
-                    done, left = derive(at, ids, *reply)
-                    found.update(done)
-                    if left:
-                        missing[tag] = left
-                if not missing:
-                    return found
-                return then(read(missing, EVERYTHING), lambda more: {**found, **more})
-
-            return Plan(calls, finish)
-
-        first = EVERYTHING if len(uids) <= FULL_READ else PRESENT
-        return then(read(groups, first), lambda found: {uid: found[uid] for uid in uids})
-
-    def read_call(
-        self, tag: str, ids: list[str], indexes: tuple[str, ...], now: float | None
-    ) -> Call:
-        """One shard's read of ``ids``: the clock (unless given), a ``ZMSCORE`` of each index,
-        and the records."""
-        seen = KeySpace.seen(tag)
-        if _PLAIN_IDS.fullmatch("\n".join(ids)):
-            base = f"{tag}:u:"
-            keys = [base + uid for uid in ids]
-        else:
-            keys = [KeySpace.user(tag, uid) for uid in ids]
-        commands: list[tuple[Any, ...]] = [] if now is not None else [("EVAL", CLOCK, 1, seen)]
-        commands += [("ZMSCORE", f"{tag}:{index}", *ids) for index in indexes[:2]]
-        commands.append(("MGET", *keys))
-        commands += [("ZMSCORE", f"{tag}:{index}", *ids) for index in indexes[2:]]
-        return Call("", (seen,), (), tuple(commands))
+        return Plan(calls, finish)

@@ -43,6 +43,7 @@ NAMES_3 = (
     "counts",
     "disconnect",
     "forget",
+    "get_many",
     "heartbeat",
     "idle",
     "join",

@@ -31,55 +31,9 @@ def raise_errors(replies: list[Any]) -> list[Any]:
     return replies
 
 
-def split(calls: list[Call]) -> tuple[list[int], list[int]]:
-    """The indexes of the calls that are transactions, and of the others."""
-    tx = [i for i, call in enumerate(calls) if call.commands]
-    return tx, [i for i, call in enumerate(calls) if not call.commands]
-
-
-def queue_transactions(pipe: Any, calls: list[Call]) -> None:
-    for call in calls:
-        for command in call.commands:
-            pipe.execute_command(*command)
-
-
-def unpack_transactions(calls: list[Call], flat: list[Any]) -> list[Any]:
-    """Each transaction's replies from one EXEC's (an error in one stands for its call)."""
-    out, start = [], 0
-    for call in calls:
-        part = flat[start : start + len(call.commands)]
-        start += len(call.commands)
-        out.append(next((r for r in part if isinstance(r, Exception)), part))
-    return out
-
-
-def merged(n: int, *parts: tuple[list[int], list[Any]]) -> list[Any]:
-    replies: list[Any] = [None] * n
-    for indexes, part in parts:
-        for i, reply in zip(indexes, part, strict=True):
-            replies[i] = reply
-    return replies
-
-
 def pipeline(client: Any, calls: list[Call]) -> list[Any]:
-    """All calls on one (non-cluster) client: the transactions in one MULTI/EXEC (their keys are
-    on this server), the rest in one round trip beside it."""
-    tx, rest = split(calls)
-    if not tx:
-        return scripts_pipeline(client, calls)
-    pipe = client.pipeline(transaction=True)
-    queue_transactions(pipe, [calls[i] for i in tx])
-    flat = pipe.execute(raise_on_error=False)
-    done = (tx, unpack_transactions([calls[i] for i in tx], flat))
-    if not rest:
-        return merged(len(calls), done)
-    return merged(len(calls), done, (rest, scripts_pipeline(client, [calls[i] for i in rest])))
-
-
-def scripts_pipeline(client: Any, calls: list[Call]) -> list[Any]:
-    """Calls that are not transactions in one round trip on one (non-cluster) client. After a
-    Redis restart or a SCRIPT FLUSH (NOSCRIPT) the scripts are loaded again and the calls that
-    failed repeated."""
+    """All calls in one round trip on one (non-cluster) client. After a Redis restart or a
+    SCRIPT FLUSH (NOSCRIPT) the scripts are loaded again and the calls that failed repeated."""
     pipe = client.pipeline(transaction=False)
     for call in calls:
         queue(pipe, call)
@@ -89,9 +43,7 @@ def scripts_pipeline(client: Any, calls: list[Call]) -> list[Any]:
         for name in missing:
             client.script_load(scripts.load()[name].source)
         again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        for i, reply in zip(
-            again, scripts_pipeline(client, [calls[i] for i in again]), strict=True
-        ):
+        for i, reply in zip(again, pipeline(client, [calls[i] for i in again]), strict=True):
             replies[i] = reply
     return replies
 
@@ -116,13 +68,9 @@ class Store(BaseStore):
             return raise_errors(pipeline(self.client, calls))
         # Redis Cluster: one pipeline per node (the cluster pipeline refuses scripts); a call
         # whose slot moved meanwhile is sent again through the cluster client, which follows it.
-        # A transaction is single-slot there: each goes through the cluster client's own.
         replies: list[Any] = [None] * len(calls)
         by_node: dict[str, tuple[Any, list[int]]] = {}
         for i, call in enumerate(calls):
-            if call.commands:
-                replies[i] = self._one(call)
-                continue
             node = self.client.get_node_from_key(call.routing_key)
             by_node.setdefault(node.name, (node, []))[1].append(i)
         for node, indexes in by_node.values():
@@ -135,10 +83,6 @@ class Store(BaseStore):
 
     def _one(self, call: Call) -> Any:
         """One call through the cluster client (follows MOVED/ASK; loads a missing script)."""
-        if call.commands:
-            pipe = self.client.pipeline(transaction=True)
-            queue_transactions(pipe, [call])
-            return unpack_transactions([call], pipe.execute(raise_on_error=False))[0]
         if not call.script:
             return self.client.execute_command(*call.args)
         script = scripts.load()[call.script]
@@ -149,10 +93,7 @@ class Store(BaseStore):
             return self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
 
     def run(self, plan: Plan) -> Any:
-        result = plan.finish(self._send(plan.calls))
-        while isinstance(result, Plan):  # a read that needs a further round trip
-            result = result.finish(self._send(result.calls))
-        return result
+        return plan.finish(self._send(plan.calls))
 
     def sweep(self, now: float | None = None) -> list[Transition]:
         """Evicts expired leases and users and announces idle ones; returns the transitions."""

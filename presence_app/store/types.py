@@ -197,24 +197,22 @@ class Presence:
 
 
 class _Meta:
-    """``meta`` of a store-read presence whose record has some: the record's free-form JSON,
-    parsed when first read, then an attribute of the instance like any other (a non-data
-    descriptor, which the instance's own value hides once set). A presence built by __init__
-    has it set from the start and never reaches this."""
+    """``meta`` of a store-read presence: the record's free-form JSON, parsed when first read
+    (``{}`` for a user with no record), then an attribute of the instance like any other (a
+    non-data descriptor, which the instance's own value hides once set). A presence built by
+    __init__ has it set from the start and never reaches this."""
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
             return self
         d = instance.__dict__
-        raw = d.get("_record")
+        raw = d.pop("_record", None)
         if raw is not None:
             meta = raw.split(SEP_BYTES, 9)[8]
             d["meta"] = json.loads(meta) if meta else {}
-            d.pop("_record", None)  # every field is set: what __init__ would have made
-        try:
-            return d["meta"]
-        except KeyError:  # an instance made without __init__ or a record
-            raise AttributeError("meta") from None
+        else:  # a user with no record (store layout 3): no metadata
+            d["meta"] = {}
+        return d["meta"]  # every field is set now: what __init__ would have made
 
 
 # After @dataclass set up the field (its __init__ keeps the default factory itself).

@@ -3,8 +3,7 @@
 -- record holds. Unlisted users are left alone.
 renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u = decode(record(uid))
 local idx = index_of(u.st)
 if redis.call('ZSCORE', idx, uid) == false then return transitions() end
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)
@@ -14,7 +13,7 @@ if not registry_live(uid, p, la) then p = nil end
 if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
 if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
 u.idle = nil
-save_user(uk, u, true)
+save_user(uid, u, true)
 if was_idle and idx == K_SEEN then
   emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
 end

@@ -3,7 +3,7 @@
 -- (an idle user is active again).
 local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 renew_proc()
-local u, uk = load_user(uid)
+local u = load_user(uid)
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
 local conns = live_conns(uid, u, listed)
@@ -13,7 +13,7 @@ local was_idle = u.idle == '1'
 u.idle = nil
 conns[cid] = {PROC}
 if device ~= '' then u.dev = device end
-keep_conns(uid, u, uk, conns, sc(NOW), true)
+keep_conns(uid, u, conns, sc(NOW), true)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)
 redis.call('ZREM', K_UNTIL, uid)  -- a reload within the grace: it ends here
 schedule_graces(uid, conns)

@@ -5,7 +5,7 @@ local listed, hidden = present_count(K_SEEN), present_count(K_HIDDEN)
 local users = present_list(K_SEEN, limit)
 local counts = {online = 0, idle = 0, dnd = 0, offline = 0}
 for i = 1, #users, 2 do
-  local state = public_state(decode(redis.call('GET', ukey(users[i]))))
+  local state = public_state(decode(record(users[i])))
   counts[state] = counts[state] + 1
 end
 return {listed, hidden, #users / 2, counts.online, counts.idle, counts.dnd}

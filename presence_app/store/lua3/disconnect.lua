@@ -3,8 +3,7 @@
 -- presence ends with the grace (K_UNTIL), which a reconnect clears and the sweep announces.
 local uid, cid = ARGV[A], ARGV[A + 1]
 renew_proc()
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u = decode(record(uid))
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
 local p, c, la = registry_of(uid)
@@ -26,7 +25,7 @@ if #e > 1 then
 else
   conns[cid] = nil
 end
-keep_conns(uid, u, uk, conns, la or u.la, true)
+keep_conns(uid, u, conns, la or u.la, true)
 schedule_graces(uid, conns)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
 if not others then redis.call('ZADD', K_UNTIL, sc(NOW + GRACE), uid) end

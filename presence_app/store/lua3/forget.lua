@@ -5,8 +5,7 @@
 -- their graces and their entries in their rooms' live state.
 renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u = decode(record(uid))
 local shown = redis.call('ZSCORE', K_SEEN, uid) or redis.call('ZSCORE', K_WEB, uid)
 local prefix = uid .. '|'
 for _, room in ipairs(rooms_in(conns_of(u))) do
@@ -24,5 +23,6 @@ redis.call('HDEL', bkey(uid), uid)
 for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB, K_UNTIL, K_GRACES, K_LAST}) do
   redis.call('ZREM', idx, uid)
 end
-redis.call('DEL', uk, V2_USER .. esc(uid))
+drop_record(uid)
+redis.call('DEL', V2_USER .. esc(uid))
 return transitions()

@@ -4,8 +4,7 @@
 -- process will call when it stops. Idle is a flag in the record, with the last activity.
 renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u = decode(record(uid))
 local idx = index_of(u.st)
 if u.idle == '1' or redis.call('ZSCORE', idx, uid) == false then return transitions() end
 local _, _, la = registry_of(uid)
@@ -13,7 +12,7 @@ local latest = math.max(num(la) or 0, num(u.la) or 0)
 if NOW - latest < IDLE_AFTER then return transitions() end
 u.idle = '1'
 u.la = sc(latest)
-save_user(uk, u, true)
+save_user(uid, u, true)
 if idx == K_SEEN and u.st ~= 'dnd' then
   emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
 end

@@ -2,8 +2,7 @@
 -- room hears of it only when this is the user's first connection there and they are visible.
 renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u = decode(record(uid))
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
 local conns = live_conns(uid, u, listed)
@@ -18,7 +17,7 @@ local first = true
 for _, r in ipairs(rooms_in(conns)) do if r == room then first = false end end
 if not already then e[#e + 1] = room end
 local _, _, la = registry_of(uid)
-keep_conns(uid, u, uk, conns, la or u.la, true)
+keep_conns(uid, u, conns, la or u.la, true)
 schedule_graces(uid, conns)
 if not already and first and u.st ~= 'invisible' and room_add(uid, room) then
   emit('join', uid, room, public_state(u), NOW, u)

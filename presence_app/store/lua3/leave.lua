@@ -2,8 +2,7 @@
 -- user's last connection there.
 renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local uk = ukey(uid)
-local u = decode(redis.call('GET', uk))
+local u = decode(record(uid))
 local listed = redis.call('ZSCORE', index_of(u.st), uid) ~= false
 local conns = live_conns(uid, u, listed)
 local e = conns[cid]
@@ -13,7 +12,7 @@ for i = 2, #e do
   if e[i] == room then table.remove(e, i); found = true; break end
 end
 local _, _, la = registry_of(uid)
-keep_conns(uid, u, uk, conns, la or u.la, true)  -- also drops dead connections (rooms left)
+keep_conns(uid, u, conns, la or u.la, true)  -- also drops dead connections (rooms left)
 schedule_graces(uid, conns)
 if not found then return transitions() end
 local still = false

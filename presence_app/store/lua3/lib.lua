@@ -32,7 +32,6 @@ local function esc(s)
   if not string.find(s, '[^%w%-%._~]') then return s end
   return (string.gsub(s, '[^%w%-%._~]', function(c) return string.format('%%%02X', string.byte(c)) end))
 end
-local function ukey(uid) return TAG .. ':u:' .. esc(uid) end
 local function pkey(proc) return TAG .. ':p:' .. proc end
 -- The registry bucket of a user: keys.registry_bucket in Python (exact in doubles: < 2^37).
 local function bkey(uid)
@@ -82,12 +81,22 @@ end
 local function plain(u)
   return not (u.st or u.ls or u.lv or u.msg or u.emoji or u.dev or u.mx or u.meta or u.w or u.idle)
 end
+-- The records: fields of one hash a shard (K_RECS), so that a read of many users names no key
+-- per user. An unlisted user's record expires METADATA_TTL after it was last saved: K_REXP holds
+-- the expiry, and the sweep drops what is past it (as a key's own expiry would).
+local K_RECS, K_REXP = TAG .. ':recs', TAG .. ':rexp'
+local function record(uid) return redis.call('HGET', K_RECS, uid) end
+local function drop_record(uid)
+  redis.call('HDEL', K_RECS, uid)
+  redis.call('ZREM', K_REXP, uid)
+end
 -- Saves a record (deletes it when empty): no expiry while the user is listed.
-local function save_user(uk, u, listed)
+local function save_user(uid, u, listed)
   local raw = encode(u)
-  if raw == nil then redis.call('DEL', uk)
-  elseif listed then redis.call('SET', uk, raw)
-  else redis.call('SET', uk, raw, 'EX', META_TTL) end
+  if raw == nil then return drop_record(uid) end
+  redis.call('HSET', K_RECS, uid, raw)
+  if listed then redis.call('ZREM', K_REXP, uid)
+  else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
 end
 
 -- Layout 2 -> 3 (a rolling deploy, README "Upgrading"): a user's first write in layout 3 (a
@@ -99,15 +108,14 @@ end
 local V2_USER = string.match(TAG, '^(.*):3$') .. ':2:u:'
 local function v2_record(uid) return redis.call('GET', V2_USER .. esc(uid)) end
 local function load_user(uid)
-  local uk = ukey(uid)
-  local raw = redis.call('GET', uk)
-  if raw then return decode(raw), uk end
+  local raw = record(uid)
+  if raw then return decode(raw) end
   local old = v2_record(uid)
-  if not old then return {}, uk end
+  if not old then return {} end
   local o = decode(old)
   local u = {st = o.st, msg = o.msg, emoji = o.emoji, dev = o.dev, mx = o.mx, meta = o.meta}
   if o.st == 'invisible' then u.lv = o.lv end
-  return u, uk, encode(u) ~= nil  -- adopted: the caller saves it
+  return u, encode(u) ~= nil  -- adopted: the caller saves it
 end
 
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
@@ -201,7 +209,7 @@ end
 -- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
 -- else in the record (and the user in each process's set). Saves the record.
 local on_dropped_room = nil  -- set below, once transitions can be emitted
-local function keep_conns(uid, u, uk, conns, la, listed)
+local function keep_conns(uid, u, conns, la, listed)
   -- rooms held only by connections dropped here (a dead process's, a grace's end) are left
   if on_dropped_room then
     for _, room in ipairs(rooms_left(conns_of(u), conns)) do on_dropped_room(uid, u, room) end
@@ -225,7 +233,7 @@ local function keep_conns(uid, u, uk, conns, la, listed)
       if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
     end
   end
-  save_user(uk, u, listed)
+  save_user(uid, u, listed)
 end
 
 -- Transitions, as layout 2 (lib.lua: emit).

@@ -14,7 +14,7 @@ local key = TAG .. ':rs:' .. esc(room)
 local records = {}
 local function conn_in_room(uid, cid)
   local u = records[uid]
-  if u == nil then u = decode(redis.call('GET', ukey(uid))); records[uid] = u end
+  if u == nil then u = decode(record(uid)); records[uid] = u end
   local entry = conns_of(u)[cid]
   if type(entry) ~= 'table' or not proc_alive(entry[1]) then return false end
   for i = 2, #entry do if entry[i] == room then return true end end

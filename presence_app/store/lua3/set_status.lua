@@ -5,7 +5,7 @@
 -- back, as online and joining them again.
 renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
-local u, uk = load_user(uid)
+local u = load_user(uid)
 local old_idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', old_idx, uid))
 local ends = num(redis.call('ZSCORE', K_UNTIL, uid))
@@ -22,7 +22,7 @@ if listed and not web then
   local dead = p ~= nil and not registry_live(uid, p, la)
   for c, _ in pairs(conns_of(u)) do dead = dead or conns[c] == nil end
   if dead then
-    keep_conns(uid, u, uk, conns, la or u.la, true)
+    keep_conns(uid, u, conns, la or u.la, true)
     schedule_graces(uid, conns)
   end
 end
@@ -66,7 +66,7 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
       redis.call('ZADD', K_LAST, sc(seen), uid)
       redis.call('HDEL', bkey(uid), uid)
       u._c = {}
-      save_user(uk, u, false)
+      save_user(uid, u, false)
       return transitions()
     end
     redis.call('ZREM', K_HIDDEN, uid)
@@ -82,5 +82,5 @@ elseif new_idx == K_SEEN and live then
     emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
   end
 end
-save_user(uk, u, listed)
+save_user(uid, u, listed)
 return transitions()

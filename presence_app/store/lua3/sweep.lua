@@ -6,7 +6,8 @@
 --    connection came back;
 -- 3. users whose last sign of life is older than SPAN (a killed process's, a silent one's),
 --    and HTTP-only users whose last request is older than ONLINE_WINDOW;
--- 4. a few registry buckets: fields of dead processes removed (they were inert already).
+-- 4. a few registry buckets: fields of dead processes removed (they were inert already);
+-- and the records of unlisted users past their expiry (K_REXP).
 -- Returns {more, transitions}: more = 1 when a pass hit its limit.
 renew_proc()  -- a call of this process: it is alive
 local limit = tonumber(ARGV[A])
@@ -23,7 +24,7 @@ end
 -- record (if any) loses its connections and gets the metadata expiry.
 local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
 local last = {}
-local function offline(uid, u, uk, idx, seen, has_record)
+local function offline(uid, u, idx, seen, has_record)
   local list = gone[idx]
   list[#list + 1] = uid
   last[#last + 1] = seen; last[#last + 1] = uid
@@ -37,7 +38,7 @@ local function offline(uid, u, uk, idx, seen, has_record)
       if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
     end
     u._c = {}; u.idle = nil; u.w = nil
-    save_user(uk, u, false)
+    save_user(uid, u, false)
   end
   if idx ~= K_HIDDEN then emit('offline', uid, nil, 'offline', seen, u, NONE) end
 end
@@ -61,8 +62,7 @@ local dead = redis.call('ZRANGEBYSCORE', K_PROCS, '-inf', '(' .. sc(NOW), 'LIMIT
 for _, proc in ipairs(dead) do
   local users = redis.call('SPOP', pkey(proc), limit)
   for _, uid in ipairs(users) do
-    local uk = ukey(uid)
-    local raw = redis.call('GET', uk)
+    local raw = record(uid)
     if raw then
       local u = decode(raw)
       local idx = index_of(u.st)
@@ -78,14 +78,14 @@ for _, proc in ipairs(dead) do
       -- life within the span): offline, their rooms go with them
       local ends = listed and (num(redis.call('ZSCORE', K_UNTIL, uid)) or num(score) + span_of(idx))
       if listed and next(left) == nil and ends < NOW then
-        offline(uid, u, uk, idx, score, true)
+        offline(uid, u, idx, score, true)
       else
         if listed and idx == K_SEEN then
           for _, room in ipairs(rooms_left(before, left)) do
             if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
           end
         end
-        keep_conns(uid, u, uk, left, u.la, listed)
+        keep_conns(uid, u, left, u.la, listed)
         schedule_graces(uid, left)
       end
     end
@@ -99,8 +99,7 @@ flush_gone()
 local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
 if #ended >= limit then more = 1 end
 for _, uid in ipairs(ended) do
-  local uk = ukey(uid)
-  local raw = redis.call('GET', uk)
+  local raw = record(uid)
   local u = decode(raw)
   local idx = index_of(u.st)
   local seen = redis.call('ZSCORE', idx, uid)
@@ -109,7 +108,7 @@ for _, uid in ipairs(ended) do
   elseif next(live_conns(uid, u, true)) ~= nil then
     redis.call('ZREM', K_UNTIL, uid)  -- a connection came back
   else
-    offline(uid, u, uk, idx, seen, raw ~= false)
+    offline(uid, u, idx, seen, raw ~= false)
   end
 end
 flush_gone()
@@ -118,8 +117,7 @@ flush_gone()
 local graced = redis.call('ZRANGEBYSCORE', K_GRACES, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
 if #graced >= limit then more = 1 end
 for _, uid in ipairs(graced) do
-  local uk = ukey(uid)
-  local u = decode(redis.call('GET', uk))
+  local u = decode(record(uid))
   local idx = index_of(u.st)
   local listed = redis.call('ZSCORE', idx, uid) ~= false
   local left = live_conns(uid, u, listed)
@@ -131,28 +129,35 @@ for _, uid in ipairs(graced) do
         if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
       end
     end
-    keep_conns(uid, u, uk, left, u.la, true)
+    keep_conns(uid, u, left, u.la, true)
     schedule_graces(uid, left)
   end
 end
 
 -- Pass 3. Listings older than their span: no process renews them, no request came. Records
--- read in one MGET.
+-- read in one HMGET.
 for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
   local rows = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - span_of(idx)), 'WITHSCORES', 'LIMIT', 0, limit)
   if #rows >= 2 * limit then more = 1 end
   if #rows > 0 then
-    local keys = {}
-    for i = 1, #rows, 2 do keys[#keys + 1] = ukey(rows[i]) end
-    local raws = redis.call('MGET', unpack(keys))
+    local ids = {}
+    for i = 1, #rows, 2 do ids[#ids + 1] = rows[i] end
+    local raws = redis.call('HMGET', K_RECS, unpack(ids))
     for i = 1, #rows, 2 do
       local raw = raws[(i + 1) / 2]
-      offline(rows[i], decode(raw or nil), keys[(i + 1) / 2], idx, rows[i + 1], raw ~= false)
+      offline(rows[i], decode(raw or nil), idx, rows[i + 1], raw ~= false)
     end
   end
 end
 flush_gone()
 redis.call('ZREMRANGEBYSCORE', K_LAST, '-inf', '(' .. sc(NOW - tonumber(META_TTL)))
+-- Records of unlisted users past their expiry (METADATA_TTL after their last save).
+local expired = redis.call('ZRANGEBYSCORE', K_REXP, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #expired >= limit then more = 1 end
+if #expired > 0 then
+  redis.call('HDEL', K_RECS, unpack(expired))
+  zrem(K_REXP, expired)
+end
 
 -- Pass 4. The registry's cleaner: CLEAN buckets a call, round robin.
 local cursor = tonumber(redis.call('GET', TAG .. ':clean') or '0') or 0

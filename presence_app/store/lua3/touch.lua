@@ -12,8 +12,8 @@ local function set_active(uid, u)
   if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
 end
 local function touch_one(uid, activity)
-  local u, uk, adopted = load_user(uid)
-  if adopted then save_user(uk, u, true) end
+  local u, adopted = load_user(uid)
+  if adopted then save_user(uid, u, true) end
   local idx = index_of(u.st)
   local s = redis.call('ZSCORE', idx, uid)
   local was_idle = u.idle == '1'
@@ -27,7 +27,7 @@ local function touch_one(uid, activity)
     end
     if activity then set_active(uid, u); u.idle = nil
     elseif not u.la and not registry_of(uid) then u.la = sc(NOW) end
-    save_user(uk, u, true)
+    save_user(uid, u, true)
     if idx == K_SEEN and not s then emit('online', uid, nil, public_state(u), NOW, u, NONE)
     elseif idx == K_SEEN and was_idle and activity then
       emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns))
@@ -38,13 +38,13 @@ local function touch_one(uid, activity)
   redis.call('ZADD', K_WEB, 'GT', sc(NOW), uid)
   if activity then
     -- the last activity is the web score itself: no record for it
-    if u.la or u.idle then u.la = nil; u.idle = nil; save_user(uk, u, true) end
+    if u.la or u.idle then u.la = nil; u.idle = nil; save_user(uid, u, true) end
     if w and was_idle then emit('update', uid, nil, public_state(u), NOW, u, NONE) end
   else
-    if not u.la then u.la = w or sc(NOW); save_user(uk, u, true) end
+    if not u.la then u.la = w or sc(NOW); save_user(uid, u, true) end
     if w and not was_idle and NOW - num(u.la) >= IDLE_AFTER then
       u.idle = '1'
-      save_user(uk, u, true)
+      save_user(uid, u, true)
       emit('update', uid, nil, public_state(u), NOW, u, NONE)
     end
   end

@@ -15,13 +15,13 @@ for i = A, #ARGV do
     -- layout 2 lists a user by their last sign of life (seen or hidden) until the sweep
     local score = num(redis.call('ZSCORE', V2 .. ':seen', uid) or redis.call('ZSCORE', V2 .. ':hidden', uid))
     local last = math.max(num(o.ls) or 0, score or 0)
-    local u, uk = load_user(uid)
+    local u = load_user(uid)
     if u.st == 'auto' then u.st = nil end
     local idx = index_of(u.st)
     local listed = redis.call('ZSCORE', idx, uid) ~= false
       or (idx == K_SEEN and redis.call('ZSCORE', K_WEB, uid) ~= false)
     if not listed and last > 0 then redis.call('ZADD', K_LAST, 'GT', sc(last), uid) end
-    save_user(uk, u, listed)
+    save_user(uid, u, listed)
     local public = last
     if o.st == 'invisible' then public = num(o.lv) or 0 end
     out[#out + 1] = uid

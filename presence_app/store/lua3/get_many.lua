@@ -1,0 +1,19 @@
+-- get_many(ids): ARGV[A]: the ids joined by "\n" (at most 1,000: Python splits longer lists).
+-- One short read: the clock, the ids' seen scores, their K_UNTIL ends (empty while K_UNTIL is),
+-- their records (fields of K_RECS: no key a user to build), and for the ids with no seen score,
+-- in their order, their hidden, web and K_LAST scores (each empty while its index is, or when
+-- every id has a seen score). Python derives the rest (plans3.deriver3).
+local ids = {}
+for uid in string.gmatch(ARGV[A], '[^\n]+') do ids[#ids + 1] = uid end
+local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
+local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
+local records = redis.call('HMGET', K_RECS, unpack(ids))
+local missing = {}
+for i = 1, #ids do
+  if not seen[i] then missing[#missing + 1] = ids[i] end
+end
+local function scores(key)
+  if #missing == 0 or redis.call('EXISTS', key) == 0 then return {} end
+  return redis.call('ZMSCORE', key, unpack(missing))
+end
+return {sc(NOW), seen, ends, records, scores(K_HIDDEN), scores(K_WEB), scores(K_LAST)}
