@@ -52,6 +52,12 @@ def deriver3(
         ):
             if seen is not None:  # connected: live within SPAN, unless a grace ends it sooner
                 seen, hidden = float(seen), None
+                if raw is None and end is None and seen + span >= now:  # most users, plain
+                    d = online.copy()
+                    d["user_id"] = uid
+                    out[uid] = p = new(Presence)
+                    set_fields(p, "__dict__", d)
+                    continue
                 live = 1 if (float(end) if end is not None else seen + span) >= now else 0
                 gone = None
             else:
@@ -247,6 +253,8 @@ class Planner3(Planner):
         derive = deriver3(viewer_id, reveal_all, self.config)
 
         def finish(replies: list[Any]) -> dict[str, Presence]:
+            if len(chunks) == 1:  # one shard's ids, in their order
+                return derive(chunks[0], replies[0])
             found: dict[str, Presence] = {}
             for ids, reply in zip(chunks, replies, strict=True):
                 found.update(derive(ids, reply))

@@ -62,6 +62,10 @@ def _read(name: str, folder: str = "lua") -> str:
     return resources.files(__package__).joinpath(folder, f"{name}.lua").read_text()
 
 
+#: Layout-3 reads that need only head.lua (the keys and the clock), not the library: every
+#: call of a script runs its whole prelude.
+READS_3 = {"get_many"}
+
 #: Bodies both layouts share, after a script's own part (which defines what they use).
 SHARED = {"roomstate": "roomstate_ops"}
 
@@ -75,7 +79,8 @@ def _body(name: str, folder: str) -> str:
 def load() -> dict[str, Script]:
     lib = _read("lib")
     scripts = {name: Script(name, f"{lib}\n{_body(name, 'lua')}") for name in NAMES}
-    lib3 = _read("lib", "lua3")
+    head3, lib3 = _read("head", "lua3"), _read("lib", "lua3")
     for name in NAMES_3:
-        scripts[f"3/{name}"] = Script(f"3/{name}", f"{lib3}\n{_body(name, 'lua3')}")
+        lib = "" if name in READS_3 else f"{lib3}\n"
+        scripts[f"3/{name}"] = Script(f"3/{name}", f"{head3}\n{lib}{_body(name, 'lua3')}")
     return scripts

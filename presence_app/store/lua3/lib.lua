@@ -1,33 +1,4 @@
--- Layout 3 (docs/store-layout-3.md; NOT the store's default yet: Store(..., layout=3) only).
--- Shared prelude of
--- every layout-3 script (prepended by scripts.py).
--- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
--- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
--- DISCONNECT_GRACE, ONLINE_WINDOW, IDLE_AFTER, METADATA_TTL; ARGV[8]: REGISTRY_BUCKETS;
--- ARGV[9]: the calling process; ARGV[10..]: the script's own.
---
--- K_SEEN scores each connected visible user by their last sign of life; invisible ones sit in
--- K_HIDDEN. Every heartbeat batch of a process renews its users' scores, so a connected user's
--- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records a sooner end (a closed
--- last connection's grace). K_PROCS: process -> lease expiry, renewed by its calls. The
--- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
--- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
--- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline
--- users by last seen. A registry field or record connection counts only while its process's
--- lease runs and its user is listed: a dead process's entries are inert until removed.
-local K_SEEN, K_HIDDEN, K_UNTIL, K_PROCS, K_LAST = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local TAG = ARGV[1]
-local NOW = tonumber(ARGV[2])
-if not NOW then
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-local LEASE_TTL, GRACE, WINDOW = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), ARGV[7]
-local BUCKETS, PROC = tonumber(ARGV[8]), ARGV[9]
-local SPAN = LEASE_TTL
-local A = 10  -- index of the first script argument
-
+-- Layout 3's shared library (after head.lua): records, processes, rooms, transitions.
 local function esc(s)
   if not string.find(s, '[^%w%-%._~]') then return s end
   return (string.gsub(s, '[^%w%-%._~]', function(c) return string.format('%%%02X', string.byte(c)) end))
@@ -41,7 +12,6 @@ local function bkey(uid)
 end
 local num = tonumber
 local function fmt(x) if x == nil then return '' end return string.format('%.6f', x) end
-local function sc(x) return string.format('%.17g', x) end
 local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
 
 -- The record: layout 2's fields (lib.lua), conns now {conn: [process, room, ...]}.
@@ -81,10 +51,8 @@ end
 local function plain(u)
   return not (u.st or u.ls or u.lv or u.msg or u.emoji or u.dev or u.mx or u.meta or u.w or u.idle)
 end
--- The records: fields of one hash a shard (K_RECS), so that a read of many users names no key
--- per user. An unlisted user's record expires METADATA_TTL after it was last saved: K_REXP holds
--- the expiry, and the sweep drops what is past it (as a key's own expiry would).
-local K_RECS, K_REXP = TAG .. ':recs', TAG .. ':rexp'
+-- An unlisted user's record expires METADATA_TTL after it was last saved: K_REXP holds the
+-- expiry, and the sweep drops what is past it (as a key's own expiry would).
 local function record(uid) return redis.call('HGET', K_RECS, uid) end
 local function drop_record(uid)
   redis.call('HDEL', K_RECS, uid)
@@ -119,8 +87,6 @@ local function load_user(uid)
 end
 
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
--- Visible users with no connection, by their last request (their presence: ONLINE_WINDOW).
-local K_WEB = TAG .. ':web'
 local function span_of(idx) if idx == K_WEB then return WINDOW end return SPAN end
 
 -- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A

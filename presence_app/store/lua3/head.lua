@@ -1,0 +1,35 @@
+-- Layout 3 (docs/store-layout-3.md; NOT the store's default yet: Store(..., layout=3) only).
+-- The head of every layout-3 script (prepended by scripts.py; lib.lua follows it in every script
+-- but the reads that need only the keys and the clock).
+-- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
+-- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
+-- DISCONNECT_GRACE, ONLINE_WINDOW, IDLE_AFTER, METADATA_TTL; ARGV[8]: REGISTRY_BUCKETS;
+-- ARGV[9]: the calling process; ARGV[10..]: the script's own.
+--
+-- K_SEEN scores each connected visible user by their last sign of life; invisible ones sit in
+-- K_HIDDEN. Every heartbeat batch of a process renews its users' scores, so a connected user's
+-- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records a sooner end (a closed
+-- last connection's grace). K_PROCS: process -> lease expiry, renewed by its calls. The
+-- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
+-- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
+-- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline
+-- users by last seen. A registry field or record connection counts only while its process's
+-- lease runs and its user is listed: a dead process's entries are inert until removed.
+local K_SEEN, K_HIDDEN, K_UNTIL, K_PROCS, K_LAST = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local TAG = ARGV[1]
+local NOW = tonumber(ARGV[2])
+if not NOW then
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local LEASE_TTL, GRACE, WINDOW = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), ARGV[7]
+local BUCKETS, PROC = tonumber(ARGV[8]), ARGV[9]
+local SPAN = LEASE_TTL
+local A = 10  -- index of the first script argument
+local function sc(x) return string.format('%.17g', x) end
+-- The records: fields of one hash a shard (K_RECS), so that a read of many users names no key
+-- per user; K_REXP: the expiry of an unlisted user's record (lib.lua). K_WEB: visible users
+-- with no connection, by their last request (their presence: ONLINE_WINDOW).
+local K_RECS, K_REXP = TAG .. ':recs', TAG .. ':rexp'
+local K_WEB = TAG .. ':web'
