@@ -55,3 +55,14 @@ def test_a_uuid_user_goes_through_every_front_door_call(redis_client):
     assert presence.room_members("lobby") == [str(UID)]
     presence.leave("lobby", "c-1", user)
     presence.disconnect("c-1", user)
+
+
+def test_a_page_of_integer_keys_is_checked_at_once_as_key_by_key():
+    """rules.user_ids' path for a list of integer keys answers as the key-by-key one: ids in
+    order without duplicates, a bool or an over-long number refused."""
+    assert rules.user_ids([3, 1, 3, 2]) == ["3", "1", "2"]
+    assert rules.user_ids([]) == []
+    with pytest.raises(InvalidInput):
+        rules.user_ids([1, True])
+    with pytest.raises(InvalidInput):
+        rules.user_ids([1, 10**300])

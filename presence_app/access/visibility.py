@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from ..core import rules
-from ..store import Presence
+from ..store import ONLINE_STATES, Presence
 from . import audience, privacy
 
 
@@ -188,6 +188,12 @@ def redact(viewer: Viewer, p: Presence, seen: Sight, now: float | None = None) -
 def redact_all(
     viewer: Viewer, presences: dict[str, Presence], seen: Sight, now: float | None = None
 ) -> dict[str, Presence]:
+    if seen.allowed is None:  # no policy: everybody is shown, so an online presence as read
+        # (redact's own answer for it, without a call a user on a page of dots)
+        return {
+            uid: p if p.state in ONLINE_STATES else redact(viewer, p, seen, now)
+            for uid, p in presences.items()
+        }
     return {uid: redact(viewer, p, seen, now) for uid, p in presences.items()}
 
 

@@ -94,7 +94,14 @@ def user_ids(values: Any) -> list[str]:
     """Ids of ``values`` (objects, keys or strings) in order, without duplicates."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise InvalidInput("User ids must come as a list.")
-    return list(dict.fromkeys(user_id(v) for v in values))
+    pks = [getattr(v, "pk", v) for v in values]
+    # a page of integer keys (the usual AutoField; bool is not int here): checked at once, not
+    # key by key; anything else key by key
+    if pks and all(type(pk) is int for pk in pks):
+        texts = list(map(str, pks))
+        if max(map(len, texts)) <= MAX_USER_ID_LENGTH:
+            return list(dict.fromkeys(texts))
+    return list(dict.fromkeys(map(user_id, pks)))
 
 
 def room(value: Any) -> str:

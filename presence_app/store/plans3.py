@@ -20,7 +20,7 @@ from typing import Any
 from .keys import KeySpace, registry_bucket
 from .plans import Call, Plan, Planner, user_id_of, user_ids_of
 from .scripts import NAMES_3
-from .types import SEP_BYTES, InvalidInput, Presence, PresenceError, StoreConfig
+from .types import SEP, InvalidInput, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
 READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
@@ -42,6 +42,7 @@ def deriver3(
         now = float(clock)
         online = {"user_id": "", "state": "online", "last_seen": now, **blank}
         offline = {"user_id": "", "state": "offline", "last_seen": None, **blank}
+        hidden_fields = {"state": "offline", **blank}  # an invisible user, to others
         # the ids with no seen score have, in their order, a hidden, a web and a last score
         others = zip(
             hidden_ or repeat(None), web_ or repeat(None), last_ or repeat(None), strict=False
@@ -87,41 +88,35 @@ def deriver3(
                 d["user_id"] = uid
                 set_fields(p, "__dict__", d)
                 continue
-            d = p.__dict__
-            d["user_id"] = uid
-            if isinstance(raw, str):
-                raw = raw.encode()
-            st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP_BYTES, 11)
-            d["meta"] = json.loads(meta) if meta else {}
-            if st == b"invisible" and not (reveal_all or uid == viewer):
-                d.update(
-                    state="offline",
-                    last_seen=float(lv) if lv else None,
-                    last_active=None,
-                    message="",
-                    emoji="",
-                    device="",
-                )
-                continue
-            score = hidden if st == b"invisible" else seen
-            d["last_active"] = float(la) if la else (gone if live == 2 else None)
-            if live:
-                d["last_seen"] = now
-                if st == b"invisible":
-                    d["state"] = "invisible"
-                elif st == b"dnd":
-                    d["state"] = "dnd"
-                elif idle == b"1":
-                    d["state"] = "idle"
-                else:
-                    d["state"] = "online"
+            if isinstance(raw, bytes):  # one decode a record, not one a field
+                raw = raw.decode()
+            st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP, 11)
+            if st == "invisible" and not (reveal_all or uid == viewer):
+                d = {"user_id": uid, "last_seen": float(lv) if lv else None, **hidden_fields}
             else:
-                d["state"] = "offline"
-                d["last_seen"] = max(float(ls) if ls else 0.0, gone or 0.0, score or 0.0) or None
-            message, emoji = msg.decode(), emo.decode()
-            if mx and float(mx) < now:
-                message = emoji = ""
-            d["message"], d["emoji"], d["device"] = message, emoji, dev.decode()
+                if not live:
+                    state = "offline"
+                    score = hidden if st == "invisible" else seen
+                    last_seen = max(float(ls) if ls else 0.0, gone or 0.0, score or 0.0) or None
+                else:
+                    last_seen = now
+                    if st == "invisible" or st == "dnd":
+                        state = st
+                    else:
+                        state = "idle" if idle == "1" else "online"
+                expired = mx and float(mx) < now
+                d = {
+                    "user_id": uid,
+                    "state": state,
+                    "last_seen": last_seen,
+                    "last_active": float(la) if la else (gone if live == 2 else None),
+                    "message": "" if expired else msg,
+                    "emoji": "" if expired else emo,
+                    "device": dev,
+                }
+            if meta:  # parsed when first read (Presence.meta)
+                d["_record"] = raw.encode()
+            set_fields(p, "__dict__", d)
         return out
 
     return derive
