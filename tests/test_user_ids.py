@@ -7,6 +7,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from django.db import models
 
 from presence_app import presence
 from presence_app.core import rules
@@ -66,3 +67,16 @@ def test_a_page_of_integer_keys_is_checked_at_once_as_key_by_key():
         rules.user_ids([1, True])
     with pytest.raises(InvalidInput):
         rules.user_ids([1, 10**300])
+
+
+def test_a_page_of_user_objects_reads_their_keys_as_pk_does(django_user_model):
+    """One model's objects have their key field read at once; a mixed list (objects, keys,
+    strings) goes key by key; both say what ``.pk`` says."""
+    field = django_user_model.USERNAME_FIELD
+    users = [django_user_model(**{field: f"u{i}"}) for i in range(3)]
+    for i, user in enumerate(users):  # unsaved: any key the model's type takes
+        user.pk = uuid.uuid4() if isinstance(user._meta.pk, models.UUIDField) else 10 + i
+    assert rules.user_ids(users) == [str(u.pk) for u in users]
+    assert rules.user_ids([users[0], users[1].pk, str(users[2].pk)]) == [str(u.pk) for u in users]
+    with pytest.raises(InvalidInput):
+        rules.user_ids([users[0], None])

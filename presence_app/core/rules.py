@@ -14,10 +14,12 @@ import math
 import re
 import uuid
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db.models import Model
 
 from .. import conf
 from ..store import CONTROL_CHARACTERS, MAX_DEVICE_LENGTH, InvalidInput, is_text
@@ -90,11 +92,20 @@ def device(value: str | None) -> str | None:
     return text or None
 
 
+def _keys(values: list[Any]) -> list[Any]:
+    """The primary keys of ``values``: for a page of one model's objects, its key field read at
+    once (what ``Model.pk`` reads, without a property call an object); else ``pk`` or the value."""
+    cls = type(values[0]) if values else None
+    if cls is not None and issubclass(cls, Model) and all(type(v) is cls for v in values):
+        return list(map(attrgetter(cls._meta.pk.attname), values))
+    return [getattr(v, "pk", v) for v in values]
+
+
 def user_ids(values: Any) -> list[str]:
     """Ids of ``values`` (objects, keys or strings) in order, without duplicates."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise InvalidInput("User ids must come as a list.")
-    pks = [getattr(v, "pk", v) for v in values]
+    pks = _keys(list(values))
     # a page of integer keys (the usual AutoField; bool is not int here): checked at once, not
     # key by key; anything else key by key
     if pks and all(type(pk) is int for pk in pks):
