@@ -91,6 +91,21 @@ def deriver3(
             if isinstance(raw, bytes):  # one decode a record, not one a field
                 raw = raw.decode()
             st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP, 11)
+            if live == 1 and not (st or mx or meta):  # present, a status text and no more
+                set_fields(
+                    p,
+                    "__dict__",
+                    {
+                        "user_id": uid,
+                        "state": "idle" if idle else "online",
+                        "last_seen": now,
+                        "last_active": float(la) if la else None,
+                        "message": msg,
+                        "emoji": emo,
+                        "device": dev,
+                    },
+                )
+                continue
             if st == "invisible" and not (reveal_all or uid == viewer):
                 d = {"user_id": uid, "last_seen": float(lv) if lv else None, **hidden_fields}
             else:
