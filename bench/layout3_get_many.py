@@ -7,18 +7,33 @@ same thing: users present by their ``seen`` score, no record.
 of each, every design).
 
 - ``raw``: ``ZMSCORE seen`` of the 200 ids (the target's baseline);
-- ``built``: ``Store.get_many`` as built (one script: lua3/get_many.lua), a dot's fields read;
+- ``built``: ``Store.get_many`` as built (lua3/get_many.lua), a dot's fields read.
+
+Step 4's designs, with the records as keys (``u:<user>``, as the store kept them then; these read
+absent keys, as a plain user has no record), a tuple per user instead of a ``Presence``:
+
 - ``pipe6``: no script: one pipeline of every read the derivation needs (``ZMSCORE`` of
-  ``seen``, ``until``, ``hidden``, ``web``, ``last``; ``MGET`` of the records), a tuple per user;
+  ``seen``, ``until``, ``hidden``, ``web``, ``last``; ``MGET`` of the records);
 - ``pipe3`` / ``pipe3tx``: the fewest reads a present plain user needs (``ZMSCORE`` of ``seen``
   and ``until``, ``MGET``; HTTP-only, offline and invisible users would need a second round
-  trip), a tuple per user; without and with ``MULTI``/``EXEC`` (atomic, as a script is);
-- ``pipe2``: ``ZMSCORE seen`` + ``MGET`` only (not a design: it misses a grace's end), the
-  floor of any read that fetches the records;
+  trip); without and with ``MULTI``/``EXEC`` (atomic, as a script is);
+- ``pipe3f`` / ``pipe3ftx``: ``pipe3`` with each key made without escaping its id;
+- ``pipe2``: ``ZMSCORE seen`` + ``MGET`` only (not a design: it misses a grace's end);
 - ``zms2``: ``ZMSCORE`` of ``seen`` and ``until`` (not a design: no record), the floor of any
-  read that does not.
+  read that does not fetch the records;
+- ``thin``: one short script (the clock, both ``ZMSCORE``, the ``MGET``) with the ids and keys as
+  its arguments (400 to pack);
+- ``thinj``: the same with the ids joined in one argument (Lua splits them and makes the keys).
 
-Not part of ``python -m bench``: figures in docs/benchmarks.md, "Store layout 3, step 4".
+Step 5's, with the records as fields of one hash a shard (1 user in 100 has one here):
+
+- ``hmget`` / ``hmgettx``: ``ZMSCORE`` of ``seen`` and ``until`` and ``HMGET`` of the records,
+  without and with ``MULTI``/``EXEC``;
+- ``smis``: ``SMISMEMBER`` of a set of the users who have a record, instead of fetching them;
+- ``thinh``: ``thinj`` with ``HMGET``: no key a user to make (what the store now does).
+
+Not part of ``python -m bench``: figures in docs/benchmarks.md, "Store layout 3, step 4" and
+"step 5".
 """
 
 from __future__ import annotations

@@ -98,3 +98,41 @@ def test_the_upgrade_keeps_every_last_seen_before_dropping_layout_2(old_and_new)
     assert (got["2"].message, got["2"].emoji) == ("In a meeting", "📅")  # status kept
     assert new.get(3, viewer=3, now=T + 3).state == "invisible"
     assert upgrade_from_v2(new, save, now=T + 1000) == 0  # idempotent
+
+
+@pytest.mark.django_db
+def test_the_upgrade_command_carries_layout_2_on_layout_3(
+    django_user_model, redis_client, settings
+):
+    """``manage.py presence upgrade`` on a front door running layout 3 (``STORE_LAYOUT = 3``)
+    carries layout 2: the last seens into ``LastSeen`` and layout 3, and layout 2 is gone."""
+    from datetime import UTC, datetime
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from presence_app.core.connection import get_store, reset_stores
+    from presence_app.models import LastSeen
+
+    settings.PRESENCE = {**settings.PRESENCE, "STORE_LAYOUT": 3, "ONLINE_WINDOW": LEASE}
+    reset_stores()
+    try:
+        new = get_store()
+        assert new.keys.layout == 3
+        old = Store(new.client, new.config)  # a layout-2 process on the same Redis
+        for pk in (4, 5):
+            django_user_model.objects.create_user(f"user{pk}", id=pk)
+        old.connect("c4", 4, now=T - 300)
+        old.disconnect("c4", 4, now=T - 250)
+        old.touch(5, now=T - 100)
+        old.sweep(now=T)
+        out = StringIO()  # --force: the old leases' clock is 2027's
+        call_command("presence", "upgrade", "--force", stdout=out)
+        assert "2 users" in out.getvalue()
+        rows = {row.user_id: row.last_seen_at for row in LastSeen.objects.all()}
+        at = lambda t: datetime.fromtimestamp(t, tz=UTC)  # noqa: E731
+        assert rows == {4: at(T - 250), 5: at(T - 100)}
+        assert new.get(4, now=T + 1).last_seen == T - 250
+        assert not any(k.startswith(f"{old.keys.tag(0)}:") for k in all_keys(new.client))
+    finally:
+        reset_stores()

@@ -95,8 +95,8 @@ def device(value: str | None) -> str | None:
 def _keys(values: list[Any]) -> list[Any]:
     """The primary keys of ``values``: for a page of one model's objects, its key field read at
     once (what ``Model.pk`` reads, without a property call an object); else ``pk`` or the value."""
-    cls = type(values[0]) if values else None
-    if cls is not None and issubclass(cls, Model) and all(type(v) is cls for v in values):
+    types = set(map(type, values))
+    if len(types) == 1 and issubclass(cls := types.pop(), Model):
         return list(map(attrgetter(cls._meta.pk.attname), values))
     return [getattr(v, "pk", v) for v in values]
 
@@ -108,7 +108,7 @@ def user_ids(values: Any) -> list[str]:
     pks = _keys(list(values))
     # a page of integer keys (the usual AutoField; bool is not int here): checked at once, not
     # key by key; anything else key by key
-    if pks and all(type(pk) is int for pk in pks):
+    if pks and set(map(type, pks)) == {int}:
         texts = list(map(str, pks))
         if max(map(len, texts)) <= MAX_USER_ID_LENGTH:
             return list(dict.fromkeys(texts))

@@ -16,7 +16,7 @@ from ...core import rules
 from ...core.connection import get_store
 from ...jobs import lastseen, sweeper
 from ...models import LastSeen
-from ...store import UNAVAILABLE, PresenceError, upgrade_from_v1
+from ...store import UNAVAILABLE, PresenceError, upgrade_from_v1, upgrade_from_v2
 
 
 class Command(BaseCommand):
@@ -114,8 +114,10 @@ class Command(BaseCommand):
                 (uid, datetime.fromtimestamp(seen, tz=UTC), device) for uid, seen, device in rows
             )
 
+        store = get_store()  # the layout it runs is the new one: carry the one before it
+        upgrade = upgrade_from_v2 if store.keys.layout == 3 else upgrade_from_v1
         try:
-            carried = upgrade_from_v1(get_store(), save, force=force)
+            carried = upgrade(store, save, force=force)
         except PresenceError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"upgraded: {carried} users carried from the old layout, which is gone")
