@@ -59,14 +59,19 @@ def test_a_uuid_user_goes_through_every_front_door_call(redis_client):
 
 
 def test_a_page_of_integer_keys_is_checked_at_once_as_key_by_key():
-    """rules.user_ids' path for a list of integer keys answers as the key-by-key one: ids in
-    order without duplicates, a bool or an over-long number refused."""
+    """rules.user_ids' path for a list of integer keys or strings answers as the key-by-key one:
+    ids in order without duplicates; a bool, an over-long number, an empty, over-long or
+    unprintable string refused."""
     assert rules.user_ids([3, 1, 3, 2]) == ["3", "1", "2"]
     assert rules.user_ids([]) == []
     with pytest.raises(InvalidInput):
         rules.user_ids([1, True])
     with pytest.raises(InvalidInput):
         rules.user_ids([1, 10**300])
+    assert rules.user_ids(["b", "a", "b"]) == ["b", "a"]  # a page of strings, the same way
+    for bad in (["a", ""], ["a", "x" * 256], ["a", "tab\there"]):
+        with pytest.raises(InvalidInput):
+            rules.user_ids(bad)
 
 
 def test_a_page_of_user_objects_reads_their_keys_as_pk_does(django_user_model):

@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Model
 
 from .. import conf
-from ..store import CONTROL_CHARACTERS, MAX_DEVICE_LENGTH, InvalidInput, is_text
+from ..store import CONTROL_CHARACTERS, MAX_DEVICE_LENGTH, InvalidInput, UserIds, is_text
 
 #: The longest user id the store keeps (a primary key, a UUID, a username).
 MAX_USER_ID_LENGTH = 255
@@ -94,25 +94,36 @@ def device(value: str | None) -> str | None:
 
 def _keys(values: list[Any]) -> list[Any]:
     """The primary keys of ``values``: for a page of one model's objects, its key field read at
-    once (what ``Model.pk`` reads, without a property call an object); else ``pk`` or the value."""
+    once (what ``Model.pk`` reads, without a property call an object); a page of strings or
+    integers as it is; else each one's ``pk``, or the value."""
     types = set(map(type, values))
-    if len(types) == 1 and issubclass(cls := types.pop(), Model):
-        return list(map(attrgetter(cls._meta.pk.attname), values))
+    if len(types) == 1:
+        cls = types.pop()
+        if cls is str or cls is int:  # keys already
+            return values
+        if issubclass(cls, Model):
+            return list(map(attrgetter(cls._meta.pk.attname), values))
     return [getattr(v, "pk", v) for v in values]
 
 
 def user_ids(values: Any) -> list[str]:
-    """Ids of ``values`` (objects, keys or strings) in order, without duplicates."""
+    """Ids of ``values`` (objects, keys or strings) in order, without duplicates (a
+    :class:`~presence_app.store.UserIds`: the store reads them without checking them again)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise InvalidInput("User ids must come as a list.")
     pks = _keys(list(values))
-    # a page of integer keys (the usual AutoField; bool is not int here): checked at once, not
-    # key by key; anything else key by key
-    if pks and set(map(type, pks)) == {int}:
-        texts = list(map(str, pks))
-        if max(map(len, texts)) <= MAX_USER_ID_LENGTH:
-            return list(dict.fromkeys(texts))
-    return list(dict.fromkeys(map(user_id, pks)))
+    # a page of integer keys (the usual AutoField; bool is not int here) or of strings: checked
+    # at once, not key by key; anything else (UUIDs, a mix, a bad key) key by key
+    kinds = set(map(type, pks))
+    texts = list(map(str, pks)) if kinds == {int} else pks if kinds == {str} else None
+    if (
+        texts
+        and min(map(len, texts)) > 0
+        and max(map(len, texts)) <= MAX_USER_ID_LENGTH
+        and "".join(texts).isprintable()
+    ):
+        return UserIds(dict.fromkeys(texts))
+    return UserIds(dict.fromkeys(map(user_id, pks)))
 
 
 def room(value: Any) -> str:

@@ -8,6 +8,7 @@ from redis import exceptions as rx
 
 from .aio import AsyncStore
 from .base import BaseStore
+from .plans import UserIds
 from .sync import Store
 from .types import (
     CONTROL_CHARACTERS,
@@ -54,6 +55,7 @@ __all__ = [
     "Transition",
     "UNAVAILABLE",
     "UnknownConnection",
+    "UserIds",
     "is_text",
     "upgrade_from_v1",
     "upgrade_from_v2",

@@ -83,6 +83,18 @@ def user_ids_of(user_ids: Iterable[Any]) -> list[str]:
     return ids
 
 
+class UserIds(list):
+    """User ids checked as :func:`user_ids_of` checks them, without duplicates: a page the front
+    door has validated once (``rules.user_ids``), which the store does not check again."""
+
+
+def unique_user_ids(user_ids: Iterable[Any]) -> list[str]:
+    """The ids of a read, checked, in order, without duplicates."""
+    if type(user_ids) is UserIds:
+        return user_ids
+    return list(dict.fromkeys(user_ids_of(user_ids)))
+
+
 def conn_id_of(conn_id: Any) -> str:
     if not isinstance(conn_id, str) or not CONN_ID_RE.fullmatch(conn_id):
         raise InvalidInput("connection id must be 1-128 characters of A-Z a-z 0-9 . _ ! ~ -")
@@ -209,7 +221,7 @@ class Planner:
     def get_many(
         self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
     ) -> Plan:
-        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        uids = unique_user_ids(user_ids)
         viewer_id = "" if viewer is None else user_id_of(viewer)
         groups = self.by_shard(uids)
         tags = list(groups)
@@ -274,7 +286,7 @@ class Planner:
         return Plan(calls, finish)
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
-        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        uids = unique_user_ids(user_ids)
         calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
 
         def finish(replies: list[Any]) -> dict[str, list[str]]:

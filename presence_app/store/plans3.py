@@ -18,7 +18,7 @@ from itertools import repeat
 from typing import Any
 
 from .keys import KeySpace, registry_bucket
-from .plans import Call, Plan, Planner, user_id_of, user_ids_of
+from .plans import Call, Plan, Planner, unique_user_ids, user_id_of
 from .scripts import NAMES_3
 from .types import SEP, InvalidInput, Presence, PresenceError, StoreConfig
 
@@ -227,7 +227,7 @@ class Planner3(Planner):
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
         """The rooms of the users' connections, from their records (a plain user has none)."""
-        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        uids = unique_user_ids(user_ids)
         calls = [
             Call("", (), ("HGET", KeySpace.records(self.keys.tag_for_user(u)), u)) for u in uids
         ]
@@ -249,7 +249,7 @@ class Planner3(Planner):
     ) -> Plan:
         """One short script call a shard (per 1,000 ids: Lua's unpack has a limit), all in one
         round trip; the derivation is Python's."""
-        uids = list(dict.fromkeys(user_ids_of(user_ids)))
+        uids = unique_user_ids(user_ids)
         viewer_id = "" if viewer is None else user_id_of(viewer)
         chunks = [
             ids[i : i + READ_CHUNK]
