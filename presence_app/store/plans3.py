@@ -53,11 +53,11 @@ def deriver3(
         ):
             if seen is not None:  # connected: live within SPAN, unless a grace ends it sooner
                 seen, hidden = float(seen), None
-                if raw is None and end is None and seen + span >= now:  # most users, plain
-                    d = online.copy()
-                    d["user_id"] = uid
+                if raw is None and end is None and seen + span >= now:  # most users, plain:
+                    # three fields of their own, the others the class' defaults ("", None)
                     out[uid] = p = new(Presence)
-                    set_fields(p, "__dict__", d)
+                    d = p.__dict__
+                    d["user_id"], d["state"], d["last_seen"] = uid, "online", now
                     continue
                 live = 1 if (float(end) if end is not None else seen + span) >= now else 0
                 gone = None
