@@ -212,7 +212,7 @@ class _Meta:
             d["meta"] = json.loads(meta) if meta else {}
         else:  # a user with no record (store layout 3): no metadata
             d["meta"] = {}
-        return d["meta"]  # every field is set now: what __init__ would have made
+        return d["meta"]
 
 
 # After @dataclass set up the field (its __init__ keeps the default factory itself).
