@@ -252,21 +252,18 @@ class Planner3(Planner):
         uids = unique_user_ids(user_ids)
         viewer_id = "" if viewer is None else user_id_of(viewer)
         chunks = [
-            ids[i : i + READ_CHUNK]
-            for ids in self.by_shard(uids).values()
+            (tag, ids[i : i + READ_CHUNK])
+            for tag, ids in self.by_shard(uids).items()
             for i in range(0, len(ids), READ_CHUNK)
         ]
-        calls = [
-            self.call("get_many", self.keys.tag_for_user(ids[0]), now, "\n".join(ids))
-            for ids in chunks
-        ]
+        calls = [self.call("get_many", tag, now, "\n".join(ids)) for tag, ids in chunks]
         derive = deriver3(viewer_id, reveal_all, self.config)
 
         def finish(replies: list[Any]) -> dict[str, Presence]:
             if len(chunks) == 1:  # one shard's ids, in their order
-                return derive(chunks[0], replies[0])
+                return derive(chunks[0][1], replies[0])
             found: dict[str, Presence] = {}
-            for ids, reply in zip(chunks, replies, strict=True):
+            for (_, ids), reply in zip(chunks, replies, strict=True):
                 found.update(derive(ids, reply))
             return {uid: found[uid] for uid in uids}
 
