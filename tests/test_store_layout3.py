@@ -8,6 +8,8 @@ several, process leases (kill -9), the grace, the stale-listing sweep and the re
 rooms, statuses, idle, HTTP-only users, live room state, erasure and export.
 """
 
+import json
+
 import pytest
 import redis
 
@@ -20,6 +22,7 @@ from presence_app.store import (
     UnknownConnection,
 )
 from presence_app.store.keys import KeySpace, registry_bucket
+from presence_app.store.plans3 import json_array
 
 T = 1_800_000_000.0
 LEASE, GRACE = 90.0, 20.0
@@ -427,6 +430,14 @@ def script_calls(client) -> int:
     return sum(s.get("cmdstat_evalsha", {}).get("calls", 0) for s in stats)
 
 
+@pytest.mark.parametrize(
+    "ids",
+    [["1", "22", "u3"], ["ü", "日本", "a b"], ['a"b', "c"], ["a\\b"], ['"', "\\", '\\"'], ["x"]],
+)
+def test_the_ids_of_a_read_go_to_its_script_as_a_json_array(ids):
+    assert json.loads(json_array(ids)) == ids
+
+
 def test_get_many_is_one_short_script_a_shard(make3):
     """get_many reads, in one script call a shard, the clock, seen, until and the records of
     every id, and hidden, web and last only of those with no seen score. Each answer is the
@@ -434,7 +445,7 @@ def test_get_many_is_one_short_script_a_shard(make3):
     store.gather too, and past the 1,000 ids of a call."""
     store = make3()
     client = store.client
-    odd = "ü s:er/1"  # escaped in its key
+    odd = 'ü "s:er/1\\'  # escaped in its key and in the script's JSON argument
     for conn, uid in (("c1", "u1"), ("c2", odd), ("c3", "dnd"), ("c4", "ghost"), ("c5", "gone")):
         store.connect(conn, uid, now=T)
     store.set_status(odd, message="lunch", emoji="🍜", now=T)

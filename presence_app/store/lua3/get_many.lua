@@ -1,10 +1,10 @@
--- get_many(ids): ARGV[A]: the ids joined by "\n" (at most 1,000: Python splits longer lists).
+-- get_many(ids): ARGV[A]: the ids as a JSON array (at most 1,000: Python splits longer lists);
+-- Redis' C JSON decoder splits them in half the time a Lua loop takes.
 -- One short read: the clock, the ids' seen scores, their K_UNTIL ends (empty while K_UNTIL is),
 -- their records (fields of K_RECS: no key a user to build), and for the ids with no seen score,
 -- in their order, their hidden, web and K_LAST scores (each empty while its index is, or when
 -- every id has a seen score). Python derives the rest (plans3.deriver3).
-local ids = {}
-for uid in string.gmatch(ARGV[A], '[^\n]+') do ids[#ids + 1] = uid end
+local ids = cjson.decode(ARGV[A])
 local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
 local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
 local records = redis.call('HMGET', K_RECS, unpack(ids))
