@@ -2,10 +2,14 @@
 (``store.keys``, presence_app/store/keys.py, and ``store.housekeeping_keys()``), not against
 today's key names, so that it follows a change of layout.
 
-Relies on: ``KeySpace.all_tags()``, ``seen``/``until``/``hidden``/``leases``/``active``/``rooms``
-(the per-shard indexes of layout 2), ``user(tag, id)`` (a user's record, a string) and
-``room(tag, name)`` (as prefixes), and
-``BaseStore.housekeeping_keys()`` (the SCAN pattern of every key, and the keys outside it).
+Relies on: ``KeySpace.all_tags()``; layout 2's per-shard indexes ``seen``/``until``/``hidden``/
+``leases``/``active``/``rooms`` and ``user(tag, id)`` (a user's record, a string); layout 3's
+(``keys.layout == 3``) ``seen``/``until``/``hidden``/``procs``/``last``/``rooms``/
+``record_expiry`` (sorted sets), ``records`` (a hash), ``registry(tag, bucket)`` (hashes) and
+``process_users(tag, process)`` (sets), as prefixes where they name a family; ``room(tag, name)``;
+and ``BaseStore.housekeeping_keys()`` (the SCAN pattern of every key, and the keys outside it).
+The few layout-3 keys ``KeySpace`` does not name (lua3/head.lua's ``web``, lib.lua's ``graces``,
+sweep.lua's ``clean``, roomstate.lua's ``rs:`` hashes) are listed here by their script's name.
 """
 
 from __future__ import annotations
@@ -34,9 +38,24 @@ def layout_problems(store: Store) -> list[str]:
     indexes: dict[str, str] = {}
     families: list[tuple[str, str]] = []  # (prefix, type) of the per-user and per-room keys
     for tag in keys.all_tags():
+        families.append((keys.room(tag, ""), "zset"))
+        if keys.layout == 3:
+            for name in (keys.seen, keys.until, keys.hidden, keys.procs, keys.last, keys.rooms):
+                indexes[name(tag)] = "zset"
+            indexes[keys.record_expiry(tag)] = "zset"
+            indexes[keys.records(tag)] = "hash"
+            indexes.update(
+                {f"{tag}:web": "zset", f"{tag}:graces": "zset", f"{tag}:clean": "string"}
+            )
+            families += [
+                (keys.registry(tag, 0)[:-1], "hash"),
+                (keys.process_users(tag, ""), "set"),
+                (f"{tag}:rs:", "hash"),
+            ]
+            continue
         for name in (keys.seen, keys.until, keys.hidden, keys.leases, keys.active, keys.rooms):
             indexes[name(tag)] = "zset"
-        families += [(keys.user(tag, ""), "string"), (keys.room(tag, ""), "zset")]
+        families.append((keys.user(tag, ""), "string"))
     found: set[str] = set()
     extras: set[str] = set()
     for pattern, extra in store.housekeeping_keys():

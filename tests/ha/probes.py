@@ -61,8 +61,17 @@ class HttpProbe:
 
 
 def lease_expiries(store: Store) -> dict[str, float]:
-    """Each user's latest lease expiry (Redis clock), read through the store's own key names."""
+    """Each user's latest lease expiry (Redis clock), read through the store's own key names:
+    layout 2's connection leases; on layout 3, a user's last heartbeat (``seen``, or ``hidden``
+    for an invisible user) plus LEASE_TTL (their process's lease is its own)."""
     out: dict[str, float] = {}
+    if store.keys.layout == 3:
+        for tag in store.keys.all_tags():
+            for key in (store.keys.seen(tag), store.keys.hidden(tag)):
+                for member, score in store.client.zrange(key, 0, -1, withscores=True):
+                    user = member.decode() if isinstance(member, bytes) else member
+                    out[user] = max(out.get(user, 0.0), score + store.config.lease_ttl)
+        return out
     for tag in store.keys.all_tags():
         for member, score in store.client.zrange(store.keys.leases(tag), 0, -1, withscores=True):
             text = member.decode() if isinstance(member, bytes) else member

@@ -13,10 +13,9 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from presence_app.store import Store
 from presence_app.testing import RedisServer
 from tests.reliability.clients import close_all, connect_all
-from tests.reliability.conftest import eventually, store_config
+from tests.reliability.conftest import eventually, servers_store, store_config
 from tests.reliability.settings import TIMERS
 from tests.timing import limit, said
 
@@ -57,7 +56,7 @@ def unfill(client: redis.Redis) -> None:
 @pytest.mark.parametrize("policy", ["noeviction", "allkeys-random"])
 async def test_redis_at_maxmemory(redis_server, db, servers_on, prefix, policy):
     store_client = redis.Redis.from_url(redis_server.url, socket_timeout=5)
-    store = Store(store_client, store_config(prefix))
+    store = servers_store(store_client, store_config(prefix))
     people = db.users([f"mem{i}" for i in range(USERS)] + ["late"])
     late_user = people.pop("late")
     server = await servers_on(db).astart()

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from tests.reliability.clients import Client, close_all, connect_all
-from tests.reliability.conftest import eventually, store_config
+from tests.reliability.conftest import eventually, servers_store, store_config
 from tests.reliability.settings import TIMERS
 from tests.timing import limit
 
@@ -60,8 +60,6 @@ async def reconnecting(client: Client, room: str, done: list[float], stop: async
 async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 30) -> None:
     import redis
 
-    from presence_app.store import Store
-
     FAILURES.clear()
     rooms = [f"room-{i}" for i in range(max(1, sockets // ROOM_SIZE))]
     timers = {**OVERRIDES, "DISCONNECT_GRACE": grace, "LEASE_TTL": grace + 10}
@@ -89,7 +87,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
 
     await asyncio.gather(*(join(c) for c in clients))
     client_redis = redis.Redis.from_url(redis_server.url, socket_timeout=10)
-    store = Store(client_redis, store_config(prefix, **timers))
+    store = servers_store(client_redis, store_config(prefix, **timers))
     ids = set(room_of)
 
     def everybody_in() -> bool:

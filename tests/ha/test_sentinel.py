@@ -14,8 +14,6 @@ import redis
 from django.test import override_settings
 from redis.sentinel import Sentinel
 
-from presence_app.store import Store
-
 from .conftest import SERVICE
 from .failover import OVERRIDES, run_failover
 
@@ -27,7 +25,7 @@ USERS = 40
 async def test_primary_killed_under_load_heals_on_the_promoted_replica(
     sentinel_group, sentinel_db, servers_on, prefix
 ):
-    from tests.reliability.conftest import store_config
+    from tests.reliability.conftest import servers_store, store_config
 
     first_primary = sentinel_group.primary
     manager = Sentinel(sentinel_group.sentinels, sentinel_kwargs={"socket_timeout": 1})
@@ -45,7 +43,7 @@ async def test_primary_killed_under_load_heals_on_the_promoted_replica(
         servers_on(sentinel_db),
         sentinel_db,
         USERS,
-        reader=lambda: Store(client, store_config(prefix, **OVERRIDES)),
+        reader=lambda: servers_store(client, store_config(prefix, **OVERRIDES)),
         kill=first_primary.kill,
         promoted=promoted,
         replicated=replicated,

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from presence_app.store import Store
 from presence_app.testing import free_port
 from tests.reliability.clients import Client, close_all, connect_all
-from tests.reliability.conftest import eventually, store_config
+from tests.reliability.conftest import eventually, servers_store, store_config
 from tests.servers import ROOT
 
 from .probes import CommandRate
@@ -88,7 +87,7 @@ async def slow_redis(db, servers, redis_server, prefix, sockets: int, seconds: f
             client.beat(OVERRIDES["HEARTBEAT_INTERVAL"])
             await client.join(ROOMS[i % len(ROOMS)], timeout=15)
         direct = redis.Redis.from_url(redis_server.url, socket_timeout=10)
-        store = Store(direct, store_config(prefix, **OVERRIDES))
+        store = servers_store(direct, store_config(prefix, **OVERRIDES))
         ids = {c.id for c in clients}
         await eventually(lambda: set(store.online()) == ids, 15, "everybody online")
         await asyncio.sleep(2)

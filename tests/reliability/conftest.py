@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.conf import settings
 
 from presence_app.store import Store, StoreConfig
 from presence_app.testing import RedisServer
@@ -106,11 +107,17 @@ def store_config(prefix: str, **overrides: Any) -> StoreConfig:
     )
 
 
+def servers_store(client: Any, config: StoreConfig) -> Store:
+    """A store reading what the servers wrote: on their layout (the test settings' STORE_LAYOUT,
+    3 under tests/settings_layout3.py, whose environment the servers inherit)."""
+    return Store(client, config, layout=settings.PRESENCE.get("STORE_LAYOUT", 2))
+
+
 @pytest.fixture
 def store(redis_server: RedisServer, prefix: str) -> Iterator[Store]:
     """A store on the test's Redis and prefix, for reading what the servers did."""
     client = redis.Redis.from_url(redis_server.url, socket_timeout=5)
-    yield Store(client, store_config(prefix))
+    yield servers_store(client, store_config(prefix))
     client.close()
 
 

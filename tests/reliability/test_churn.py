@@ -18,10 +18,10 @@ import re
 import pytest
 import redis
 
-from presence_app.store import Store, scripts
+from presence_app.store import scripts
 
 from .churn import Simulation, Timers
-from .conftest import eventually, store_config
+from .conftest import eventually, servers_store, store_config
 from .settings import TIMERS
 
 METADATA_TTL = 3  # a user's status and last seen outlive them this long (short, to see it go)
@@ -69,7 +69,7 @@ async def churn(
 ) -> None:
     users = list(db.users([f"churn{i}" for i in range(clients - tabs)]).values())
     client = redis.Redis.from_url(redis_server.url)
-    store = Store(client, store_config(prefix, metadata_ttl=METADATA_TTL))
+    store = servers_store(client, store_config(prefix, metadata_ttl=METADATA_TTL))
     settle = TIMER.grace + TIMER.sweep + 3
 
     def user_keys() -> list:
