@@ -16,6 +16,7 @@ import json
 import pytest
 import redis
 from channels.layers import channel_layers
+from django.conf import settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -63,7 +64,7 @@ class InProcess:
 def assert_keys_escaped(
     client: redis.Redis, prefix: str = "presence", layer_prefix: str = "asgi"
 ) -> int:
-    layout = key_layout(prefix, layer_prefix)
+    layout = key_layout(prefix, layer_prefix, settings.PRESENCE.get("STORE_LAYOUT", 2))
     keys = [k.decode() for k in client.scan_iter(count=1000)]
     raw = [k for k in keys if not layout.fullmatch(k)]
     assert raw == [], f"keys outside the escaped layout: {raw[:10]}"
