@@ -105,6 +105,32 @@ def test_devices_roll_up_and_the_grace_has_no_flicker(make3):
     assert store.online(now=T + 100) == [] and store.online_count(now=T + 100) == 0
 
 
+def test_a_heartbeat_written_after_its_connection_closed_does_not_outlive_the_grace(make3):
+    """A heartbeat batch on its way while its connection closes lands after the close: the
+    user's presence still ends with the grace, not LEASE_TTL after that heartbeat; the
+    connection is reported missing, as is one the grace began without (its process stalled past
+    its lease, so the other connection's close saw no live one left): its owner, holding the
+    socket, connects again."""
+    store = make3()
+    store.connect("tab", "u1", now=T)
+    store.disconnect("tab", "u1", now=T + 1)
+    # missing: the session, closed, does not connect again
+    assert store.heartbeat_many([("tab", "u1")], now=T + 1.5) == [("tab", "u1")]
+    gone = store.sweep(now=T + 1 + GRACE + 1)
+    assert kinds(gone) == [("offline", "u1")]
+    assert store.get("u1", now=T + 1 + GRACE + 2).state == "offline"
+
+    a, b = make3(), make3()  # two processes, a connection of u2 on each
+    a.connect("phone", "u2", now=T)
+    b.connect("laptop", "u2", now=T)
+    b.client.zrem(KeySpace.procs(b.keys.tag_for_user("u2")), b.plans.process)  # b stalls
+    a.disconnect("phone", "u2", now=T + 1)  # no live connection left: a grace begins
+    assert b.heartbeat_many([("laptop", "u2")], now=T + 2) == [("laptop", "u2")]  # b is back
+    b.connect("laptop", "u2", now=T + 2.1)  # as its session does: the grace ends
+    assert a.sweep(now=T + 1 + GRACE + 1) == []
+    assert a.get("u2", now=T + 1 + GRACE + 2).state == "online"
+
+
 def test_a_killed_process_has_its_users_evicted_within_the_lease(make3):
     a, b = make3(), make3()  # two processes on one Redis
     assert a.plans.process != b.plans.process

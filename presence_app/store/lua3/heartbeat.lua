@@ -1,7 +1,7 @@
 -- heartbeat(members...): a process's batch of "user|conn" heartbeats: its own lease, then one
 -- write of its users' last sign of life (ZADD XX GT CH: the listed ones only). Returns the
--- members whose user is listed nowhere (swept, or lost with a Redis restart): their owners
--- connect again.
+-- members whose user is listed nowhere (swept, or lost with a Redis restart), or whose grace
+-- runs without their connection: their owners connect again.
 renew_proc()
 local now = sc(NOW)
 local missing = {}
@@ -15,8 +15,25 @@ for first = A, #ARGV, 1000 do
     local uid = match(ARGV[i], '^(.*)|')
     j = j + 1; users[2 * j - 1] = now; users[2 * j] = uid; uids[j] = uid
   end
-  -- a beating connection outlives a grace that another one's close began
-  if any_until then redis.call('ZREM', K_UNTIL, unpack(uids)) end
+  -- A grace runs (K_UNTIL): a connection the user's listing holds open ends it. One closed (a
+  -- heartbeat sent before its close, written after it) does not, nor one its process stalled
+  -- past its lease meanwhile: the user no longer holds it, so it is missing (an owner that
+  -- still has the socket connects again).
+  if any_until then
+    local ends, ending = redis.call('ZMSCORE', K_UNTIL, unpack(uids)), {}
+    for i = 1, j do
+      if ends[i] then
+        local uid, cid = split_member(ARGV[first + i - 1])
+        local e = live_conns(uid, decode(record(uid)), true)[cid]
+        if e == nil then
+          missing[#missing + 1] = ARGV[first + i - 1]
+        elseif string.sub(e[1], 1, 1) ~= '~' then
+          ending[#ending + 1] = uid
+        end
+      end
+    end
+    if #ending > 0 then redis.call('ZREM', K_UNTIL, unpack(ending)) end
+  end
   local moved = redis.call('ZADD', K_SEEN, 'XX', 'GT', 'CH', unpack(users))
   if any_hidden then moved = moved + redis.call('ZADD', K_HIDDEN, 'XX', 'GT', 'CH', unpack(users)) end
   if moved < j then
