@@ -110,7 +110,7 @@ def test_a_heartbeat_written_after_its_connection_closed_does_not_outlive_the_gr
     user's presence still ends with the grace, not LEASE_TTL after that heartbeat; the
     connection is reported missing, as is one the grace began without (its process stalled past
     its lease, so the other connection's close saw no live one left): its owner, holding the
-    socket, connects again."""
+    socket, connects again. One in a room is held closing: its beat opens it again."""
     store = make3()
     store.connect("tab", "u1", now=T)
     store.disconnect("tab", "u1", now=T + 1)
@@ -129,6 +129,19 @@ def test_a_heartbeat_written_after_its_connection_closed_does_not_outlive_the_gr
     b.connect("laptop", "u2", now=T + 2.1)  # as its session does: the grace ends
     assert a.sweep(now=T + 1 + GRACE + 1) == []
     assert a.get("u2", now=T + 1 + GRACE + 2).state == "online"
+
+    # A connection in a room closes and beats again (a resumed stream whose old one closed
+    # late): open again, in its room, as layout 2's heartbeat renews a cut lease; the process
+    # closes it for good with another disconnect (the coalescer's, for a closed owner).
+    store.connect("stream", "u3", now=T)
+    store.join("doc", "stream", "u3", now=T)
+    store.disconnect("stream", "u3", now=T + 1)
+    assert store.heartbeat_many([("stream", "u3")], now=T + 1.5) == []
+    assert store.sweep(now=T + 1 + GRACE + 1) == []
+    assert store.room_members("doc", now=T + 1 + GRACE + 2) == ["u3"]
+    store.disconnect("stream", "u3", now=T + 30)
+    gone = store.sweep(now=T + 30 + GRACE + 1)
+    assert sorted(kinds(gone)) == [("leave", "u3"), ("offline", "u3")]
 
 
 def test_a_killed_process_has_its_users_evicted_within_the_lease(make3):

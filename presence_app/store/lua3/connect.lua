@@ -11,7 +11,11 @@ local conns = live_conns(uid, u, listed)
 local by_web = idx == K_SEEN and redis.call('ZREM', K_WEB, uid) == 1
 local was_idle = u.idle == '1'
 u.idle = nil
-conns[cid] = {PROC}
+local entry, before = {PROC}, conns[cid]
+if before then  -- the same connection again (a resumed stream, in its grace): its rooms stay
+  for i = 2, #before do entry[#entry + 1] = before[i] end
+end
+conns[cid] = entry
 if device ~= '' then u.dev = device end
 keep_conns(uid, u, conns, sc(NOW), true)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)

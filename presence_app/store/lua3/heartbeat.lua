@@ -15,19 +15,28 @@ for first = A, #ARGV, 1000 do
     local uid = match(ARGV[i], '^(.*)|')
     j = j + 1; users[2 * j - 1] = now; users[2 * j] = uid; uids[j] = uid
   end
-  -- A grace runs (K_UNTIL): a connection the user's listing holds open ends it. One closed (a
-  -- heartbeat sent before its close, written after it) does not, nor one its process stalled
-  -- past its lease meanwhile: the user no longer holds it, so it is missing (an owner that
-  -- still has the socket connects again).
+  -- A grace runs (K_UNTIL): a beating connection the user's listing holds ends it, and one it
+  -- holds closing (in a room) is open again, as layout 2's heartbeat renews a cut lease: a
+  -- resumed stream whose old one closed late. (A beat sent before its own socket's close and
+  -- written after it is undone by the coalescer's disconnect of its closed owner.) A connection
+  -- the listing does not hold (closed without rooms; its process stalled past its lease) is
+  -- missing: an owner that still has the socket connects again.
   if any_until then
     local ends, ending = redis.call('ZMSCORE', K_UNTIL, unpack(uids)), {}
     for i = 1, j do
       if ends[i] then
         local uid, cid = split_member(ARGV[first + i - 1])
-        local e = live_conns(uid, decode(record(uid)), true)[cid]
+        local u = decode(record(uid))
+        local conns = live_conns(uid, u, true)
+        local e = conns[cid]
         if e == nil then
           missing[#missing + 1] = ARGV[first + i - 1]
-        elseif string.sub(e[1], 1, 1) ~= '~' then
+        else
+          if string.sub(e[1], 1, 1) == '~' then
+            e[1] = PROC
+            keep_conns(uid, u, conns, u.la, true)
+            schedule_graces(uid, conns)
+          end
           ending[#ending + 1] = uid
         end
       end
