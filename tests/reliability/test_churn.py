@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from presence_app.store import scripts
+from presence_app.store.keys import KeySpace
 
 from .churn import Simulation, Timers
 from .conftest import eventually, servers_store, store_config
@@ -73,6 +74,9 @@ async def churn(
     settle = TIMER.grace + TIMER.sweep + 3
 
     def user_keys() -> list:
+        """The users' records: layout 2's keys, layout 3's fields of one hash."""
+        if store.keys.layout == 3:
+            return client.hkeys(KeySpace.records(store.keys.tag(0)))
         return client.keys(f"{store.keys.tag(0)}:u:*")
 
     # Warm up (scripts loaded, a sweep and a sample recorded), let it all expire, and take the
