@@ -28,7 +28,7 @@ READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few 
 
 def json_array(ids: list[str]) -> str:
     """Checked ids as a JSON array, for a script's ``cjson.decode``. They are printable, so
-    only a quote or a backslash needs escaping, which json.dumps does (a join is 10x faster)."""
+    only a quote or a backslash needs escaping, which json.dumps does (a join is ~8x faster)."""
     text = '","'.join(ids)
     if "\\" in text or text.count('"') != 2 * len(ids) - 2:
         return json.dumps(ids, ensure_ascii=False)

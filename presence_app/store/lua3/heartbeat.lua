@@ -27,15 +27,15 @@ for first = A, #ARGV, 1000 do
       if ends[i] then
         local uid, cid = split_member(ARGV[first + i - 1])
         local u = decode(record(uid))
-        local conns = live_conns(uid, u, true)
-        local e = conns[cid]
+        local e = live_conns(uid, u, true)[cid]
         if e == nil then
           missing[#missing + 1] = ARGV[first + i - 1]
         else
-          if string.sub(e[1], 1, 1) == '~' then
-            e[1] = PROC
-            keep_conns(uid, u, conns, u.la, true)
-            schedule_graces(uid, conns)
+          if string.sub(e[1], 1, 1) == '~' then  -- a closing entry is the record's own table
+            e[1] = PROC  -- (the other entries, dead ones too, are the sweep's to leave)
+            redis.call('SADD', pkey(PROC), uid)
+            save_user(uid, u, true)
+            schedule_graces(uid, conns_of(u))
           end
           ending[#ending + 1] = uid
         end
