@@ -190,6 +190,8 @@ def redact_all(
 ) -> dict[str, Presence]:
     if seen.allowed is None:  # no policy: everybody is shown, so an online presence as read
         # (redact's own answer for it, without a call a user on a page of dots)
+        if all(p.state in ONLINE_STATES for p in presences.values()):
+            return presences  # (a page of online users: the dict as it is, not a copy)
         return {
             uid: p if p.state in ONLINE_STATES else redact(viewer, p, seen, now)
             for uid, p in presences.items()

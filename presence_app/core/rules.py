@@ -106,6 +106,10 @@ def _keys(values: list[Any]) -> list[Any]:
     return [getattr(v, "pk", v) for v in values]
 
 
+#: Integer keys whose decimal text fits MAX_USER_ID_LENGTH (a minus sign included).
+_INT_BOUND = 10 ** (MAX_USER_ID_LENGTH - 1)
+
+
 def user_ids(values: Any) -> list[str]:
     """Ids of ``values`` (objects, keys or strings) in order, without duplicates (a
     :class:`~presence_app.store.UserIds`: the store reads them without checking them again)."""
@@ -115,14 +119,15 @@ def user_ids(values: Any) -> list[str]:
     # a page of integer keys (the usual AutoField; bool is not int here) or of strings: checked
     # at once, not key by key; anything else (UUIDs, a mix, a bad key) key by key
     kinds = set(map(type, pks))
-    texts = list(map(str, pks)) if kinds == {int} else pks if kinds == {str} else None
+    if kinds == {int} and -_INT_BOUND < min(pks) and max(pks) < _INT_BOUND:  # fit as text
+        return UserIds(dict.fromkeys(map(str, pks)))
     if (
-        texts
-        and min(map(len, texts)) > 0
-        and max(map(len, texts)) <= MAX_USER_ID_LENGTH
-        and "".join(texts).isprintable()
+        kinds == {str}
+        and min(map(len, pks)) > 0
+        and max(map(len, pks)) <= MAX_USER_ID_LENGTH
+        and "".join(pks).isprintable()
     ):
-        return UserIds(dict.fromkeys(texts))
+        return UserIds(dict.fromkeys(pks))
     return UserIds(dict.fromkeys(map(user_id, pks)))
 
 
