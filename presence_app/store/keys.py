@@ -134,6 +134,26 @@ class KeySpace:
     def process_users(tag: str, process: str) -> str:
         return f"{tag}:p:{process}"
 
+    @staticmethod
+    def web(tag: str) -> str:
+        """HTTP-only users by their last request (head.lua's K_WEB)."""
+        return f"{tag}:web"
+
+    @staticmethod
+    def graces(tag: str) -> str:
+        """Users by the end of their closing connections' graces (lib.lua's K_GRACES)."""
+        return f"{tag}:graces"
+
+    @staticmethod
+    def cleaner(tag: str) -> str:
+        """The registry cleaner's next bucket (sweep.lua)."""
+        return f"{tag}:clean"
+
+    @staticmethod
+    def room_states(tag: str, room: str) -> str:
+        """A room's live state, a hash (roomstate.lua)."""
+        return f"{tag}:rs:{esc(room)}"
+
     #: The periodic jobs that one process at a time runs (each behind a lock of its own).
     JOBS = ("sweep", "flush")
 

@@ -5,11 +5,10 @@ today's key names, so that it follows a change of layout.
 Relies on: ``KeySpace.all_tags()``; layout 2's per-shard indexes ``seen``/``until``/``hidden``/
 ``leases``/``active``/``rooms`` and ``user(tag, id)`` (a user's record, a string); layout 3's
 (``keys.layout == 3``) ``seen``/``until``/``hidden``/``procs``/``last``/``rooms``/
-``record_expiry`` (sorted sets), ``records`` (a hash), ``registry(tag, bucket)`` (hashes) and
+``record_expiry``/``web``/``graces`` (sorted sets), ``records`` (a hash), ``cleaner`` (a
+string), ``registry(tag, bucket)`` and ``room_states(tag, room)`` (hashes) and
 ``process_users(tag, process)`` (sets), as prefixes where they name a family; ``room(tag, name)``;
 and ``BaseStore.housekeeping_keys()`` (the SCAN pattern of every key, and the keys outside it).
-The few layout-3 keys ``KeySpace`` does not name (lua3/head.lua's ``web``, lib.lua's ``graces``,
-sweep.lua's ``clean``, roomstate.lua's ``rs:`` hashes) are listed here by their script's name.
 """
 
 from __future__ import annotations
@@ -45,12 +44,12 @@ def layout_problems(store: Store) -> list[str]:
             indexes[keys.record_expiry(tag)] = "zset"
             indexes[keys.records(tag)] = "hash"
             indexes.update(
-                {f"{tag}:web": "zset", f"{tag}:graces": "zset", f"{tag}:clean": "string"}
+                {keys.web(tag): "zset", keys.graces(tag): "zset", keys.cleaner(tag): "string"}
             )
             families += [
                 (keys.registry(tag, 0)[:-1], "hash"),
                 (keys.process_users(tag, ""), "set"),
-                (f"{tag}:rs:", "hash"),
+                (keys.room_states(tag, ""), "hash"),
             ]
             continue
         for name in (keys.seen, keys.until, keys.hidden, keys.leases, keys.active, keys.rooms):
