@@ -3,7 +3,8 @@
 - ``tests``: the fast core (every top-level ``tests/test_*.py`` but the browser one: the store,
   consumer, API, middleware, tags, admin and command tests) on each supported Python x Django
   pair, on Debian's redis-server; on a single Redis, and on the newest pair with the Redis
-  Cluster variants too, under coverage.
+  Cluster variants too, under coverage (and the store's model checks in full: elsewhere at
+  ``MODEL_EXAMPLES_ELSEWHERE`` examples).
 - ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
   registries ship.
 - ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
@@ -80,6 +81,12 @@ SERVERS = {
 # with a private Redis and Cluster of its own), e.g. for one session run alone.
 WORKERS = os.environ.get("PRESENCE_NOX_WORKERS", "0")
 
+# The store's model checks (Hypothesis state machines, tests/test_store*_model.py) are half of
+# the core's time at their full 300 examples. They test the store's logic, which no Python or
+# Django version changes: `make test` and the newest cell run them in full, the other runs of
+# the core at this many examples (enough to catch a version that breaks them at all).
+MODEL_EXAMPLES_ELSEWHERE = "50"
+
 
 def core_tests(
     session: nox.Session,
@@ -87,13 +94,21 @@ def core_tests(
     env: dict[str, str] | None = None,
     runner: tuple[str, ...] = ("pytest",),
     cluster: bool = False,
+    full_models: bool = False,
 ) -> None:
     """The fast core: top-level test modules, without the browser (make test runs that), and
-    without the Redis Cluster variants unless ``cluster`` (they double the time)."""
+    without the Redis Cluster variants unless ``cluster`` (they double the time). The model
+    checks run at ``MODEL_EXAMPLES_ELSEWHERE`` examples unless ``full_models``."""
     modules = sorted(glob.glob("tests/test_*.py"))
     modules.remove("tests/test_presence_js.py")
     if not cluster:
         args = ("-m", "not cluster", *args)
+    env = dict(env or {})
+    if not full_models:
+        env.setdefault(
+            "PRESENCE_MODEL_EXAMPLES",
+            os.environ.get("PRESENCE_MODEL_EXAMPLES", MODEL_EXAMPLES_ELSEWHERE),
+        )
     # REDIS_URL cleared: each run starts its own private server, the one under test.
     session.run(
         *runner,
@@ -106,7 +121,7 @@ def core_tests(
         "worksteal",
         *modules,
         *args,
-        env={"REDIS_URL": "", **(env or {})},
+        env={"REDIS_URL": "", **env},
     )
 
 
@@ -141,7 +156,13 @@ def tests(session: nox.Session, django: str) -> None:
     # Coverage on the newest cell, where sys.monitoring makes it cheap; the floor is pyproject's.
     session.env["COVERAGE_CORE"] = "sysmon"
     session.run("coverage", "erase")
-    core_tests(session, *session.posargs, runner=("coverage", "run", "-m", "pytest"), cluster=True)
+    core_tests(
+        session,
+        *session.posargs,
+        runner=("coverage", "run", "-m", "pytest"),
+        cluster=True,
+        full_models=True,
+    )
     session.run("coverage", "combine", "-q")  # the workers' data files (pyproject's patch)
     session.run("coverage", "report")
 
