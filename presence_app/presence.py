@@ -402,15 +402,23 @@ def _get(user: User, *, viewer: Any = ANONYMOUS, now: float | None = None) -> Re
     user reads as offline to everybody but themself and ``TRUSTED`` reads; outside the user's
     ``AUDIENCE`` the viewer reads them the same way)."""
     uid, v = rules.user_id(user), viewer_of(viewer)
-    found = yield lambda s: s.get_many([uid], **v.store_args, now=now)
+    found = yield lambda s: s.get_many([uid], **v.store_args, now=now, activity=True)
     return redact(v, found[uid], (yield from _sight(v, [uid])), now)
 
 
-def _get_many(users: Iterable[User], *, viewer: Any = ANONYMOUS, now: float | None = None) -> Read:
+def _get_many(
+    users: Iterable[User],
+    *,
+    viewer: Any = ANONYMOUS,
+    now: float | None = None,
+    activity: bool = False,
+) -> Read:
     """``{user_id: Presence}`` for any number of users, in one round trip, in the order given
-    (and one ``AUDIENCE`` call)."""
+    (and one ``AUDIENCE`` call). ``activity=True`` reads every connected user's
+    ``last_active`` on store layout 3 too, at the cost of a further read a user (layout 2
+    always has it; a page of dots does without)."""
     ids, v = rules.user_ids(users), viewer_of(viewer)
-    found = yield lambda s: s.get_many(ids, **v.store_args, now=now)
+    found = yield lambda s: s.get_many(ids, **v.store_args, now=now, activity=bool(activity))
     return visibility.redact_all(v, found, (yield from _sight(v, ids)), now)
 
 

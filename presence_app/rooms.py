@@ -126,7 +126,7 @@ def members(
     )
     ids = [rules.user_id(row.user) for row in rows]
     v = visibility.viewer_of(viewer, audience.Decisions())  # the two reads below: one call
-    presences = presence.get_many(ids, viewer=v) if ids else {}
+    presences = presence.get_many(ids, viewer=v, activity=True) if ids else {}
     seen = visibility.sight(v, ids)
     out = []
     for row, uid in zip(rows, ids, strict=True):

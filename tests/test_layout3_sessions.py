@@ -72,3 +72,25 @@ async def test_idle_waits_for_every_device_and_ends_with_activity(layout3):
     await watcher.wait_for("presence.update", timeout=2 + 2, user=phone.user, state="idle")
     for sock in (phone, laptop, watcher):
         await sock.close()
+
+
+async def test_the_reads_that_show_a_last_activity_read_it(layout3):
+    """A plain connected user's last activity lives in their registry field on layout 3: get,
+    the room's presence.state frame and the reads with ``activity=True`` read it; a plain
+    get_many (a page of dots) does without."""
+    (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+    a = await Socket.open(ann, name="ann")
+    uid, trusted = a.user, presence.TRUSTED
+    assert (await presence.aget(uid, viewer=trusted)).last_active is not None
+    assert (await presence.aget_many([uid], viewer=trusted))[uid].last_active is None
+    read = await presence.aget_many([uid], viewer=trusted, activity=True)
+    assert read[uid].last_active == (await presence.aget(uid, viewer=trusted)).last_active
+    await a.send(type="join", room="lobby")
+    await a.wait_for("presence.state")
+    b = await Socket.open(bob, name="bob")
+    await b.send(type="join", room="lobby")
+    frame = await b.wait_for("presence.state")
+    members = {m["user"]: m for m in frame["members"]}
+    assert members[uid]["last_active"] == read[uid].last_active
+    await a.close()
+    await b.close()

@@ -232,6 +232,37 @@ def test_an_http_only_user_is_one_web_entry(make3):
     assert (p.state, p.last_seen) == ("offline", T + 10)
 
 
+def test_a_connected_plain_users_last_activity_is_read_when_asked(make3):
+    """A plain connected user's last activity is in their registry field, not a record: a read
+    asks for it (get does; get_many with activity=True), a page of dots does without."""
+    store, other = make3(), make3()
+    store.connect("c1", "u1", now=T)  # a connection opening is activity
+    store.activity("u1", now=T + 30)
+    other.connect("c2", "u2", now=T)
+    store.set_status("u2", message="away", now=T + 1)  # a record, without a last activity
+    store.connect("c3", "u3", now=T)
+    store.set_status("u3", "invisible", now=T + 1)
+    store.connect("c4", "u4", now=T)
+    store.disconnect("c4", "u4", now=T + 2)
+    store.sweep(now=T + 2 + GRACE + 1)
+    now, ids = T + 40, ["u1", "u2", "u3", "u4", "never"]
+    assert {u: p.last_active for u, p in store.get_many(ids, now=now).items()} == dict.fromkeys(ids)
+    read = store.get_many(ids, now=now, activity=True)
+    # the invisible user reads as offline to others, with no activity; offline users show none
+    assert {u: p.last_active for u, p in read.items()} == {
+        "u1": T + 30,
+        "u2": T,
+        "u3": None,
+        "u4": None,
+        "never": None,
+    }
+    assert store.get_many(["u3"], now=now, reveal_all=True, activity=True)["u3"].last_active == T
+    assert store.get("u1", now=now).last_active == T + 30
+    # with the activity read, a presence is the same otherwise
+    plain = store.get_many(ids, now=now)
+    assert {u: p.state for u, p in read.items()} == {u: p.state for u, p in plain.items()}
+
+
 def test_http_then_a_socket_then_http(make3):
     store = make3()
     store.touch("u1", now=T)

@@ -60,7 +60,7 @@ def read_many(user_ids: Iterable[str], viewer: Any) -> dict[str, Presence]:
     ids = list(dict.fromkeys(user_ids))
     if ids and not breaker.is_open:
         try:
-            return presence.get_many(ids, viewer=viewer)
+            return presence.get_many(ids, viewer=viewer, activity=True)
         except UNAVAILABLE as exc:
             breaker.trip(exc, "a presence serializer field")
     return {uid: Presence(uid) for uid in ids}

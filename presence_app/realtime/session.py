@@ -303,7 +303,7 @@ class PresenceSession:
         await self.groups.discard([dispatch.watchers_group(u) for u in removed])
         self.watched = target
         if shown:
-            presences = await presence.aget_many(shown, viewer=self.viewer)
+            presences = await presence.aget_many(shown, viewer=self.viewer, activity=True)
             await self.send(protocol.state_frame(presences.values(), watch=True))
 
     @in_tenant
@@ -317,7 +317,9 @@ class PresenceSession:
         size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
         pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
         for n, page in enumerate(pages):
-            presences = await presence.aget_many(page, viewer=self.viewer) if page else {}
+            presences = (
+                await presence.aget_many(page, viewer=self.viewer, activity=True) if page else {}
+            )
             shown = [p for p in presences.values() if p.is_online]
             # Only states of members this page shows online: none of anyone the viewer does not
             # see (an invisible user, one outside the audience), nor this connection's own.

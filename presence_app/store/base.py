@@ -127,16 +127,25 @@ class BaseStore(roomstate.RoomStates):
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id, *, viewer=None, reveal_all: bool = False, now: float | None = None):
-        """One user's Presence as ``viewer`` may see it (invisible shows only to themself)."""
+        """One user's Presence as ``viewer`` may see it (invisible shows only to themself),
+        their last activity included."""
         uid = user_id_of(user_id)
-        plan = self.plans.get_many([uid], viewer, reveal_all, now)
+        plan = self.plans.get_many([uid], viewer, reveal_all, now, activity=True)
         return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
     def get_many(
-        self, user_ids, *, viewer=None, reveal_all: bool = False, now: float | None = None
+        self,
+        user_ids,
+        *,
+        viewer=None,
+        reveal_all: bool = False,
+        now: float | None = None,
+        activity: bool = False,
     ):
-        """{user_id: Presence} for any number of ids, in one round trip."""
-        return self.run(self.plans.get_many(user_ids, viewer, reveal_all, now))
+        """{user_id: Presence} for any number of ids, in one round trip. On store layout 3 a
+        connected user with no record shows a ``last_active`` only with ``activity`` (a
+        further read a user: a page of dots does without it)."""
+        return self.run(self.plans.get_many(user_ids, viewer, reveal_all, now, activity))
 
     def online(
         self,

@@ -219,8 +219,14 @@ class Planner:
 
     # -- reads ---------------------------------------------------------------------------------
     def get_many(
-        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
+        self,
+        user_ids: Iterable[Any],
+        viewer: Any,
+        reveal_all: bool,
+        now: float | None,
+        activity: bool = False,
     ) -> Plan:
+        """``activity`` is for layout 3 (Planner3): every record here holds its last activity."""
         uids = unique_user_ids(user_ids)
         viewer_id = "" if viewer is None else user_id_of(viewer)
         groups = self.by_shard(uids)

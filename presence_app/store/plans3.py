@@ -20,7 +20,7 @@ from typing import Any
 from .keys import KeySpace, registry_bucket
 from .plans import Call, Plan, Planner, unique_user_ids, user_id_of
 from .scripts import NAMES_3
-from .types import SEP, InvalidInput, Presence, PresenceError, StoreConfig
+from .types import ONLINE_STATES, SEP, InvalidInput, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
 READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
@@ -41,12 +41,14 @@ def deriver3(
     """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``. A connected
     user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner; idle is the
     record's flag (announced by the process that saw the activity stop); an offline user's last
-    seen is the latest of their record's, K_LAST's and their score not swept yet."""
+    seen is the latest of their record's, K_LAST's and their score not swept yet. The last
+    activity of a connected user whose record has none is their registry field's, when the
+    read asked for it (the reply's eighth part)."""
     new = object.__new__
     span, window = float(config.lease_ttl), float(config.online_window)
 
     def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-        clock, seen_, ends_, records, hidden_, web_, last_ = reply
+        clock, seen_, ends_, records, hidden_, web_, last_, *registry = reply
         now = float(clock)
         # the ids with no seen score have, in their order, a hidden, a web and a last score
         others = zip(
@@ -116,9 +118,23 @@ def deriver3(
             d["device"] = dev
             if meta:  # parsed when first read (Presence.meta)
                 d["_record"] = raw.encode()
+        if registry:
+            with_activity(out, user_ids, registry[0])
         return out
 
     return derive
+
+
+def with_activity(found: dict[str, Presence], user_ids: list[str], fields: list[Any]) -> None:
+    """Sets the last activity of the connected users whose record holds none (a plain user's is
+    in their registry field, ``process \x1f conn \x1f last activity``). An HTTP-only user's
+    is their request, set already; an offline user shows none."""
+    for uid, field in zip(user_ids, fields, strict=True):
+        d = found[uid].__dict__
+        if field and "last_active" not in d and d.get("state") in ONLINE_STATES:
+            active = (field.decode() if isinstance(field, bytes) else field).rpartition(SEP)[2]
+            if active:
+                d["last_active"] = float(active)
 
 
 class Planner3(Planner):
@@ -229,10 +245,16 @@ class Planner3(Planner):
         )
 
     def get_many(
-        self, user_ids: Iterable[Any], viewer: Any, reveal_all: bool, now: float | None
+        self,
+        user_ids: Iterable[Any],
+        viewer: Any,
+        reveal_all: bool,
+        now: float | None,
+        activity: bool = False,
     ) -> Plan:
         """One short script call a shard (per 1,000 ids: Lua's unpack has a limit), all in one
-        round trip; the derivation is Python's."""
+        round trip; the derivation is Python's. ``activity``: the script also reads each
+        user's registry field, for a connected plain user's last activity (an HGET a user)."""
         uids = unique_user_ids(user_ids)
         viewer_id = "" if viewer is None else user_id_of(viewer)
         chunks = [
@@ -240,7 +262,9 @@ class Planner3(Planner):
             for tag, ids in self.by_shard(uids).items()
             for i in range(0, len(ids), READ_CHUNK)
         ]
-        calls = [self.call("get_many", tag, now, json_array(ids)) for tag, ids in chunks]
+        calls = [
+            self.call("get_many", tag, now, *self.read_args(ids, activity)) for tag, ids in chunks
+        ]
         derive = deriver3(viewer_id, reveal_all, self.config)
 
         def finish(replies: list[Any]) -> dict[str, Presence]:
@@ -252,3 +276,10 @@ class Planner3(Planner):
             return {uid: found[uid] for uid in uids}
 
         return Plan(calls, finish)
+
+    def read_args(self, ids: list[str], activity: bool) -> tuple[str, ...]:
+        """get_many.lua's arguments: the ids, and with ``activity`` their registry buckets."""
+        if not activity:
+            return (json_array(ids),)
+        buckets = [registry_bucket(uid, self.config.registry_buckets) for uid in ids]
+        return json_array(ids), json.dumps(buckets)

@@ -120,7 +120,7 @@ def users(request: HttpRequest) -> dict[str, Any]:
     if len(ids) > conf.get("MAX_WATCHED_USERS"):
         limit = conf.get("MAX_WATCHED_USERS")
         raise BadRequest(_("A request may name at most %(max)s ids.") % {"max": limit})
-    presences = presence.get_many(ids, viewer=request.user)
+    presences = presence.get_many(ids, viewer=request.user, activity=True)
     return {"users": [p.as_dict() for p in presences.values()]}
 
 
@@ -167,7 +167,7 @@ def online(request: HttpRequest) -> dict[str, Any]:
         )
         after = offset + per_page if len(ids) > per_page and not viewer.filtered else None
         ids = ids[:per_page]
-    presences = presence.get_many(ids, viewer=viewer) if ids else {}
+    presences = presence.get_many(ids, viewer=viewer, activity=True) if ids else {}
     return {
         "count": total,
         "page": page,
@@ -209,7 +209,7 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
         raise PermissionDenied(room)
     viewer = visibility.viewer_of(request.user, audience.Decisions())
     ids = presence.room_members(room, viewer=viewer)
-    presences = presence.get_many(ids, viewer=viewer) if ids else {}
+    presences = presence.get_many(ids, viewer=viewer, activity=True) if ids else {}
     return {"room": room, "count": len(ids), "members": _with_names(presences)}
 
 

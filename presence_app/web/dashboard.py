@@ -184,7 +184,7 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
         # The search runs in the database; Redis tells which of the matches are online.
         candidates = _usernames_matching(query)
         found, history, *counted = presence.batch(
-            reads.get_many(candidates, viewer=viewer),
+            reads.get_many(candidates, viewer=viewer, activity=True),
             reads.history(now - DAY),
             *site_wide,
         )
@@ -201,7 +201,8 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
             *site_wide,
         )
         presences, user_rooms = presence.batch(
-            reads.get_many(ids, viewer=viewer), reads.user_rooms_many(ids, viewer=viewer)
+            reads.get_many(ids, viewer=viewer, activity=True),
+            reads.user_rooms_many(ids, viewer=viewer),
         )
     counts, rooms = counted or (
         presence.state_counts(viewer=viewer),

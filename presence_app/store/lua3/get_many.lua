@@ -4,6 +4,9 @@
 -- their records (fields of K_RECS: no key a user to build), and for the ids with no seen score,
 -- in their order, their hidden, web and K_LAST scores (each empty while its index is, or when
 -- every id has a seen score). Python derives the rest (plans3.deriver3).
+-- ARGV[A + 1], when given: the ids' registry buckets (a JSON array, keys.registry_bucket), and
+-- the reply ends with each id's registry field (false where none), whose last activity is a
+-- connected plain user's: an HGET a user, read only by the reads that show it.
 local ids = cjson.decode(ARGV[A])
 local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
 local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
@@ -16,4 +19,10 @@ local function scores(key)
   if #missing == 0 or redis.call('EXISTS', key) == 0 then return {} end
   return redis.call('ZMSCORE', key, unpack(missing))
 end
-return {sc(NOW), seen, ends, records, scores(K_HIDDEN), scores(K_WEB), scores(K_LAST)}
+local out = {sc(NOW), seen, ends, records, scores(K_HIDDEN), scores(K_WEB), scores(K_LAST)}
+if ARGV[A + 1] then
+  local buckets, fields = cjson.decode(ARGV[A + 1]), {}
+  for i = 1, #ids do fields[i] = redis.call('HGET', TAG .. ':c:' .. buckets[i], ids[i]) end
+  out[8] = fields
+end
+return out
