@@ -140,7 +140,9 @@ def run(ctx: Context) -> list[Row]:
     )
     layout3.enable()
     user_sets = [[User(pk=int(uid), username=f"user{uid}") for uid in ids] for ids in sets]
-    status_users = [[User(pk=int(uid), username=f"user{uid}") for uid in ids] for ids in status_sets]
+    status_users = [
+        [User(pk=int(uid), username=f"user{uid}") for uid in ids] for ids in status_sets
+    ]
     # 100 connected users and 100 never seen: the script reads the others' indexes too
     mixed_sets = [ids[:100] + [f"x{i}-{j}" for j in range(100)] for i, ids in enumerate(sets)]
 

@@ -143,6 +143,18 @@ def test_a_heartbeat_written_after_its_connection_closed_does_not_outlive_the_gr
     gone = store.sweep(now=T + 30 + GRACE + 1)
     assert sorted(kinds(gone)) == [("leave", "u3"), ("offline", "u3")]
 
+    # The same while another device of the user is open (no grace of the user's, only the
+    # connection's): its beat opens it again too, and the room keeps it past that grace.
+    store.connect("desk", "u4", now=T)
+    store.connect("stream", "u4", now=T)
+    store.join("doc", "stream", "u4", now=T)
+    store.disconnect("stream", "u4", now=T + 1)
+    assert store.heartbeat_many([("desk", "u4"), ("stream", "u4")], now=T + 1.5) == []
+    assert store.sweep(now=T + 1 + GRACE + 1) == []  # no leave
+    assert store.room_members("doc", now=T + 1 + GRACE + 2) == ["u4"]
+    store.disconnect("stream", "u4", now=T + 30)
+    assert kinds(store.sweep(now=T + 30 + GRACE + 1)) == [("leave", "u4")]
+
 
 def test_a_killed_process_has_its_users_evicted_within_the_lease(make3):
     a, b = make3(), make3()  # two processes on one Redis

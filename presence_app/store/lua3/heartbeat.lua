@@ -7,6 +7,7 @@ local now = sc(NOW)
 local missing = {}
 local any_hidden = redis.call('EXISTS', K_HIDDEN) == 1
 local any_until = redis.call('EXISTS', K_UNTIL) == 1
+local any_grace = redis.call('EXISTS', K_GRACES) == 1
 local match = string.match
 for first = A, #ARGV, 1000 do
   local last = math.min(first + 999, #ARGV)
@@ -15,21 +16,24 @@ for first = A, #ARGV, 1000 do
     local uid = match(ARGV[i], '^(.*)|')
     j = j + 1; users[2 * j - 1] = now; users[2 * j] = uid; uids[j] = uid
   end
-  -- A grace runs (K_UNTIL): a beating connection the user's listing holds ends it, and one it
-  -- holds closing (in a room) is open again, as layout 2's heartbeat renews a cut lease: a
-  -- resumed stream whose old one closed late. (A beat sent before its own socket's close and
-  -- written after it is undone by the coalescer's disconnect of its closed owner.) A connection
-  -- the listing does not hold (closed without rooms; its process stalled past its lease) is
+  -- A grace runs: a beating connection the user's listing holds ends the user's (K_UNTIL), and
+  -- one the record holds closing (in a room: K_GRACES, also while another device of the user is
+  -- open) is open again, as layout 2's heartbeat renews a cut lease: a resumed stream whose old
+  -- one closed late. (A beat sent before its own socket's close and written after it is undone
+  -- by the coalescer's disconnect of its closed owner.) A connection the listing does not hold
+  -- while the user's grace runs (closed without rooms; its process stalled past its lease) is
   -- missing: an owner that still has the socket connects again.
-  if any_until then
-    local ends, ending = redis.call('ZMSCORE', K_UNTIL, unpack(uids)), {}
+  if any_until or any_grace then
+    local ends = any_until and redis.call('ZMSCORE', K_UNTIL, unpack(uids)) or {}
+    local graced = any_grace and redis.call('ZMSCORE', K_GRACES, unpack(uids)) or {}
+    local ending = {}
     for i = 1, j do
-      if ends[i] then
+      if ends[i] or graced[i] then
         local uid, cid = split_member(ARGV[first + i - 1])
         local u = decode(record(uid))
         local e = live_conns(uid, u, true)[cid]
         if e == nil then
-          missing[#missing + 1] = ARGV[first + i - 1]
+          if ends[i] then missing[#missing + 1] = ARGV[first + i - 1] end
         else
           if string.sub(e[1], 1, 1) == '~' then  -- a closing entry is the record's own table
             e[1] = PROC  -- (the other entries, dead ones too, are the sweep's to leave)
@@ -37,7 +41,7 @@ for first = A, #ARGV, 1000 do
             save_user(uid, u, true)
             schedule_graces(uid, conns_of(u))
           end
-          ending[#ending + 1] = uid
+          if ends[i] then ending[#ending + 1] = uid end
         end
       end
     end
