@@ -288,6 +288,34 @@ def test_http_then_a_socket_then_http(make3):
     assert kinds(store.sweep(now=T + 20 + 60 + 1)) == [("offline", "u1")]
 
 
+def test_a_request_while_connected_holds_the_user_for_its_window_after_the_close(make3):
+    """Online while a connection holds them or a request was made within ONLINE_WINDOW: the
+    window of a request made while connected outlives the connection's close (kept with the
+    connection: the registry field, or the record of a user with rooms or several)."""
+    store = make3()
+    for uid, rooms in (("u1", []), ("u2", ["doc"])):
+        store.touch(uid, now=T)  # HTTP first: its window goes with the connection
+        store.connect(f"{uid}-a", uid, now=T + 5)
+        for room in rooms:
+            store.join(room, f"{uid}-a", uid, now=T + 5)
+        store.connect(f"{uid}-b", uid, now=T + 6)
+        store.touch(uid, now=T + 20)  # a request while connected
+        store.disconnect(f"{uid}-a", uid, now=T + 25)
+        store.disconnect(f"{uid}-b", uid, now=T + 30)
+    # u2's room is left with its connection's grace; neither goes offline with it
+    assert kinds(store.sweep(now=T + 30 + GRACE + 1)) == [("leave", "u2")]
+    assert store.get_many(["u1", "u2"], now=T + 79).keys() == {"u1", "u2"}
+    assert {p.state for p in store.get_many(["u1", "u2"], now=T + 79).values()} == {"online"}
+    gone = store.sweep(now=T + 20 + 60 + 1)  # ONLINE_WINDOW after the request
+    assert sorted(kinds(gone)) == [("offline", "u1"), ("offline", "u2")]
+
+    store.touch("u3", now=T)  # an HTTP-only user connects and closes at once
+    store.connect("u3-a", "u3", now=T + 1)
+    store.disconnect("u3-a", "u3", now=T + 2)
+    assert store.sweep(now=T + 2 + GRACE + 1) == []
+    assert kinds(store.sweep(now=T + 60 + 1)) == [("offline", "u3")]
+
+
 def test_idle_is_announced_by_the_process_that_sees_the_activity_stop(make3):
     store = make3()
     devices = [("phone", "u1")]

@@ -41,6 +41,7 @@ class User:
     index: str | None = None  # "seen" (connected), "hidden" (invisible), "web" (HTTP only)
     seen: float | None = None  # last sign of life
     until: float | None = None  # a sooner end: a grace, an HTTP window of an unconnected user
+    w: float | None = None  # the window end of a request made while a connection held them
 
 
 class Model:
@@ -106,6 +107,11 @@ class Model:
         u = self.users[uid]
         self.prune(uid)
         self.conns[cid] = Conn(uid, proc)
+        # an HTTP window (or a grace) still running holds them once their connections close
+        ends = [e for e in (u.w, u.until) if e is not None]
+        if u.index == "web":
+            ends.append(u.seen + WINDOW)
+        u.w = max(ends, default=None)
         if u.index in (None, "web"):
             u.index = "hidden" if u.st == "invisible" else "seen"
         u.seen = max(u.seen or self.now, self.now)
@@ -135,7 +141,7 @@ class Model:
         u = self.users[uid]
         u.seen = max(u.seen, self.now)
         if not any(self.conns[o].closing is None for o in self.live_conns(uid)):
-            u.until = self.now + GRACE
+            u.until = max(self.now + GRACE, u.w or 0)  # the grace, or a later HTTP window
 
     def touch(self, proc: str, uid: str) -> None:
         self.leases[proc] = self.now + TTL
@@ -146,6 +152,8 @@ class Model:
             u.seen = max(u.seen or self.now, self.now)
             if u.until is not None or not self.live_conns(uid):
                 u.until = max(u.until or 0, self.now + WINDOW)
+            else:  # a connection holds them: the window outlives its close
+                u.w = max(u.w or 0, self.now + WINDOW)
         else:
             u.index = "web"
             u.seen = max(u.seen or self.now, self.now)
@@ -170,7 +178,7 @@ class Model:
         for cid in [c for c, conn in self.conns.items() if conn.user == uid]:
             del self.conns[cid]
         u = self.users[uid]
-        u.index = u.seen = u.until = None
+        u.index = u.seen = u.until = u.w = None
 
     def sweep(self, proc: str) -> None:
         self.leases[proc] = self.now + TTL  # every call of a process renews its lease

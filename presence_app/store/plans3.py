@@ -127,12 +127,12 @@ def deriver3(
 
 def with_activity(found: dict[str, Presence], user_ids: list[str], fields: list[Any]) -> None:
     """Sets the last activity of the connected users whose record holds none (a plain user's is
-    in their registry field, ``process \x1f conn \x1f last activity``). An HTTP-only user's
-    is their request, set already; an offline user shows none."""
+    in their registry field, ``process \x1f conn \x1f last activity [\x1f window end]``). An
+    HTTP-only user's is their request, set already; an offline user shows none."""
     for uid, field in zip(user_ids, fields, strict=True):
         d = found[uid].__dict__
         if field and "last_active" not in d and d.get("state") in ONLINE_STATES:
-            active = (field.decode() if isinstance(field, bytes) else field).rpartition(SEP)[2]
+            active = (field.decode() if isinstance(field, bytes) else field).split(SEP)[2]
             if active:
                 d["last_active"] = float(active)
 

@@ -8,9 +8,9 @@ local idx = index_of(u.st)
 if redis.call('ZSCORE', idx, uid) == false then return transitions() end
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)
 local was_idle = u.idle == '1'
-local p, c, la = registry_of(uid)
+local p, c, la, w = registry_of(uid)
 if not registry_live(uid, p, la) then p = nil end
-if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
+if p then registry_set(uid, p, c, sc(NOW), w) end
 if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
 u.idle = nil
 save_user(uid, u, true)

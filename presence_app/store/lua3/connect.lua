@@ -8,7 +8,13 @@ local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
 local conns = live_conns(uid, u, listed)
 -- a user seen by HTTP only so far is connected now: listed by their connections from here on
-local by_web = idx == K_SEEN and redis.call('ZREM', K_WEB, uid) == 1
+local web = idx == K_SEEN and num(redis.call('ZSCORE', K_WEB, uid)) or nil
+local by_web = web ~= nil
+if by_web then redis.call('ZREM', K_WEB, uid) end
+-- their HTTP window (or a grace's end) holds them still once this connection closes: it goes
+-- with their connections (keep_conns), and K_UNTIL's entry ends below
+local ending = num(redis.call('ZSCORE', K_UNTIL, uid))
+u.w = window_end(u.w, window_end(web and sc(web + WINDOW), ending and sc(ending)))
 local was_idle = u.idle == '1'
 u.idle = nil
 local entry, before = {PROC}, conns[cid]

@@ -1,12 +1,14 @@
 -- disconnect(user, conn): a clean close. The connection is held through the grace (its rooms
 -- too: a reload within it shows no leave and no join); with no other connection left the user's
--- presence ends with the grace (K_UNTIL), which a reconnect clears and the sweep announces.
+-- presence ends with the grace (K_UNTIL), or with their HTTP window when that is later (a request
+-- while connected: the registry field's or the record's window end), which a reconnect clears
+-- and the sweep announces.
 local uid, cid = ARGV[A], ARGV[A + 1]
 renew_proc()
 local u = decode(record(uid))
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
-local p, c, la = registry_of(uid)
+local p, c, la, rw = registry_of(uid)
 if not listed then
   if c == cid then redis.call('HDEL', bkey(uid), uid) end  -- what an eviction left behind
   return transitions()
@@ -25,8 +27,11 @@ if #e > 1 then
 else
   conns[cid] = nil
 end
+local window = window_end(rw, u.w)
 keep_conns(uid, u, conns, la or u.la, true)
 schedule_graces(uid, conns)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
-if not others then redis.call('ZADD', K_UNTIL, sc(NOW + GRACE), uid) end
+if not others then
+  redis.call('ZADD', K_UNTIL, sc(math.max(NOW + GRACE, num(window) or 0)), uid)
+end
 return transitions()

@@ -106,11 +106,27 @@ local function renew_proc()
   redis.call('ZADD', K_PROCS, 'GT', sc(NOW + LEASE_TTL), PROC)
 end
 
--- The user's registry field: (process, conn, last activity) or nil.
+-- The user's registry field: (process, conn, last activity, window end) or nil. The window end
+-- (the user's last request + ONLINE_WINDOW) is there only while it is to come: a connected
+-- user's HTTP window, which outlives their connection's close (disconnect.lua).
 local function registry_of(uid)
   local v = redis.call('HGET', bkey(uid), uid)
   if not v then return nil end
-  return string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
+  local p, c, rest = string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
+  local la, w = string.match(rest, '^([^\31]*)\31(.*)$')
+  if la then return p, c, la, w end
+  return p, c, rest, nil
+end
+local function registry_set(uid, p, c, la, w)
+  local v = p .. SEP .. c .. SEP .. (la or '')
+  if w then v = v .. SEP .. w end
+  redis.call('HSET', bkey(uid), uid, v)
+end
+-- The later of two window ends (strings or nil), nil once past.
+local function window_end(a, b)
+  local e = math.max(num(a) or -1, num(b) or -1)
+  if e < NOW then return nil end
+  return sc(e)
 end
 
 -- A connection is an entry {process, room, room, ...}. The user's live connections (conn ->
@@ -182,6 +198,11 @@ local function keep_conns(uid, u, conns, la, listed)
   end
   local n, only_c, only_e = 0, nil, nil
   for c, e in pairs(conns) do n = n + 1; only_c, only_e = c, e end
+  -- a connected user's HTTP window goes with their connections (nothing is kept without one:
+  -- a user whose last connection closed is held by K_UNTIL)
+  local _, _, _, rw = registry_of(uid)
+  local w = n > 0 and window_end(rw, u.w) or nil
+  u.w = nil
   local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
   local kept = {}
   if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
@@ -189,11 +210,12 @@ local function keep_conns(uid, u, conns, la, listed)
     if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
   end
   if single then
-    redis.call('HSET', bkey(uid), uid, only_e[1] .. SEP .. only_c .. SEP .. (la or ''))
+    registry_set(uid, only_e[1], only_c, la, w)
     u._c = {}; u.la = nil
   else
     redis.call('HDEL', bkey(uid), uid)
     u._c = conns
+    u.w = w
     if n > 0 then u.la = la or u.la end
     for p, _ in pairs(kept) do
       if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end

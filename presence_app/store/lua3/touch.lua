@@ -4,12 +4,18 @@
 -- request, online for ONLINE_WINDOW: one entry, and no record while every request is activity.
 -- A request without activity of a user whose last activity is IDLE_AFTER old announces idle.
 renew_proc()  -- a call of this process: it is alive
-local function set_active(uid, u)
-  -- registry field's last activity for a plain user, the record's otherwise
-  local p, c, la = registry_of(uid)
+-- A connected user's request: with `activity` their last activity, and `window` (the request's
+-- window end, while a connection holds them) for when that connection closes: in the registry
+-- field for a plain user, the record otherwise.
+local function note(uid, u, activity, window)
+  local p, c, la, w = registry_of(uid)
   if not registry_live(uid, p, la) then p = nil end
-  if p then redis.call('HSET', bkey(uid), uid, p .. SEP .. c .. SEP .. sc(NOW)) end
-  if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
+  local plain_conn = p and next(conns_of(u)) == nil
+  if p then registry_set(uid, p, c, activity and sc(NOW) or la, window or w) end
+  if activity then
+    if plain_conn then u.la = nil else u.la = sc(NOW) end
+  end
+  if window and not plain_conn then u.w = window end
 end
 local function touch_one(uid, activity)
   local u, adopted = load_user(uid)
@@ -22,10 +28,14 @@ local function touch_one(uid, activity)
     redis.call('ZADD', idx, 'GT', sc(NOW), uid)
     local conns = live_conns(uid, u, s ~= false)
     local e = num(redis.call('ZSCORE', K_UNTIL, uid))
+    local window = nil
     if e or next(conns) == nil then  -- no connection holds them: the window does
       redis.call('ZADD', K_UNTIL, sc(math.max(e or 0, NOW + WINDOW)), uid)
+    else  -- a connection holds them: the window goes with it (disconnect.lua)
+      window = sc(NOW + WINDOW)
     end
-    if activity then set_active(uid, u); u.idle = nil
+    if activity or window then note(uid, u, activity, window) end
+    if activity then u.idle = nil
     elseif not u.la and not registry_of(uid) then u.la = sc(NOW) end
     save_user(uid, u, true)
     if idx == K_SEEN and not s then emit('online', uid, nil, public_state(u), NOW, u, NONE)
