@@ -89,7 +89,7 @@ def check_settings(app_configs=None, **kwargs) -> list:
         )
     if not isinstance(s["SHARDS"], int) or isinstance(s["SHARDS"], bool):
         errors.append(Error("PRESENCE['SHARDS'] must be a whole number.", id="presence_app.E004"))
-    errors += _layout_errors(s, bad)
+    errors += _layout_errors(s)
     try:
         re.compile(s["ROOM_NAME_PATTERN"])
     except (re.error, TypeError) as exc:
@@ -126,7 +126,7 @@ def check_settings(app_configs=None, **kwargs) -> list:
     return errors
 
 
-def _layout_errors(s: dict[str, Any], bad: list[str]) -> list:
+def _layout_errors(s: dict[str, Any]) -> list:
     layout = s["STORE_LAYOUT"]
     if layout not in (2, 3) or isinstance(layout, bool):
         return [Error("PRESENCE['STORE_LAYOUT'] must be 2 or 3.", id="presence_app.E010")]
@@ -134,15 +134,6 @@ def _layout_errors(s: dict[str, Any], bad: list[str]) -> list:
     if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
         return [
             Error("PRESENCE['REGISTRY_BUCKETS'] must be a whole number.", id="presence_app.E010")
-        ]
-    if layout == 3 and not bad and s["ONLINE_WINDOW"] > s["LEASE_TTL"]:
-        return [
-            Error(
-                "Store layout 3 does not take PRESENCE['ONLINE_WINDOW'] above "
-                "PRESENCE['LEASE_TTL'] yet.",
-                hint="Keep STORE_LAYOUT = 2, or the window at most the lease.",
-                id="presence_app.E010",
-            )
         ]
     return []
 

@@ -15,7 +15,6 @@ import redis
 
 from presence_app.store import (
     AsyncStore,
-    InvalidInput,
     PresenceError,
     Store,
     StoreConfig,
@@ -316,6 +315,43 @@ def test_a_request_while_connected_holds_the_user_for_its_window_after_the_close
     assert kinds(store.sweep(now=T + 60 + 1)) == [("offline", "u3")]
 
 
+def test_a_window_longer_than_the_lease_holds_a_connected_user_past_it(make3):
+    """ONLINE_WINDOW > LEASE_TTL: a request holds its user for the window, also while (and
+    after) a connection holds them for less: a later end in K_UNTIL, which heartbeats keep
+    until they carry the user past it, and which the listings and the sweep honour."""
+    store, killed = make3(online_window=120), make3(online_window=120)
+    killed.connect("k1", "u1", now=T)
+    killed.touch("u1", now=T + 10)  # then the process dies: its lease runs out at T + 100
+    killed.touch("u3", now=T)  # HTTP only, then a socket on the process that dies
+    killed.connect("k3", "u3", now=T + 5)
+    store.connect("c2", "u2", now=T)
+    store.touch("u2", now=T + 1)  # a window to T + 121
+    store.heartbeat_many([("c2", "u2")], now=T + 20)  # the lease alone: T + 110
+    store.disconnect("c2", "u2", now=T + 25)  # the grace ends before the window
+    now = T + 101  # past u1's and u3's span (T + 100, T + 95), within their windows
+    assert store.sweep(now=now) == []
+    assert store.online(now=now) == ["u2", "u1", "u3"]  # most recently seen first
+    assert store.online_count(now=now) == 3
+    assert {
+        u: p.state for u, p in store.get_many(["u1", "u2", "u3"], now=now).items()
+    } == dict.fromkeys(["u1", "u2", "u3"], "online")
+    gone = store.sweep(now=T + 121)
+    assert sorted(kinds(gone)) == [("offline", "u3")]
+    gone = store.sweep(now=T + 122)
+    assert sorted(kinds(gone)) == [("offline", "u2")]
+    gone = store.sweep(now=T + 131)
+    assert sorted(kinds(gone)) == [("offline", "u1")]
+    assert store.online(now=T + 131) == [] and store.online_count(now=T + 131) == 0
+
+    # a connection that beats on carries its user past a window that ends sooner than its span
+    store.connect("c4", "u4", now=T)
+    store.touch("u4", now=T + 1)
+    for t in (T + 30, T + 60, T + 90, T + 120, T + 150):
+        store.heartbeat_many([("c4", "u4")], now=t)
+        assert store.sweep(now=t) == []
+    assert store.get("u4", now=T + 230).state == "online"
+
+
 def test_idle_is_announced_by_the_process_that_sees_the_activity_stop(make3):
     store = make3()
     devices = [("phone", "u1")]
@@ -360,9 +396,7 @@ def test_an_http_user_goes_idle_with_a_request_without_activity(make3):
     assert [(t.kind, t.state) for t in changed] == [("update", "online")]
 
 
-def test_what_is_not_built_is_refused(make3):
-    with pytest.raises(InvalidInput):  # ONLINE_WINDOW > LEASE_TTL: not built yet
-        make3(online_window=120)
+def test_layout_1s_upgrade_is_refused(make3):
     store = make3()
     with pytest.raises(PresenceError, match="upgrade_v1 is not built for store layout 3"):
         store.run(store.plans.transitions("upgrade_v1", "u1", T))

@@ -47,7 +47,8 @@ class User:
 class Model:
     """Layout 3's semantics, as plainly as they can be written."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: float = WINDOW) -> None:
+        self.window = window  # ONLINE_self.window
         self.now = T0
         self.leases = {p: float("-inf") for p in PROCS}  # process -> lease end
         self.killed: set[str] = set()
@@ -67,7 +68,7 @@ class Model:
         if u.index is None:
             return False
         if u.index == "web":
-            return u.seen + WINDOW >= self.now
+            return u.seen + self.window >= self.now
         return (u.until if u.until is not None else u.seen + TTL) >= self.now
 
     def state(self, uid: str, viewer: str | None = None) -> str:
@@ -110,12 +111,14 @@ class Model:
         # an HTTP window (or a grace) still running holds them once their connections close
         ends = [e for e in (u.w, u.until) if e is not None]
         if u.index == "web":
-            ends.append(u.seen + WINDOW)
+            ends.append(u.seen + self.window)
         u.w = max(ends, default=None)
         if u.index in (None, "web"):
             u.index = "hidden" if u.st == "invisible" else "seen"
         u.seen = max(u.seen or self.now, self.now)
-        u.until = None
+        # the grace ends; a window ending later than the connection's span is their end
+        held = max([e for e in ends if e >= self.now], default=None)
+        u.until = held if held is not None and held > self.now + TTL else None
 
     def heartbeat(self, proc: str, cids: list[str]) -> None:
         self.leases[proc] = self.now + TTL
@@ -123,7 +126,8 @@ class Model:
             u = self.users[self.conns[cid].user]
             if u.index in ("seen", "hidden"):
                 u.seen = max(u.seen, self.now)
-                u.until = None
+                if u.until is not None and u.until <= self.now + TTL:
+                    u.until = None  # a later end (a long window's) stays
 
     def disconnect(self, proc: str, cid: str) -> None:
         self.leases[proc] = self.now + TTL
@@ -150,10 +154,10 @@ class Model:
             if u.index is None:
                 u.index = "hidden"
             u.seen = max(u.seen or self.now, self.now)
-            if u.until is not None or not self.live_conns(uid):
-                u.until = max(u.until or 0, self.now + WINDOW)
-            else:  # a connection holds them: the window outlives its close
-                u.w = max(u.w or 0, self.now + WINDOW)
+            if u.until is not None or not self.live_conns(uid) or self.window > TTL:
+                u.until = max(u.until or 0, self.now + self.window)
+            if self.live_conns(uid):  # the window outlives the connection's close
+                u.w = max(u.w or 0, self.now + self.window)
         else:
             u.index = "web"
             u.seen = max(u.seen or self.now, self.now)
@@ -167,7 +171,7 @@ class Model:
         if u.index is None or was_hidden == (state == "invisible"):
             return
         if u.index == "web":  # an HTTP-only user hides: their window is their end
-            u.index, u.until = "hidden", u.seen + WINDOW
+            u.index, u.until = "hidden", u.seen + self.window
             return
         if was_hidden and not self.present(uid):
             self.evict(uid)  # expired while hidden: dropped on the spot
@@ -190,9 +194,11 @@ class Model:
 
 
 class Layout3VersusModel(RuleBasedStateMachine):
+    window = WINDOW  # ONLINE_WINDOW
+
     def __init__(self) -> None:
         super().__init__()
-        self.model = Model()
+        self.model = Model(self.window)
         self.next_conn = 0
 
     @initialize()
@@ -387,9 +393,15 @@ REGRESSIONS = {
 }
 
 
-def _stores(backend) -> dict[str, Store]:
+class Layout3VersusModelLongWindow(Layout3VersusModel):
+    """ONLINE_WINDOW > LEASE_TTL: a request holds a user longer than a heartbeat does."""
+
+    window = 120.0
+
+
+def _stores(backend, window: float = WINDOW) -> dict[str, Store]:
     client, shards = backend
-    config = StoreConfig(shards=shards)
+    config = StoreConfig(shards=shards, online_window=window)
     return {p: Store(client, config, layout=3) for p in PROCS}
 
 
@@ -407,10 +419,13 @@ def test_what_the_model_check_found(backend, name):
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["single"], indirect=True)
-def test_layout3_agrees_with_the_model(backend):
-    Layout3VersusModel.stores = _stores(backend)
+@pytest.mark.parametrize(
+    "machine", [Layout3VersusModel, Layout3VersusModelLongWindow], ids=["window", "long-window"]
+)
+def test_layout3_agrees_with_the_model(backend, machine):
+    machine.stores = _stores(backend, machine.window)
     runs = int(os.environ.get("PRESENCE_MODEL_EXAMPLES", "300"))
-    Layout3VersusModel.TestCase.settings = settings(
+    machine.TestCase.settings = settings(
         max_examples=runs,
         stateful_step_count=int(os.environ.get("PRESENCE_MODEL_STEPS", "40")),
         deadline=None,
@@ -422,4 +437,4 @@ def test_layout3_agrees_with_the_model(backend):
             else list(Phase)
         ),
     )
-    Layout3VersusModel.TestCase().runTest()
+    machine.TestCase().runTest()

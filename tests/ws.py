@@ -29,8 +29,6 @@ FAST = {
 }
 #: The run is on store layout 3 (tests/settings_layout3.py, nox's layout3 session).
 LAYOUT_3 = os.environ.get("PRESENCE_TEST_LAYOUT") == "3"
-if LAYOUT_3:  # no window past the lease on layout 3 yet
-    FAST["ONLINE_WINDOW"] = FAST["LEASE_TTL"]
 
 
 def presence_settings(**overrides: Any) -> override_settings:

@@ -6,7 +6,7 @@
 ``room_members``, ``user_rooms``, ``state_counts``, ``touch``/``touch_many`` (the ``web``
 index), ``activity`` and ``idle`` (new: the process that saw a connection's activity stop calls
 it), live room state (``set_room_states``, ``room_states``), ``forget`` and ``export``, the
-upgrade from layout 2. Not yet: ``ONLINE_WINDOW > LEASE_TTL``.
+upgrade from layout 2, ``ONLINE_WINDOW > LEASE_TTL`` (a later end in K_UNTIL).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from .keys import KeySpace, registry_bucket
 from .plans import Call, Plan, Planner, unique_user_ids, user_id_of
 from .scripts import NAMES_3
-from .types import ONLINE_STATES, SEP, InvalidInput, Presence, PresenceError, StoreConfig
+from .types import ONLINE_STATES, SEP, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
 READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
@@ -142,8 +142,6 @@ class Planner3(Planner):
     random by default; it names the process's lease and its connections)."""
 
     def __init__(self, config: StoreConfig, process: str | None = None) -> None:
-        if config.online_window > config.lease_ttl:
-            raise InvalidInput("store layout 3 does not take ONLINE_WINDOW > LEASE_TTL yet")
         super().__init__(config)
         self.keys = KeySpace(config.prefix, config.shards, layout=LAYOUT_3)
         self.process = process or secrets.token_hex(4)

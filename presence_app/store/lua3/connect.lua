@@ -14,7 +14,8 @@ if by_web then redis.call('ZREM', K_WEB, uid) end
 -- their HTTP window (or a grace's end) holds them still once this connection closes: it goes
 -- with their connections (keep_conns), and K_UNTIL's entry ends below
 local ending = num(redis.call('ZSCORE', K_UNTIL, uid))
-u.w = window_end(u.w, window_end(web and sc(web + WINDOW), ending and sc(ending)))
+local held = window_end(web and sc(web + WINDOW), ending and sc(ending))
+u.w = window_end(u.w, held)
 local was_idle = u.idle == '1'
 u.idle = nil
 local entry, before = {PROC}, conns[cid]
@@ -25,7 +26,10 @@ conns[cid] = entry
 if device ~= '' then u.dev = device end
 keep_conns(uid, u, conns, sc(NOW), true)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)
-redis.call('ZREM', K_UNTIL, uid)  -- a reload within the grace: it ends here
+-- a reload within the grace ends it here; a window that ends later than this connection's span
+-- (ONLINE_WINDOW > LEASE_TTL) is their end until a heartbeat carries them past it
+if held and num(held) > NOW + SPAN then redis.call('ZADD', K_UNTIL, held, uid)
+elseif ending then redis.call('ZREM', K_UNTIL, uid) end
 schedule_graces(uid, conns)
 if idx == K_SEEN then
   if not listed and not by_web then emit('online', uid, nil, public_state(u), NOW, u, NONE)

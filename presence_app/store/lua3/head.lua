@@ -8,8 +8,10 @@
 --
 -- K_SEEN scores each connected visible user by their last sign of life; invisible ones sit in
 -- K_HIDDEN. Every heartbeat batch of a process renews its users' scores, so a connected user's
--- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records a sooner end (a closed
--- last connection's grace). K_PROCS: process -> lease expiry, renewed by its calls. The
+-- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records another end: a sooner
+-- one (a closed last connection's grace) or, with ONLINE_WINDOW > LEASE_TTL, a later one (a
+-- request's window, which a heartbeat does not end: REACH is how far back a score may be and the
+-- user still present). K_PROCS: process -> lease expiry, renewed by its calls. The
 -- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
 -- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
 -- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline
@@ -26,6 +28,7 @@ local LEASE_TTL, GRACE, WINDOW = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(
 local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), ARGV[7]
 local BUCKETS, PROC = tonumber(ARGV[8]), ARGV[9]
 local SPAN = LEASE_TTL
+local REACH = math.max(SPAN, WINDOW)
 local A = 10  -- index of the first script argument
 local function sc(x) return string.format('%.17g', x) end
 -- The records: fields of one hash a shard (K_RECS), so that a read of many users names no key

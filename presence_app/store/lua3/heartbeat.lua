@@ -41,7 +41,8 @@ for first = A, #ARGV, 1000 do
             save_user(uid, u, true)
             schedule_graces(uid, conns_of(u))
           end
-          if ends[i] then ending[#ending + 1] = uid end
+          -- (a later end than the connection's, a long ONLINE_WINDOW's, stays)
+          if ends[i] and num(ends[i]) <= NOW + SPAN then ending[#ending + 1] = uid end
         end
       end
     end

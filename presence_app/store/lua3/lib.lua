@@ -272,11 +272,14 @@ on_dropped_room = function(uid, u, room)
 end
 
 -- Users of the index present now, most recently seen first (flat: id, score), at most `count`.
+-- A user of seen or hidden whose score is past SPAN is still present while a later end holds them
+-- (ONLINE_WINDOW > LEASE_TTL: K_UNTIL, up to REACH after their score).
 local function present_list(idx, count)
   local out, offset = {}, 0
   local chunk = 1000
   if count >= 0 then chunk = math.min(math.max(count, 16), 1000) end
-  local floor = sc(NOW - span_of(idx))
+  local span = span_of(idx)
+  local floor = sc(NOW - (idx == K_WEB and span or REACH))
   local any_until = redis.call('EXISTS', K_UNTIL) == 1
   while count < 0 or #out < 2 * count do
     local page = redis.call('ZREVRANGEBYSCORE', idx, '+inf', floor, 'WITHSCORES', 'LIMIT', offset, chunk)
@@ -287,7 +290,9 @@ local function present_list(idx, count)
     for j, uid in ipairs(ids) do
       if count >= 0 and #out >= 2 * count then break end
       local e = num(ends[j])
-      if e == nil or e >= NOW then out[#out + 1] = uid; out[#out + 1] = page[2 * j] end
+      if (e == nil and num(page[2 * j]) + span >= NOW) or (e ~= nil and e >= NOW) then
+        out[#out + 1] = uid; out[#out + 1] = page[2 * j]
+      end
     end
     if #page < 2 * chunk then break end
     offset = offset + chunk
@@ -305,6 +310,17 @@ local function present_count(idx)
     for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
       local seen = num(s)
       if seen and seen >= NOW - span then n = n - 1 end
+    end
+  end
+  if REACH > span then  -- those past the span whom a later end holds
+    local held = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW), '+inf')
+    for first = 1, #held, 1000 do
+      local chunk = {}
+      for i = first, math.min(first + 999, #held) do chunk[#chunk + 1] = held[i] end
+      for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
+        local seen = num(s)
+        if seen and seen < NOW - span then n = n + 1 end
+      end
     end
   end
   return n

@@ -135,9 +135,32 @@ for _, uid in ipairs(graced) do
 end
 
 -- Pass 3. Listings older than their span: no process renews them, no request came. Records
--- read in one HMGET.
+-- read in one HMGET. With ONLINE_WINDOW > LEASE_TTL a later end in K_UNTIL holds a connected
+-- user past the span (pass 2 ends them): those are passed over, page by page.
+local function stale(idx)
+  local floor = '(' .. sc(NOW - span_of(idx))
+  if idx == K_WEB or REACH == SPAN or redis.call('EXISTS', K_UNTIL) == 0 then
+    return redis.call('ZRANGEBYSCORE', idx, '-inf', floor, 'WITHSCORES', 'LIMIT', 0, limit)
+  end
+  local out, offset = {}, 0
+  while #out < 2 * limit do
+    local page = redis.call('ZRANGEBYSCORE', idx, '-inf', floor, 'WITHSCORES', 'LIMIT', offset, limit)
+    if #page == 0 then break end
+    local ids = {}
+    for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
+    local ends = redis.call('ZMSCORE', K_UNTIL, unpack(ids))
+    for j = 1, #ids do
+      if #out < 2 * limit and not (ends[j] and num(ends[j]) >= NOW) then
+        out[#out + 1] = page[2 * j - 1]; out[#out + 1] = page[2 * j]
+      end
+    end
+    if #page < 2 * limit then break end
+    offset = offset + limit
+  end
+  return out
+end
 for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
-  local rows = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - span_of(idx)), 'WITHSCORES', 'LIMIT', 0, limit)
+  local rows = stale(idx)
   if #rows >= 2 * limit then more = 1 end
   if #rows > 0 then
     local ids = {}

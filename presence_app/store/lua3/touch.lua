@@ -29,9 +29,12 @@ local function touch_one(uid, activity)
     local conns = live_conns(uid, u, s ~= false)
     local e = num(redis.call('ZSCORE', K_UNTIL, uid))
     local window = nil
-    if e or next(conns) == nil then  -- no connection holds them: the window does
+    if e or next(conns) == nil or WINDOW > SPAN then
+      -- no connection holds them (the window does), or the window outlasts what a connection
+      -- holds (ONLINE_WINDOW > LEASE_TTL: a later end, which heartbeats keep)
       redis.call('ZADD', K_UNTIL, sc(math.max(e or 0, NOW + WINDOW)), uid)
-    else  -- a connection holds them: the window goes with it (disconnect.lua)
+    end
+    if next(conns) ~= nil then  -- the window goes with the connection too (disconnect.lua)
       window = sc(NOW + WINDOW)
     end
     if activity or window then note(uid, u, activity, window) end
