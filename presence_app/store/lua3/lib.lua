@@ -312,7 +312,7 @@ local function present_count(idx)
       if seen and seen >= NOW - span then n = n - 1 end
     end
   end
-  if REACH > span then  -- those past the span whom a later end holds
+  if idx ~= K_WEB and REACH > span then  -- those past the span whom a later end holds
     local held = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW), '+inf')
     for first = 1, #held, 1000 do
       local chunk = {}
