@@ -12,6 +12,11 @@ local p, c, la, w = registry_of(uid)
 if not registry_live(uid, p, la) then p = nil end
 if p then registry_set(uid, p, c, sc(NOW), w) end
 if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
+if redis.call('ZSCORE', K_UNTIL, uid) then  -- an end that this sign of life may outlast
+  local open = p ~= nil
+  for _, e in pairs(live_conns(uid, u, true)) do open = open or string.sub(e[1], 1, 1) ~= '~' end
+  if open then outlast_until(uid) end
+end
 u.idle = nil
 save_user(uid, u, true)
 if was_idle and idx == K_SEEN then

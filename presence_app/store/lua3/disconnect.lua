@@ -33,5 +33,7 @@ schedule_graces(uid, conns)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
 if not others then
   redis.call('ZADD', K_UNTIL, sc(math.max(NOW + GRACE, num(window) or 0)), uid)
+else
+  outlast_until(uid)
 end
 return transitions()

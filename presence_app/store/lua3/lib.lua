@@ -122,6 +122,13 @@ local function registry_set(uid, p, c, la, w)
   if w then v = v .. SEP .. w end
   redis.call('HSET', bkey(uid), uid, v)
 end
+-- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
+-- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds
+-- the later of the two while it is there).
+local function outlast_until(uid)
+  local e = num(redis.call('ZSCORE', K_UNTIL, uid))
+  if e and e <= NOW + SPAN then redis.call('ZREM', K_UNTIL, uid) end
+end
 -- The later of two window ends (strings or nil), nil once past.
 local function window_end(a, b)
   local e = math.max(num(a) or -1, num(b) or -1)
