@@ -39,11 +39,12 @@ def deriver3(
     viewer: str, reveal_all: bool, config: StoreConfig
 ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
     """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``. A connected
-    user's presence runs LEASE_TTL after their score unless K_UNTIL ends it sooner; idle is the
-    record's flag (announced by the process that saw the activity stop); an offline user's last
-    seen is the latest of their record's, K_LAST's and their score not swept yet. The last
-    activity of a connected user whose record has none is their registry field's, when the
-    read asked for it (the reply's eighth part)."""
+    user's presence runs LEASE_TTL after their score unless K_UNTIL says otherwise (a grace's
+    sooner end, or a long ONLINE_WINDOW's later one); idle is the record's flag (announced by
+    the process that saw the activity stop); an offline user's last seen is the latest of
+    their record's, K_LAST's and their score not swept yet. The last activity of a connected
+    user whose record has none is their registry field's, when the read asked for it (the
+    reply's eighth part)."""
     new = object.__new__
     span, window = float(config.lease_ttl), float(config.online_window)
 
