@@ -23,15 +23,24 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def keys_naming(client, uid: str) -> list[str]:
-    """Every key, sorted-set member or record in Redis that names ``uid``."""
+    """Every key in Redis that names ``uid``: by its name's last part, or by a member of a set
+    or sorted set, or a field of a hash (a user's, or a ``user|conn`` one). Exact matches: a
+    key named by something else (a process id, say) may contain the id's digits."""
+
+    def names(item: bytes) -> bool:
+        return item.decode().split("|")[0] == uid
+
     found = []
     for key in client.scan_iter("*"):
-        name = key.decode()
-        if uid in name.split(":")[-1]:
+        name, kind = key.decode(), client.type(key)
+        if name.split(":")[-1] == uid:
             found.append(name)
-        elif client.type(key) == b"zset":
-            if any(m.decode().split("|")[0] == uid for m in client.zrange(key, 0, -1)):
-                found.append(name)
+        elif kind == b"zset" and any(names(m) for m in client.zrange(key, 0, -1)):
+            found.append(name)
+        elif kind == b"set" and any(names(m) for m in client.smembers(key)):
+            found.append(name)
+        elif kind == b"hash" and any(names(f) for f in client.hkeys(key)):
+            found.append(name)
     return found
 
 
