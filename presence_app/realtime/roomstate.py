@@ -111,11 +111,16 @@ class RoomStateCoalescer:
 
     async def _run(self) -> None:
         quiet, last = 0, -1e9
-        while quiet < IDLE_TICKS:
+        while True:
             raise_if_cancelling()
             if self.pending:
                 quiet, last = 0, time.time()
                 await self.flush()  # the first change of a quiet room goes out at once
+            elif quiet >= IDLE_TICKS:
+                # Ended only here, with nothing pending and no wait before the end: a change
+                # put in the last quiet tick's sleep is flushed (it was lost, until the next
+                # change started a task), and one put after this finds the task done.
+                return
             else:
                 quiet += 1
             await asyncio.sleep(next_tick(last) - time.time())
