@@ -252,31 +252,28 @@ async def test_a_stream_cancelled_while_joining_leaves_no_group_behind(
 def unreachable_of_ours() -> Iterator[list[str]]:
     """The presence_app objects that the block left unreachable (in a reference cycle, freed
     only by a collection): the collector is off meanwhile, and its next pass keeps what it
-    finds (``DEBUG_SAVEALL``) to be read. Those that existed before the block are held
-    meanwhile: an earlier test's leftovers (a thread or a task still ending, under a loaded
-    run) that became garbage inside the block are not the block's connections."""
+    finds (``DEBUG_SAVEALL``) to be read."""
     found: list[str] = []
     application()  # project/asgi.py tunes the collector on import: before, not inside
     gc.collect()
-    before = [o for o in gc.get_objects() if _ours(o)]
     gc.disable()
     share, collector.share = collector.share, None  # no full collection of its own meanwhile
     try:
         yield found
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
-        found += sorted({type(o).__qualname__ for o in gc.garbage if _ours(o)})
+        found += sorted(
+            {
+                type(o).__qualname__
+                for o in gc.garbage
+                if getattr(type(o), "__module__", "").startswith("presence_app")
+            }
+        )
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
         collector.share = share
-        del before
-
-
-def _ours(o: object) -> bool:
-    module = getattr(type(o), "__module__", "")
-    return isinstance(module, str) and module.startswith("presence_app")
 
 
 @pytest.mark.parametrize("path", ["/ws/presence/", "/ws/chat/"])
