@@ -11,7 +11,8 @@
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
   erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
-- ``layout3``: the socket, room, status, erasure and visibility suites on store layout 3
+- ``layout3``: the socket, room, status, erasure and visibility suites, and the
+  high-availability, reliability and browser suites, on store layout 3
   (tests/settings_layout3.py; opt-in, being built), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
@@ -210,6 +211,9 @@ LAYOUT3_TESTS = [
     "tests/test_privacy.py",
     "tests/test_audience.py",
 ]
+#: ... and, in a pytest run of their own, the suites of servers in subprocesses (they inherit the
+#: layout): high availability, reliability, browser.
+LAYOUT3_SERVER_TESTS = ["tests/ha", "tests/reliability", "tests/e2e"]
 
 
 def pinned(name: str) -> str:
@@ -253,11 +257,12 @@ def uuid_users(session: nox.Session) -> None:
 def layout3(session: nox.Session) -> None:
     """The front door on store layout 3 (tests/settings_layout3.py, opt-in and being built:
     docs/store-layout-3.md): the socket, room, status, erasure and visibility suites (the
-    model-based one included) through it. The high-availability, reliability and browser suites
-    pass on layout 3 under Python 3.11 (docs/store-layout-3.md), not here yet: on this session's
-    Python 3.13 three reference-cycle probes fail."""
+    model-based one included) through it, and the high-availability, reliability and browser
+    suites on servers running it; the browser tests need Chromium (or PRESENCE_SKIP_BROWSER=1)."""
     install_cell(session, NEWEST[1])
+    install(session, pinned("playwright"))
     settings_tests(session, "tests.settings_layout3", LAYOUT3_TESTS)
+    settings_tests(session, "tests.settings_layout3", LAYOUT3_SERVER_TESTS)
 
 
 @nox.session(python=CELLS[0][0])
