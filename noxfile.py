@@ -11,9 +11,9 @@
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
   erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
-- ``layout3``: the socket, room, status, erasure and visibility suites, and the
-  high-availability, reliability and browser suites, on store layout 3
-  (tests/settings_layout3.py; opt-in, being built), on the newest pair.
+- ``layout2``: the socket, room, status, erasure and visibility suites on store layout 2
+  (tests/settings_layout2.py: the layout before the default 3, kept for the sites that upgrade
+  from it), on the newest pair.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
 - ``drf``: ``presence_app[drf]`` with Django REST framework, on the oldest and newest Django.
@@ -194,9 +194,8 @@ UUID_USER_TESTS = [
 ]
 
 
-#: What nox's ``layout3`` session runs on store layout 3.
-LAYOUT3_TESTS = [
-    "tests/test_layout3_sessions.py",
+#: What nox's ``layout2`` session runs on store layout 2.
+LAYOUT2_TESTS = [
     "tests/test_consumer.py",
     "tests/test_front_door.py",
     "tests/test_rooms.py",
@@ -211,9 +210,6 @@ LAYOUT3_TESTS = [
     "tests/test_privacy.py",
     "tests/test_audience.py",
 ]
-#: ... and, in a pytest run of their own, the suites of servers in subprocesses (they inherit the
-#: layout): high availability, reliability, browser.
-LAYOUT3_SERVER_TESTS = ["tests/ha", "tests/reliability", "tests/e2e"]
 
 
 def pinned(name: str) -> str:
@@ -254,15 +250,12 @@ def uuid_users(session: nox.Session) -> None:
 
 
 @nox.session(python=NEWEST[0])
-def layout3(session: nox.Session) -> None:
-    """The front door on store layout 3 (tests/settings_layout3.py, opt-in and being built:
-    docs/store-layout-3.md): the socket, room, status, erasure and visibility suites (the
-    model-based one included) through it, and the high-availability, reliability and browser
-    suites on servers running it; the browser tests need Chromium (or PRESENCE_SKIP_BROWSER=1)."""
+def layout2(session: nox.Session) -> None:
+    """The front door on store layout 2 (tests/settings_layout2.py; the default is 3): the
+    socket, room, status, erasure and visibility suites (the model-based one included) through
+    it. The store's own layout-2 suite runs in every cell (tests/test_store.py)."""
     install_cell(session, NEWEST[1])
-    install(session, pinned("playwright"))
-    settings_tests(session, "tests.settings_layout3", LAYOUT3_TESTS)
-    settings_tests(session, "tests.settings_layout3", LAYOUT3_SERVER_TESTS)
+    settings_tests(session, "tests.settings_layout2", LAYOUT2_TESTS)
 
 
 @nox.session(python=CELLS[0][0])

@@ -147,7 +147,7 @@ def population(ctx: Context, n: int, prefix: str, seed: int = 1) -> Population:
     if key in ctx.cache:
         return ctx.cache[key]
     client = ctx.redis.client()
-    store = Store(client, StoreConfig(prefix=prefix))
+    store = Store(client, StoreConfig(prefix=prefix), layout=2)
     uids = [str(i) for i in range(1, n + 1)]
     cids = conn_ids(n, seed)
     ctx.log(f"filling {n:,} users under {prefix!r} (real connect.lua, {CHUNK} per call)")

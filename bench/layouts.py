@@ -84,7 +84,7 @@ def main(n: int) -> None:
         client = redis.Redis.from_url(server.url)
         uids = [str(i) for i in range(1, n + 1)]
         pairs = list(zip(dataset.conn_ids(n, 1), uids, strict=True))
-        new_store = Store(client, StoreConfig(prefix="l2"))
+        new_store = Store(client, StoreConfig(prefix="l2"), layout=2)
         old_store = old.Store(client, old.StoreConfig(prefix="l1"))
         sides = {
             "layout 2": (new_store, dataset.lua_source),

@@ -34,7 +34,7 @@ def ours_rates(ctx: Context, n: int, seconds: float) -> dict[str, float]:
     from presence_app.store import Store, StoreConfig
 
     client = ctx.redis.client()
-    store = Store(client, StoreConfig(prefix="bpeer"))
+    store = Store(client, StoreConfig(prefix="bpeer"), layout=2)
     uids = [str(i) for i in range(1, n + 1)]
     pairs = list(zip(conn_ids(n, seed=8), uids, strict=True))
     if "peer:filled" not in ctx.cache:

@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     # The store's key layout: 2, or 3 (opt-in, being built: docs/store-layout-3.md). Layout 3
     # leases processes, not connections; REGISTRY_BUCKETS is the number of small hashes per
     # shard holding plain users' connections (keep ~100 users a bucket: 16,384 for 1 M a shard).
-    "STORE_LAYOUT": 2,
+    "STORE_LAYOUT": 3,
     "REGISTRY_BUCKETS": 4096,
     # Semantics (seconds); see docs/architecture.md and README.md.
     "HEARTBEAT_INTERVAL": 30,

@@ -237,6 +237,6 @@ async def test_an_unreachable_cluster_reads_as_unavailable_to_a_store_of_ones_ow
     from presence_app.testing import free_port
 
     client = aredis.RedisCluster.from_url(f"redis://127.0.0.1:{free_port()}/0")
-    store = AsyncStore(client, StoreConfig(shards=4))
+    store = AsyncStore(client, StoreConfig(shards=4), layout=2)
     with pytest.raises(UNAVAILABLE):
         await store.online_count()

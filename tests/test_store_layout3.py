@@ -551,6 +551,23 @@ def test_status_dnd_and_invisible(make3):
     assert (counts.online, counts.dnd, counts.invisible, counts.total) == (2, 0, 0, 2)
 
 
+def test_the_state_counts_count_http_only_users(make3):
+    """They are listed in their own index (web), beside the connected users (seen)."""
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    store.touch("u2", now=T)
+    store.touch("u3", now=T)
+    store.set_status("u3", "dnd", now=T)
+    counts = store.state_counts(now=T + 1)
+    assert (counts.online, counts.dnd, counts.total, counts.exact) == (2, 1, 3, True)
+    assert store.online_count(now=T + 1) == counts.total
+    none = store.state_counts(limit=0, now=T + 1)
+    assert (none.total, none.counted, none.exact, none.online) == (3, 0, False, 0)
+    if len(store.keys.all_tags()) == 1:  # the limit is a shard's
+        few = store.state_counts(limit=2, now=T + 1)  # the connected first, then the HTTP-only
+        assert (few.total, few.counted, few.online + few.dnd) == (3, 2, 2)
+
+
 async def test_the_async_face(presence_redis_url, redis_client):
     import redis.asyncio as aredis
 

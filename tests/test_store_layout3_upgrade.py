@@ -1,6 +1,6 @@
 """A rolling upgrade from layout 2 to layout 3 (README "Upgrading"): the keys are written by the
-real layout-2 store (``Store(client, config)``, the default) on the same Redis as layout-3
-processes (``Store(client, config, layout=3)``); then ``upgrade_from_v2`` once the old processes
+real layout-2 store (``Store(client, config, layout=2)``) on the same Redis as layout-3
+processes (``Store(client, config)``, the default); then ``upgrade_from_v2`` once the old processes
 are gone. No ghosts, the users' profiles kept, no last seen lost."""
 
 import pytest
@@ -20,7 +20,7 @@ def old_and_new(backend):
     """An old process (layout 2) that has served a while, and a new one (layout 3), one Redis."""
     client, shards = backend
     config = StoreConfig(shards=shards)
-    old, new = Store(client, config), Store(client, config, layout=3)
+    old, new = Store(client, config, layout=2), Store(client, config, layout=3)
     old.connect("c1", 1, device="laptop", now=T)  # connected, on the old process
     old.set_status(2, "dnd", message="In a meeting", emoji="📅", now=T)
     old.touch(2, now=T)  # over HTTP, with a status
@@ -119,7 +119,7 @@ def test_the_upgrade_command_carries_layout_2_on_layout_3(
     try:
         new = get_store()
         assert new.keys.layout == 3
-        old = Store(new.client, new.config)  # a layout-2 process on the same Redis
+        old = Store(new.client, new.config, layout=2)  # a layout-2 process on the same Redis
         for pk in (4, 5):
             django_user_model.objects.create_user(f"user{pk}", id=pk)
         old.connect("c4", 4, now=T - 300)

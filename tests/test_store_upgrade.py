@@ -96,7 +96,9 @@ def test_the_upgrade_command_writes_last_seen_rows(django_user_model, redis_clie
     from presence_app.core.connection import get_store, reset_stores
     from presence_app.models import LastSeen
 
-    settings.PRESENCE = {**settings.PRESENCE, "SHARDS": DATA["shards"]}
+    # On layout 2, the upgrade's target from layout 1 (layout 3's from 2:
+    # tests/test_store_layout3_upgrade.py).
+    settings.PRESENCE = {**settings.PRESENCE, "SHARDS": DATA["shards"], "STORE_LAYOUT": 2}
     reset_stores()
     for pk in (1, 3, 4):
         django_user_model.objects.create_user(f"user{pk}", id=pk)

@@ -39,7 +39,7 @@ class AsyncStore(BaseStore):
         client: aredis.Redis | aredis.RedisCluster,
         config: StoreConfig | None = None,
         *,
-        layout: int = 2,
+        layout: int = 3,
         process: str | None = None,
     ) -> None:
         super().__init__(config, layout, process)

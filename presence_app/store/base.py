@@ -43,7 +43,7 @@ class BaseStore(roomstate.RoomStates):
     Redis clock."""
 
     def __init__(
-        self, config: StoreConfig | None = None, layout: int = 2, process: str | None = None
+        self, config: StoreConfig | None = None, layout: int = 3, process: str | None = None
     ) -> None:
         self.config = config or StoreConfig()
         self.plans: Planner = planner(self.config, layout, process)

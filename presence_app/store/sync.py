@@ -56,7 +56,7 @@ class Store(BaseStore):
         client: redis.Redis | redis.RedisCluster,
         config: StoreConfig | None = None,
         *,
-        layout: int = 2,
+        layout: int = 3,
         process: str | None = None,
     ) -> None:
         super().__init__(config, layout, process)

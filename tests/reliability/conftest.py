@@ -14,6 +14,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from presence_app import conf
 from presence_app.store import Store, StoreConfig
 from presence_app.testing import RedisServer
 from tests.servers import AsgiServer, Database
@@ -32,7 +33,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Database:
     """One migrated database for the run (copied per test: cheaper than migrating again),
     after the system checks passed on the reliability settings (the short timers included)."""
-    from django.conf import settings
 
     db = Database(
         tmp_path_factory.mktemp("reliability") / "template.sqlite3",
@@ -109,8 +109,8 @@ def store_config(prefix: str, **overrides: Any) -> StoreConfig:
 
 def servers_store(client: Any, config: StoreConfig) -> Store:
     """A store reading what the servers wrote: on their layout (the test settings' STORE_LAYOUT,
-    3 under tests/settings_layout3.py, whose environment the servers inherit)."""
-    return Store(client, config, layout=settings.PRESENCE.get("STORE_LAYOUT", 2))
+    2 under tests/settings_layout2.py, whose environment the servers inherit)."""
+    return Store(client, config, layout=conf.get("STORE_LAYOUT"))
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ import json
 import pytest
 import redis
 from channels.layers import channel_layers
-from django.conf import settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from presence_app import conf
 from presence_app.core.connection import get_async_store
 from tests.ws import Socket, make_user, presence_settings, shutdown
 
@@ -64,7 +64,7 @@ class InProcess:
 def assert_keys_escaped(
     client: redis.Redis, prefix: str = "presence", layer_prefix: str = "asgi"
 ) -> int:
-    layout = key_layout(prefix, layer_prefix, settings.PRESENCE.get("STORE_LAYOUT", 2))
+    layout = key_layout(prefix, layer_prefix, conf.get("STORE_LAYOUT"))
     keys = [k.decode() for k in client.scan_iter(count=1000)]
     raw = [k for k in keys if not layout.fullmatch(k)]
     assert raw == [], f"keys outside the escaped layout: {raw[:10]}"
