@@ -166,6 +166,28 @@ def population(ctx: Context, n: int, prefix: str, seed: int = 1) -> Population:
     return pop
 
 
+def population3(ctx: Context, n: int, prefix: str, seed: int = 1) -> Population:
+    """The same on store layout 3, the default: filled through ``Store.connect`` itself (1,000
+    per round trip), so there is no fidelity to check (built once per run)."""
+    key = f"population3:{prefix}:{n}"
+    if key in ctx.cache:
+        return ctx.cache[key]
+    client = ctx.redis.client()
+    store = Store(client, StoreConfig(prefix=prefix, registry_buckets=max(1, n // 64)), layout=3)
+    uids = [str(i) for i in range(1, n + 1)]
+    cids = conn_ids(n, seed)
+    ctx.log(f"connecting {n:,} users under {prefix!r} through Store(layout=3).connect")
+    t = time.perf_counter()
+    plans = store.planned
+    for i in range(0, n, CHUNK):
+        store.gather(
+            *(plans.connect(cids[j], uids[j], now=T0) for j in range(i, min(i + CHUNK, n)))
+        )
+    pop = Population(store, client, n, uids, cids, T0, time.perf_counter() - t)
+    ctx.cache[key] = pop
+    return pop
+
+
 def check_fidelity(pop: Population) -> None:
     """The fill wrote what Store.connect writes: compare user 1 with a control user connected
     through the public API at the same clock (then remove the control user again)."""

@@ -15,6 +15,6 @@ MODULES = [
     "bench.sse",  # 11: SSE streams beside WebSockets (issue 15)
     "bench.rolling",  # 12: a rolling deploy of 2 uvicorn behind one address
     "bench.roomstate",  # 13: live room state, 100 cursors at 30 Hz, coalesced vs naive
-    "bench.store_layout3",  # 14: store layout 3 as built so far, through Store (being built)
+    "bench.store_layout3",  # 14: store layout 3, the default, through Store and the front door
     "bench.soak",  # 15: 30 minutes of churn: memory flat, the key space exact (issue 31)
 ]

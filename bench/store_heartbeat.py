@@ -84,7 +84,7 @@ def floor_side(client, sha, keys, clock, step, member_batches, uid_batches):  # 
     return side
 
 
-@benchmark("heartbeat", "1. heartbeat ingestion (heartbeat_many vs raw ZADD)")
+@benchmark("heartbeat", "1. heartbeat ingestion (heartbeat_many vs raw ZADD), store layout 2")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     pop = population(ctx, n, "b1m")

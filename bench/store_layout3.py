@@ -1,5 +1,5 @@
-"""14. Store layout 3 as built so far (``Store(client, config, layout=3)``: docs/store-layout-3.md;
-not the store's default yet), through its public ``Store`` methods, side by side with raw Redis
+"""14. Store layout 3, the store's default (``Store(client, config, layout=3)``:
+docs/store-layout-3.md), through its public ``Store`` methods, side by side with raw Redis
 on the same 1,000,000-user data set in the same run:
 
 - memory: ``used_memory`` growth for N users connected through ``Store.connect`` (one
@@ -34,7 +34,7 @@ BARE = "bench:raw:l3"
 RAW_SWEEP = "bench:raw:l3sweep"
 
 
-@benchmark("layout3", "14. store layout 3 (being built) through Store, vs raw Redis")
+@benchmark("layout3", "14. store layout 3 (the default) through Store, vs raw Redis")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     client = ctx.redis.client()

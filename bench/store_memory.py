@@ -31,7 +31,7 @@ def memory_usage(client, key: str, samples: int = 0) -> int:
     return int(client.execute_command("MEMORY", "USAGE", key, "SAMPLES", samples) or 0)
 
 
-@benchmark("memory", "5. Redis memory per online user vs a bare sorted set of the ids")
+@benchmark("memory", "5. Redis memory per online user vs a bare sorted set of the ids, layout 2")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     pop = population(ctx, n, "b1m")

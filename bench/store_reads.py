@@ -1,6 +1,8 @@
-"""2. ``get_many(200)`` on 1 M users against a raw ``ZMSCORE`` of 200 members, and
+"""2. ``get_many(200)`` on 1 M users against a raw ``ZMSCORE`` of 200 members (store layout 2;
+layout 3's is bench 14), and
 3. ``online(limit=100)``, ``online_count()``, ``room_members()`` at 10 k and 1 M users against the
-raw command each one would at least need, with the growth from 10 k to 1 M users.
+raw command each one would at least need, with the growth from 10 k to 1 M users (store layout
+3, the default: users connected through ``Store.connect``).
 
 Latencies are client-side round trips (``time.perf_counter_ns`` around the call: planning,
 redis-py, loopback, Redis, parsing), ours and raw measured in alternating blocks.
@@ -32,7 +34,7 @@ from typing import Any
 from presence_app.store.keys import KeySpace
 
 from .common import Check, Context, Row, benchmark, latencies
-from .dataset import T0, Population, population
+from .dataset import T0, Population, population, population3
 from .derive_eager import eager
 
 ROOM = "lobby"
@@ -54,7 +56,8 @@ PLAIN_PAGE = "<ul>{% for u in users %}<li>{{ u.username }}</li>{% endfor %}</ul>
 
 def front_door(url: str, prefix: str) -> Any:
     """The app's public API, configured in this process on the run's Redis and the population's
-    prefix: ``presence`` (get_many), user objects and templates."""
+    prefix and layout (2: dataset.py writes layout 2's keys; bench 14 overrides it with 3):
+    ``presence`` (get_many), user objects and templates."""
     import django
     from django.conf import settings
 
@@ -63,7 +66,7 @@ def front_door(url: str, prefix: str) -> Any:
             INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "presence_app"],
             DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
             TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates"}],
-            PRESENCE={"REDIS_URL": url, "KEY_PREFIX": prefix},
+            PRESENCE={"REDIS_URL": url, "KEY_PREFIX": prefix, "STORE_LAYOUT": 2},
             USE_TZ=True,
         )
         django.setup()
@@ -82,7 +85,7 @@ def span(pop: Population) -> float:
     return max(pop.store.config.lease_ttl, pop.store.config.online_window)
 
 
-@benchmark("get_many", "2. get_many(200) on 1 M users vs raw ZMSCORE")
+@benchmark("get_many", "2. get_many(200) on 1 M users vs raw ZMSCORE, store layout 2")
 def run_get_many(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     pop = population(ctx, n, "b1m")
@@ -365,7 +368,7 @@ def run_listings(ctx: Context) -> list[Row]:
     now = T0 + 1
     fns: dict[str, Callable[[], Any]] = {}
     for n in sizes:
-        pop = population(ctx, n, "b10k" if n == 10_000 else "b1m")
+        pop = population3(ctx, n, "l10k" if n == 10_000 else "l1m")  # the default layout
         store, client = pop.store, pop.client
         online_key, room_key = raw_keys(pop)
         if client.zcard(room_key) < ROOM_SIZE:

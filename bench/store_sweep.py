@@ -45,7 +45,7 @@ return more
 """
 
 
-@benchmark("sweep", "4. sweep() evicting 10 k expired leases among 1 M")
+@benchmark("sweep", "4. sweep() evicting 10 k expired leases among 1 M, store layout 2")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     expired = ctx.size(10_000, 10_000)

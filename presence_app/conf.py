@@ -33,8 +33,8 @@ DEFAULTS: dict[str, Any] = {
     # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
     # changing it moves users between shards, so set it before going live or clear the keys).
     "SHARDS": 1,
-    # The store's key layout: 2, or 3 (opt-in, being built: docs/store-layout-3.md). Layout 3
-    # leases processes, not connections; REGISTRY_BUCKETS is the number of small hashes per
+    # The store's key layout: 3, or 2 (the layout before it: README "Upgrading"). Layout 3
+    # leases processes, not connections (docs/store-layout-3.md); REGISTRY_BUCKETS is the number of small hashes per
     # shard holding plain users' connections (keep ~100 users a bucket: 16,384 for 1 M a shard).
     "STORE_LAYOUT": 3,
     "REGISTRY_BUCKETS": 4096,

@@ -1,6 +1,5 @@
-"""Store layout 3, being built (docs/store-layout-3.md): what is built so far, on real Redis (one
-server and the 3-master cluster). ``Store(client, config, layout=3)``; the default store is
-layout 2 and these tests do not touch it.
+"""Store layout 3, the default (docs/store-layout-3.md), on real Redis (one server and the
+3-master cluster): ``Store(client, config, layout=3)``.
 
 Built: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
 without rooms or a status: the registry for a plain user's one connection, the record for

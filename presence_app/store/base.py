@@ -73,7 +73,7 @@ class BaseStore(roomstate.RoomStates):
         return self.run(self.plans.activity(user_id, now))
 
     def idle(self, user_id, now: float | None = None):
-        """Layout 3 (being built): a process saw no activity on its connection of the user for
+        """Layout 3 (the default): a process saw no activity on its connection of the user for
         IDLE_AFTER; the user goes idle when no other device of theirs was active since."""
         return self.run(self.plans.idle(user_id, now))
 

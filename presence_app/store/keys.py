@@ -50,8 +50,8 @@ def registry_bucket(user_id: str, buckets: int) -> int:
 
 
 class KeySpace:
-    """Key names for one prefix and shard count (``layout``: 3 only for the layout being built,
-    docs/store-layout-3.md)."""
+    """Key names for one prefix and shard count (``layout``: 2, or 3 for layout 3's keys under
+    ``:3``, docs/store-layout-3.md; the planners pass theirs)."""
 
     def __init__(self, prefix: str = "presence", shards: int = 1, layout: int = LAYOUT) -> None:
         self.prefix = prefix

@@ -1,6 +1,6 @@
-"""Layout 3's plans (docs/store-layout-3.md): BEING BUILT, not the store's layout.
+"""Layout 3's plans (docs/store-layout-3.md), the store's default layout.
 
-``Store(client, config, layout=3)`` uses them; the default store is layout 2. Built so far:
+``Store(client, config)`` uses them (``layout=2``: plans.py's). Built:
 ``connect``, ``heartbeat_many`` (and ``heartbeat``), ``disconnect``, ``get_many`` (and ``get``),
 ``online``, ``online_count``, ``sweep``, ``set_status``, ``join``, ``leave``,
 ``room_members``, ``user_rooms``, ``state_counts``, ``touch``/``touch_many`` (the ``web``

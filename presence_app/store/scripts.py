@@ -36,7 +36,7 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
-#: Layout 3's scripts (lua3/, being built: docs/store-layout-3.md), named "3/<name>".
+#: Layout 3's scripts (lua3/, the default layout: docs/store-layout-3.md), named "3/<name>".
 NAMES_3 = (
     "activity",
     "connect",

@@ -42,7 +42,7 @@ class StoreConfig:
     max_metadata_bytes: int = 2048
     max_message_length: int = 140
     sweep_batch: int = 1000
-    #: Layout 3 only (being built: docs/store-layout-3.md): connection-registry buckets a shard.
+    #: Layout 3 only (docs/store-layout-3.md): connection-registry buckets a shard.
     registry_buckets: int = 4096
 
 

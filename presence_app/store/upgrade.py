@@ -12,7 +12,7 @@ Once no old process is left, :func:`upgrade_from_v1` (``manage.py presence upgra
 every remaining layout-1 user's last seen and profile into layout 2, hands the last seens to
 ``save`` (the database) before it deletes anything, and then drops layout 1.
 
-From layout 2 to layout 3 (``Store(..., layout=3)``, opt-in) it goes the same way: layout 3's
+From layout 2 to layout 3 (the default) it goes the same way: layout 3's
 keys are under ``{prefix:shard}:3``; a user's first write in layout 3 adopts their layout-2
 profile (lua3/lib.lua's ``load_user``); :func:`upgrade_from_v2` carries the last seens and drops
 layout 2 once no layout-2 lease is live.

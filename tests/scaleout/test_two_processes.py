@@ -14,6 +14,7 @@ Redis and with presence on the Cluster, and RedisChannelLayer on a single Redis.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from presence_app.store.keys import CONN_SEP, KeySpace
+from presence_app import conf
+from presence_app.store.keys import CONN_SEP, KeySpace, registry_bucket
+from presence_app.store.types import RECORD_FIELDS, SEP
 
 from ..frame_waits import about
 from ..servers import AsgiServer, Database
@@ -70,26 +73,44 @@ def servers(request, database):
 
 def lease_deadline(server: AsgiServer, user_ids: list[str]) -> float:
     """The earliest lease deadline (seconds since the epoch, Redis' clock) among the users'
-    connections, read from the leases index of ``server``'s key space."""
+    connections, read from ``server``'s key space: on layout 3 their process's lease (named by
+    each user's registry field), on layout 2 each connection's own."""
     cluster = server.env.get("SCALEOUT_CLUSTER_URL")
-    keys = KeySpace(server.env["SCALEOUT_PREFIX"], 4 if cluster else 1)
+    keys = KeySpace(
+        server.env["SCALEOUT_PREFIX"], 4 if cluster else 1, layout=conf.get("STORE_LAYOUT")
+    )
     client = (
         redis.RedisCluster.from_url(cluster)
         if cluster
         else redis.Redis.from_url(server.env["REDIS_URL"])
     )
     try:
-        scores = [
-            score
-            for uid in user_ids
-            for _, score in client.zscan_iter(
-                KeySpace.leases(keys.tag_for_user(uid)), match=f"{uid}{CONN_SEP}*"
-            )
-        ]
+        scores = []
+        for uid in user_ids:
+            tag = keys.tag_for_user(uid)
+            if keys.layout == 3:
+                scores += [
+                    client.zscore(KeySpace.procs(tag), p) for p in processes(client, tag, uid)
+                ]
+            else:
+                pattern = f"{uid}{CONN_SEP}*"
+                scores += [s for _, s in client.zscan_iter(KeySpace.leases(tag), match=pattern)]
     finally:
         client.close()
-    assert len(scores) == len(user_ids), scores  # one lease each
+    assert len(scores) == len(user_ids) and None not in scores, scores  # one lease each
     return min(scores)
+
+
+def processes(client: redis.Redis, tag: str, uid: str) -> set[str]:
+    """Layout 3: the processes holding the user's connections: a plain user's one in their
+    registry field (``process \x1f conn \x1f ...``), others' in their record's ``conns``
+    (``{conn: [process, room, ...]}``)."""
+    bucket = registry_bucket(uid, conf.get("REGISTRY_BUCKETS"))
+    field = client.hget(KeySpace.registry(tag, bucket), uid)
+    if field:
+        return {field.decode().split(SEP)[0]}
+    record = client.hget(KeySpace.records(tag), uid).decode().split(SEP)
+    return {entry[0] for entry in json.loads(record[RECORD_FIELDS.index("conns")]).values()}
 
 
 async def open_tab(server: AsgiServer, users, name: str, suffix: str) -> Tab:
