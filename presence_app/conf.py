@@ -34,8 +34,9 @@ DEFAULTS: dict[str, Any] = {
     # changing it moves users between shards, so set it before going live or clear the keys).
     "SHARDS": 1,
     # The store's key layout: 3, or 2 (the layout before it: README "Upgrading"). Layout 3
-    # leases processes, not connections (docs/store-layout-3.md); REGISTRY_BUCKETS is the number of small hashes per
-    # shard holding plain users' connections (keep ~100 users a bucket: 16,384 for 1 M a shard).
+    # leases processes, not connections (docs/store-layout-3.md); REGISTRY_BUCKETS is the number
+    # of small hashes per shard holding plain users' connections (keep ~100 users a bucket:
+    # 16,384 for 1 M a shard).
     "STORE_LAYOUT": 3,
     "REGISTRY_BUCKETS": 4096,
     # Semantics (seconds); see docs/architecture.md and README.md.

@@ -27,8 +27,8 @@ def translate_error(exc: Exception) -> Exception:
 
 
 def planner(config: StoreConfig, layout: int, process: str | None = None) -> Planner:
-    """The planner of a store layout: 2 (the default) or 3 (opt-in: docs/store-layout-3.md;
-    ``process`` names the calling process' lease, random when None)."""
+    """The planner of a store layout: 3 (the default: docs/store-layout-3.md; ``process`` names
+    the calling process' lease, random when None) or 2 (the layout before it)."""
     if layout == 3:
         from .plans3 import Planner3
 
