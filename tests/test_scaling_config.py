@@ -76,6 +76,24 @@ async def test_async_store_from_settings_takes_the_default_options(on_cluster):
 
 
 @pytest.mark.cluster
+async def test_a_new_async_cluster_store_takes_calls_at_once(on_cluster):
+    """A new client's first calls at once (a read is a call a shard and index on layout 3)
+    used to meet redis-py's lazy learning of the topology: it disconnected connections under
+    their feet ("connection closed by a topology refresh"), about one new client in six here.
+    The store has the client learn it first."""
+    errors: list[BaseException] = []
+    for _ in range(30):
+        store = get_async_store()
+        try:
+            calls = [store.online_count() for _ in range(4)] + [store.heartbeat_many([])]
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            errors += [r for r in results if isinstance(r, BaseException)]
+        finally:
+            await aclose_async_store()
+    assert errors == []
+
+
+@pytest.mark.cluster
 def test_async_cluster_client_allows_more_than_100_connections_a_node(on_cluster):
     """redis.asyncio.RedisCluster allows 100 connections a node and raises MaxConnectionsError
     past that (it does not wait): a process whose sockets all reconnect at once would fail.

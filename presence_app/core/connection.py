@@ -198,9 +198,13 @@ class _SyncCluster(redis.RedisCluster):
             raise _unreachable(exc) from exc
 
 
-#: How a write on a connection closed under its feet fails: asyncio's stream gone, or uvloop's
-#: transport closed.
-_CLOSED_UNDERFOOT = ("'NoneType' object has no attribute", "the handler is closed")
+#: How a write on a connection closed under its feet fails: asyncio's stream gone, its transport
+#: closed as it wrote, or uvloop's transport closed.
+_CLOSED_UNDERFOOT = (
+    "'NoneType' object has no attribute",
+    "'NoneType' object is not callable",
+    "the handler is closed",
+)
 
 
 class _AsyncCluster(aredis.RedisCluster):
@@ -211,7 +215,7 @@ class _AsyncCluster(aredis.RedisCluster):
             return await super().execute_command(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unreachable(exc) from exc
-        except (AttributeError, RuntimeError) as exc:
+        except (AttributeError, RuntimeError, TypeError) as exc:
             # redis-py's race at a failover: a call that finds its node dead makes the client
             # relearn the topology and disconnect that node's connections, under the feet of
             # calls running concurrently on them. The write then fails on a connection with no

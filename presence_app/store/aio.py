@@ -50,7 +50,10 @@ class AsyncStore(BaseStore):
         if not self.cluster:
             return raise_errors(await pipeline(self.client, calls))
         # Redis Cluster: the calls go out concurrently, each routed (and redirected) by the
-        # cluster client, as the async cluster pipeline refuses scripts.
+        # cluster client, as the async cluster pipeline refuses scripts. The client learns the
+        # topology first, once: left to the calls (lazily), a new client's first calls at once
+        # meet it disconnecting connections under their feet.
+        await self.client.initialize()
         replies = await asyncio.gather(*(self._one(call) for call in calls), return_exceptions=True)
         return raise_errors(list(replies))
 
