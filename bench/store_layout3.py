@@ -9,7 +9,8 @@ on the same 1,000,000-user data set in the same run:
   sorted set of the same ids (alternating rounds, a clock that renews each user every 30 s);
 - ``get_many(200)``, each presence's state, emoji and message read (a dot's fields: the
   derivation included), against a raw ``ZMSCORE`` of the same ids (alternating blocks); the
-  same through the front door (``presence.get_many`` of 200 user objects, ``STORE_LAYOUT = 3``);
+  same through the front door (``presence.get_many`` of 200 user objects, ``STORE_LAYOUT = 3``),
+  and with ``activity=True`` (the reads that show a last activity: a registry field a user more);
   100 connected users and 100 never seen; and 200 users with a status message, emoji and device
   against 200 plain ones, through the front door (the target) and through the store;
 - ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
@@ -122,7 +123,9 @@ def run(ctx: Context) -> list[Row]:
                 for u in custom[i : i + 500]
             )
         )
-    it = dict.fromkeys(("ours", "status", "raw", "public", "public_status", "mixed"), 0)
+    it = dict.fromkeys(
+        ("ours", "status", "raw", "public", "public_status", "public_activity", "mixed"), 0
+    )
     # the front door on this store: presence.get_many of 200 user objects, a dot's fields read
     from .store_reads import front_door
 
@@ -170,6 +173,10 @@ def run(ctx: Context) -> list[Row]:
         i = it["public_status"] = (it["public_status"] + 1) % len(status_users)
         read(presence.get_many(status_users[i], now=now))
 
+    def public_activity() -> None:  # the dashboard's, the API's and the snapshots' read
+        i = it["public_activity"] = (it["public_activity"] + 1) % len(user_sets)
+        read(presence.get_many(user_sets[i], now=now, activity=True))
+
     def mixed() -> None:
         i = it["mixed"] = (it["mixed"] + 1) % len(mixed_sets)
         read(store.get_many(mixed_sets[i], now=now))
@@ -188,6 +195,7 @@ def run(ctx: Context) -> list[Row]:
             "raw": raw,
             "public": public,
             "public_status": public_status,
+            "public_activity": public_activity,
             "mixed": mixed,
         }
         lat = latencies(fns, ctx.size(10_000, 1000))
@@ -228,6 +236,11 @@ def run(ctx: Context) -> list[Row]:
         read_row(
             "public",
             f"presence.get_many(200 user objects) p99, a dot's fields read, {n:,} users",
+        ),
+        read_row(
+            "public_activity",
+            "presence.get_many(200 user objects, activity=True) p99 (the dashboard's, the API's)",
+            target=False,
         ),
         read_row(
             "mixed",

@@ -85,9 +85,9 @@ def test_a_connection_closed_under_a_call_is_redis_unreachable(redis_cluster):
 
     async def scenario() -> BaseException | None:
         store = get_async_store()
-        # Connections to every shard's node. A fresh client's first calls at once (layout 3's
-        # heartbeat calls every shard) can meet redis-py's own topology refresh disconnecting a
-        # connection mid-handshake: reported as unavailable, which callers retry, as here.
+        # Connections to every shard's node. A call that meets a topology refresh disconnecting
+        # its connection mid-handshake is reported as unavailable, which callers retry, as here
+        # (the store has a new client learn the topology before its first calls go out).
         for attempt in range(3):
             try:
                 await store.heartbeat_many([("c1", "u1")])
