@@ -12,7 +12,11 @@ on the same 1,000,000-user data set in the same run:
   same through the front door (``presence.get_many`` of 200 user objects, ``STORE_LAYOUT = 3``),
   and with ``activity=True`` (the reads that show a last activity: a registry field a user more);
   100 connected users and 100 never seen; and 200 users with a status message, emoji and device
-  against 200 plain ones, through the front door (the target) and through the store;
+  against 200 plain ones, through the front door (the target) and through the store; and the
+  layout's floors, side by side in the same run: lua3/get_many.lua's call alone (the reply as
+  hiredis parses it, nothing derived), and that call with 200 presences made from it with no
+  logic at all (a plain user's three fields; a status user's record decoded and split, and its
+  six): what no derivation of this layout's reply can go under;
 - ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
   its lease run out) among N, every ``offline`` checked, against ``ZRANGEBYSCORE`` +
   ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn).
@@ -24,8 +28,9 @@ import gc
 import random
 from itertools import repeat
 
-from presence_app.store import Store, StoreConfig
+from presence_app.store import Presence, Store, StoreConfig, scripts
 from presence_app.store.keys import KeySpace
+from presence_app.store.types import SEP
 
 from .common import Check, Context, Row, benchmark, latencies, median, rates, timed
 from .dataset import T0, conn_ids, settle, used_memory
@@ -124,7 +129,20 @@ def run(ctx: Context) -> list[Row]:
             )
         )
     it = dict.fromkeys(
-        ("ours", "status", "raw", "public", "public_status", "public_activity", "mixed"), 0
+        (
+            "ours",
+            "status",
+            "raw",
+            "public",
+            "public_status",
+            "public_activity",
+            "mixed",
+            "script",
+            "script_status",
+            "floor",
+            "floor_status",
+        ),
+        0,
     )
     # the front door on this store: presence.get_many of 200 user objects, a dot's fields read
     from .store_reads import front_door
@@ -181,6 +199,51 @@ def run(ctx: Context) -> list[Row]:
         i = it["mixed"] = (it["mixed"] + 1) % len(mixed_sets)
         read(store.get_many(mixed_sets[i], now=now))
 
+    # The floors: the script's call as the store sends it (its arguments made beforehand), and
+    # presences made from its reply with no logic (no liveness, no grace, no invisible).
+    store.get_many(sets[0], now=now)  # the script loaded
+    sha = scripts.load()["3/get_many"].sha
+    script_args = {
+        name: [
+            (lambda c: (sha, len(c.keys), *c.keys, *c.args))(
+                store.plans.get_many(ids, None, False, now).calls[0]
+            )
+            for ids in chosen_sets
+        ]
+        for name, chosen_sets in (("plain", sets), ("status", status_sets))
+    }
+    new = object.__new__
+
+    def script() -> None:
+        i = it["script"] = (it["script"] + 1) % len(sets)
+        client.evalsha(*script_args["plain"][i])
+
+    def script_status() -> None:
+        i = it["script_status"] = (it["script_status"] + 1) % len(status_sets)
+        client.evalsha(*script_args["status"][i])
+
+    def floor() -> None:
+        i = it["floor"] = (it["floor"] + 1) % len(sets)
+        client.evalsha(*script_args["plain"][i])
+        out = {}
+        for uid in sets[i]:
+            out[uid] = p = new(Presence)
+            d = p.__dict__
+            d["user_id"], d["state"], d["last_seen"] = uid, "online", now
+        read(out)
+
+    def floor_status() -> None:
+        i = it["floor_status"] = (it["floor_status"] + 1) % len(status_sets)
+        records = client.evalsha(*script_args["status"][i])[4]  # none settled
+        out = {}
+        for uid, raw in zip(status_sets[i], records, strict=True):
+            _, _, _, _, msg, emo, dev, _, _, _, _, _ = raw.decode().split(SEP, 11)
+            out[uid] = p = new(Presence)
+            d = p.__dict__
+            d["user_id"], d["state"], d["last_seen"] = uid, "online", now
+            d["message"], d["emoji"], d["device"] = msg, emo, dev
+        read(out)
+
     if not all(p.state == "online" for p in store.get_many(sets[0], now=now).values()):
         raise RuntimeError("the population is not online")
     if not all(p.message for p in store.get_many(status_sets[0], now=now).values()):
@@ -197,6 +260,10 @@ def run(ctx: Context) -> list[Row]:
             "public_status": public_status,
             "public_activity": public_activity,
             "mixed": mixed,
+            "script": script,
+            "script_status": script_status,
+            "floor": floor,
+            "floor_status": floor_status,
         }
         lat = latencies(fns, ctx.size(10_000, 1000))
     finally:
@@ -258,6 +325,31 @@ def run(ctx: Context) -> list[Row]:
             "ours",
             "get_many(200) p50 (the store's part), every user with a status message, emoji and "
             "device",
+            target=False,
+        ),
+        read_row(
+            "script",
+            "the layout's floor: lua3/get_many.lua's call alone for 200 plain users, p99 (its "
+            "reply as hiredis parses it, nothing derived)",
+            target=False,
+        ),
+        read_row(
+            "floor",
+            "the layout's floor: that call and 200 presences made from it with no logic, p99",
+            target=False,
+        ),
+        status_row(
+            "script_status",
+            "script",
+            "the layout's floor for status users: the script's call alone, p50, against plain "
+            "users'",
+            target=False,
+        ),
+        status_row(
+            "floor_status",
+            "floor",
+            "the layout's floor for status users: the call and presences made with no logic "
+            "(each record decoded and split), p50, against plain users'",
             target=False,
         ),
     ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from ..core import rules
@@ -97,6 +98,7 @@ class Sight:
 
 
 CLEAR = Sight()
+_STATE = attrgetter("state")  # a page's states read at C speed (redact_all)
 
 
 def _asks_privacy(viewer: Viewer) -> bool:
@@ -190,7 +192,7 @@ def redact_all(
 ) -> dict[str, Presence]:
     if seen.allowed is None:  # no policy: everybody is shown, so an online presence as read
         # (redact's own answer for it, without a call a user on a page of dots)
-        if all(p.state in ONLINE_STATES for p in presences.values()):
+        if ONLINE_STATES.issuperset(map(_STATE, presences.values())):
             return presences  # (a page of online users: the dict as it is, not a copy)
         return {
             uid: p if p.state in ONLINE_STATES else redact(viewer, p, seen, now)

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import redis.asyncio as aredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from . import scripts
 from .base import BaseStore
@@ -15,8 +15,25 @@ from .sync import missing_scripts, queue, raise_errors
 from .types import StoreConfig, Transition
 
 
+async def single(client: Any, call: Call) -> Any:
+    """The async twin of sync.single."""
+    if not call.script:
+        return await client.execute_command(*call.args)
+    script = scripts.load()[call.script]
+    try:
+        return await client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+    except NoScriptError:
+        await client.script_load(script.source)
+        return await client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+
+
 async def pipeline(client: Any, calls: list[Call]) -> list[Any]:
     """The async twin of sync.pipeline: one round trip, scripts reloaded after NOSCRIPT."""
+    if len(calls) == 1:
+        try:
+            return [await single(client, calls[0])]
+        except ResponseError as exc:  # as a pipeline answers it
+            return [exc]
     pipe = client.pipeline(transaction=False)
     for call in calls:
         queue(pipe, call)
@@ -54,18 +71,10 @@ class AsyncStore(BaseStore):
         # topology first, once: left to the calls (lazily), a new client's first calls at once
         # meet it disconnecting connections under their feet.
         await self.client.initialize()
-        replies = await asyncio.gather(*(self._one(call) for call in calls), return_exceptions=True)
+        replies = await asyncio.gather(
+            *(single(self.client, call) for call in calls), return_exceptions=True
+        )
         return raise_errors(list(replies))
-
-    async def _one(self, call: Call) -> Any:
-        if not call.script:
-            return await self.client.execute_command(*call.args)
-        script = scripts.load()[call.script]
-        try:
-            return await self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-        except NoScriptError:
-            await self.client.script_load(script.source)
-            return await self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
 
     async def run(self, plan: Plan) -> Any:
         return plan.finish(await self._send(plan.calls))

@@ -23,6 +23,7 @@ from .scripts import NAMES_3
 from .types import ONLINE_STATES, SEP, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
+SETTLED = ord("1")  # get_many.lua's code of a user it settled: online, plain
 READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
 
 
@@ -38,37 +39,42 @@ def json_array(ids: list[str]) -> str:
 def deriver3(
     viewer: str, reveal_all: bool, config: StoreConfig
 ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
-    """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``. A connected
-    user's presence runs LEASE_TTL after their score unless K_UNTIL says otherwise (a grace's
-    sooner end, or a long ONLINE_WINDOW's later one); idle is the record's flag (announced by
-    the process that saw the activity stop); an offline user's last seen is the latest of
-    their record's, K_LAST's and their score not swept yet. The last activity of a connected
-    user whose record has none is their registry field's, when the read asked for it (the
-    reply's eighth part)."""
+    """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``. The script
+    settles the most common user itself (connected, no record, no K_UNTIL end, within their
+    lease: online), and sends the scores and records of the others only. A connected user's
+    presence runs LEASE_TTL after their score unless K_UNTIL says otherwise (a grace's sooner
+    end, or a long ONLINE_WINDOW's later one); idle is the record's flag (announced by the
+    process that saw the activity stop); an offline user's last seen is the latest of their
+    record's, K_LAST's and their score not swept yet. The last activity of a connected user
+    whose record has none is their registry field's, when the read asked for it (the reply's
+    last part)."""
     new = object.__new__
     span, window = float(config.lease_ttl), float(config.online_window)
 
     def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-        clock, seen_, ends_, records, hidden_, web_, last_, *registry = reply
+        clock, codes, seen_, ends_, records, hidden_, web_, last_, *registry = reply
         now = float(clock)
-        # the ids with no seen score have, in their order, a hidden, a web and a last score
+        # the script settled the users coded "1" (connected, plain, within their lease); the
+        # others have, in their order, a seen score, an end and a record, and those of them with
+        # no seen score, in their order, a hidden, a web and a last score
+        rest = zip(seen_, ends_ or repeat(None), records, strict=False)
         others = zip(
             hidden_ or repeat(None), web_ or repeat(None), last_ or repeat(None), strict=False
         )
         out: dict[str, Presence] = {}
         # Each presence gets only the fields that differ from the class' defaults ("", None,
         # "offline"); ``meta`` is made when first read (Presence.meta).
-        for uid, seen, end, raw in zip(
-            user_ids, seen_, ends_ or repeat(None), records, strict=False
-        ):
+        codes = codes.encode() if isinstance(codes, str) else codes
+        for uid, code in zip(user_ids, codes, strict=True):
             out[uid] = p = new(Presence)
             d = p.__dict__
+            if code == SETTLED:  # most users: online, three fields of their own
+                d["user_id"], d["state"], d["last_seen"] = uid, "online", now
+                continue
+            seen, end, raw = next(rest)
             if seen is not None:  # connected: live within SPAN, unless a grace ends it sooner
                 seen, hidden, gone = float(seen), None, None
                 live = 1 if (seen + span if end is None else float(end)) >= now else 0
-                if live and raw is None:  # most users, plain: three fields of their own
-                    d["user_id"], d["state"], d["last_seen"] = uid, "online", now
-                    continue
             else:
                 hidden, web, gone = next(others)
                 if hidden is not None:  # connected and invisible

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.exceptions import AskError, NoScriptError
+from redis.exceptions import AskError, NoScriptError, ResponseError
 
 from . import scripts
 from .base import BaseStore, translate_error
@@ -31,9 +31,28 @@ def raise_errors(replies: list[Any]) -> list[Any]:
     return replies
 
 
+def single(client: Any, call: Call) -> Any:
+    """One call through redis-py's own command path (a missing script loaded, the call
+    repeated): a cluster client's calls, and a round trip of one call (a page of dots), which
+    a pipeline's bookkeeping would slow."""
+    if not call.script:
+        return client.execute_command(*call.args)
+    script = scripts.load()[call.script]
+    try:
+        return client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+    except NoScriptError:
+        client.script_load(script.source)
+        return client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+
+
 def pipeline(client: Any, calls: list[Call]) -> list[Any]:
     """All calls in one round trip on one (non-cluster) client. After a Redis restart or a
     SCRIPT FLUSH (NOSCRIPT) the scripts are loaded again and the calls that failed repeated."""
+    if len(calls) == 1:
+        try:
+            return [single(client, calls[0])]
+        except ResponseError as exc:  # as a pipeline answers it
+            return [exc]
     pipe = client.pipeline(transaction=False)
     for call in calls:
         queue(pipe, call)
@@ -78,19 +97,8 @@ class Store(BaseStore):
                 self.client.get_redis_connection(node), [calls[i] for i in indexes]
             )
             for i, reply in zip(indexes, node_replies, strict=True):
-                replies[i] = self._one(calls[i]) if isinstance(reply, AskError) else reply
+                replies[i] = single(self.client, calls[i]) if isinstance(reply, AskError) else reply
         return raise_errors(replies)
-
-    def _one(self, call: Call) -> Any:
-        """One call through the cluster client (follows MOVED/ASK; loads a missing script)."""
-        if not call.script:
-            return self.client.execute_command(*call.args)
-        script = scripts.load()[call.script]
-        try:
-            return self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-        except NoScriptError:
-            self.client.script_load(script.source)
-            return self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
 
     def run(self, plan: Plan) -> Any:
         return plan.finish(self._send(plan.calls))

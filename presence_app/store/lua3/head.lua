@@ -1,4 +1,4 @@
--- Layout 3 (docs/store-layout-3.md; NOT the store's default yet: Store(..., layout=3) only).
+-- Layout 3 (docs/store-layout-3.md), the store's default layout (Store(..., layout=2): lua/).
 -- The head of every layout-3 script (prepended by scripts.py; lib.lua follows it in every script
 -- but the reads that need only the keys and the clock).
 -- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
