@@ -23,7 +23,9 @@ from .scripts import NAMES_3
 from .types import ONLINE_STATES, SEP, Presence, PresenceError, StoreConfig
 
 LAYOUT_3 = 3
-SETTLED = ord("1")  # get_many.lua's code of a user it settled: online, plain
+# get_many.lua's codes: a user connected and within their lease, with no record (online) or
+# with one
+PLAIN, LIVE = ord("1"), ord("2")
 READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
 
 
@@ -40,8 +42,9 @@ def deriver3(
     viewer: str, reveal_all: bool, config: StoreConfig
 ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
     """Layout 3's get_many reply (lua3/get_many.lua) to ``{user_id: Presence}``. The script
-    settles the most common user itself (connected, no record, no K_UNTIL end, within their
-    lease: online), and sends the scores and records of the others only. A connected user's
+    tells which users are connected and within their lease (no K_UNTIL end), and sends no score
+    for them, and nothing at all for those of them with no record (online: the most common
+    user); the others' scores and records come as they are. A connected user's
     presence runs LEASE_TTL after their score unless K_UNTIL says otherwise (a grace's sooner
     end, or a long ONLINE_WINDOW's later one); idle is the record's flag (announced by the
     process that saw the activity stop); an offline user's last seen is the latest of their
@@ -52,12 +55,14 @@ def deriver3(
     span, window = float(config.lease_ttl), float(config.online_window)
 
     def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-        clock, codes, seen_, ends_, records, hidden_, web_, last_, *registry = reply
+        clock, codes, records, seen_, ends_, hidden_, web_, last_, *registry = reply
         now = float(clock)
-        # the script settled the users coded "1" (connected, plain, within their lease); the
-        # others have, in their order, a seen score, an end and a record, and those of them with
-        # no seen score, in their order, a hidden, a web and a last score
-        rest = zip(seen_, ends_ or repeat(None), records, strict=False)
+        # the script coded each user: "1" connected and within their lease with no record (it
+        # sent nothing else: online), "2" the same with a record (it sent that), "0" the others
+        # (it sent, in their order, their record, seen score and end, and for those with no
+        # seen score, in their order, a hidden, a web and a last score)
+        records_ = iter(records)
+        rest = zip(seen_, ends_ or repeat(None), strict=False)
         others = zip(
             hidden_ or repeat(None), web_ or repeat(None), last_ or repeat(None), strict=False
         )
@@ -68,25 +73,29 @@ def deriver3(
         for uid, code in zip(user_ids, codes, strict=True):
             out[uid] = p = new(Presence)
             d = p.__dict__
-            if code == SETTLED:  # most users: online, three fields of their own
+            if code == PLAIN:  # most users: online, three fields of their own
                 d["user_id"], d["state"], d["last_seen"] = uid, "online", now
                 continue
-            seen, end, raw = next(rest)
-            if seen is not None:  # connected: live within SPAN, unless a grace ends it sooner
-                seen, hidden, gone = float(seen), None, None
-                live = 1 if (seen + span if end is None else float(end)) >= now else 0
+            raw = next(records_)
+            if code == LIVE:  # connected and within their lease, with a record
+                seen, hidden, gone, live = None, None, None, 1
             else:
-                hidden, web, gone = next(others)
-                if hidden is not None:  # connected and invisible
-                    hidden = float(hidden)
-                    live = 1 if (hidden + span if end is None else float(end)) >= now else 0
-                    gone = None
-                elif web is not None:  # HTTP only: live within ONLINE_WINDOW of their request
-                    gone = float(web)
-                    live = 2 if gone + window >= now else 0
+                seen, end = next(rest)
+                if seen is not None:  # connected: live within SPAN, unless an end says otherwise
+                    seen, hidden, gone = float(seen), None, None
+                    live = 1 if (seen + span if end is None else float(end)) >= now else 0
                 else:
-                    live = 0
-                    gone = float(gone) if gone is not None else None
+                    hidden, web, gone = next(others)
+                    if hidden is not None:  # connected and invisible
+                        hidden = float(hidden)
+                        live = 1 if (hidden + span if end is None else float(end)) >= now else 0
+                        gone = None
+                    elif web is not None:  # HTTP only: live within ONLINE_WINDOW of their request
+                        gone = float(web)
+                        live = 2 if gone + window >= now else 0
+                    else:
+                        live = 0
+                        gone = float(gone) if gone is not None else None
             if raw is None:  # no record: a plain user (or unknown)
                 d["user_id"] = uid
                 if live:  # an HTTP-only user (2) was active at their last request

@@ -1,11 +1,12 @@
 -- get_many(ids): ARGV[A]: the ids as a JSON array (at most 1,000: Python splits longer lists);
 -- Redis' C JSON decoder splits them in half the time a Lua loop takes.
--- One short read: the clock; a code an id, "1" for the users this read settles (connected, no
--- record, no K_UNTIL end, seen within SPAN: online, nothing more to send), "0" for the others;
--- for the others, in their order, their seen scores, their K_UNTIL ends (empty while K_UNTIL
--- is) and their records (fields of K_RECS: no key a user to build); and for the ids with no seen
--- score, in their order, their hidden, web and K_LAST scores (each empty while its index is, or
--- when every id has a seen score). Python derives the rest (plans3.deriver3).
+-- One short read: the clock; a code an id: "1" for a user connected and within their lease
+-- (seen within SPAN, no K_UNTIL end) with no record (online: nothing more to send), "2" for
+-- such a user with a record, "0" for the others; the records of the "2"s and "0"s (fields of
+-- K_RECS: no key a user to build), in their order; for the "0"s, in their order, their seen
+-- scores and their K_UNTIL ends (empty while K_UNTIL is); and for the ids with no seen score, in
+-- their order, their hidden, web and K_LAST scores (each empty while its index is, or when every
+-- id has a seen score). Python derives the rest (plans3.deriver3).
 -- ARGV[A + 1], when given: the ids' registry buckets (a JSON array, keys.registry_bucket), and
 -- the reply ends with each id's registry field (false where none), whose last activity is a
 -- connected plain user's: an HGET a user, read only by the reads that show it.
@@ -14,15 +15,19 @@ local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
 local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
 local records = redis.call('HMGET', K_RECS, unpack(ids))
 local codes, seen2, ends2, records2, missing = {}, {}, {}, {}, {}
-local has_ends, k = #ends > 0, 0
+local has_ends, k, n = #ends > 0, 0, 0
 for i = 1, #ids do
   local s, r = seen[i], records[i]
-  if s and not r and not (has_ends and ends[i]) and tonumber(s) + SPAN >= NOW then
-    codes[i] = '1'
+  if s and not (has_ends and ends[i]) and tonumber(s) + SPAN >= NOW then  -- within their lease
+    if r then
+      codes[i], n = '2', n + 1
+      records2[n] = r
+    else
+      codes[i] = '1'
+    end
   else
-    codes[i] = '0'
-    k = k + 1
-    seen2[k], records2[k] = s, r
+    codes[i], n, k = '0', n + 1, k + 1
+    records2[n], seen2[k] = r, s
     if has_ends then ends2[k] = ends[i] end
     if not s then missing[#missing + 1] = ids[i] end
   end
@@ -31,7 +36,7 @@ local function scores(key)
   if #missing == 0 or redis.call('EXISTS', key) == 0 then return {} end
   return redis.call('ZMSCORE', key, unpack(missing))
 end
-local out = {sc(NOW), table.concat(codes), seen2, ends2, records2, scores(K_HIDDEN), scores(K_WEB),
+local out = {sc(NOW), table.concat(codes), records2, seen2, ends2, scores(K_HIDDEN), scores(K_WEB),
   scores(K_LAST)}
 if ARGV[A + 1] then
   local buckets, fields = cjson.decode(ARGV[A + 1]), {}
