@@ -298,25 +298,24 @@ def run(ctx: Context) -> list[Row]:
             details={"ours": r, "plain": o, "ratio": r["p50_ms"] / o["p50_ms"]},
         )
 
-    def least_status_row() -> Row:
-        """The least 200 status users can cost through the front door: its plain read, plus
-        what a status adds at least (the floors' difference: the records read, decoded and
-        split, three fields more), p50. Over 1.2x, no derivation of this layout's reply meets
-        the target while the plain read costs what it does."""
-        extra = lat["floor_status"]["p50_ms"] - lat["floor"]["p50_ms"]
-        plain = lat["public"]["p50_ms"]
+    def status_extra_row() -> Row:
+        """What a status adds to 200 users through the front door (status p50 - plain p50),
+        against what it adds at least: the floors' difference (the records read, decoded and
+        split, three fields more, with no logic). 1.2x plain leaves it 0.2x the plain read."""
+        extra = lat["public_status"]["p50_ms"] - lat["public"]["p50_ms"]
+        least = lat["floor_status"]["p50_ms"] - lat["floor"]["p50_ms"]
         return Row(
             bench="14 layout3",
-            metric="the least 200 status users can cost through the front door, p50: its plain "
-            "read plus the floors' difference (what a status adds at least)",
-            ours=plain + extra,
+            metric="what a status adds to 200 users through the front door, p50, against what "
+            "it adds at least (the floors' difference)",
+            ours=extra,
             unit="ms",
-            baseline=plain,
-            baseline_label="200 plain users",
+            baseline=least,
+            baseline_label="the floors' difference",
             checks=[],
             details={
-                "least_extra_ms": extra,
-                "actual_extra_ms": lat["public_status"]["p50_ms"] - plain,
+                "budget_ms": 0.2 * lat["public"]["p50_ms"],
+                "plain_ms": lat["public"]["p50_ms"],
             },
         )
 
@@ -374,7 +373,7 @@ def run(ctx: Context) -> list[Row]:
             "(each record decoded and split), p50, against plain users'",
             target=False,
         ),
-        least_status_row(),
+        status_extra_row(),
     ]
     for i in range(0, len(custom), 500):  # plain again
         store.gather(
