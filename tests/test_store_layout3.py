@@ -267,6 +267,14 @@ def test_a_connected_plain_users_last_activity_is_read_when_asked(make3):
         "never": None,
     }
     assert store.get_many(["u3"], now=now, reveal_all=True, activity=True)["u3"].last_active == T
+    # the registry fields are read for the connected only (seen, or hidden: after offline ones)
+    late = store.get_many(["u4", "never", "u3", "u1"], now=now, reveal_all=True, activity=True)
+    assert {u: p.last_active for u, p in late.items()} == {
+        "u4": None,
+        "never": None,
+        "u3": T,
+        "u1": T + 30,
+    }
     assert store.get("u1", now=now).last_active == T + 30
     # with the activity read, a presence is the same otherwise
     plain = store.get_many(ids, now=now)

@@ -8,8 +8,9 @@
 -- their order, their hidden, web and K_LAST scores (each empty while its index is, or when every
 -- id has a seen score). Python derives the rest (plans3.deriver3).
 -- ARGV[A + 1], when given: the ids' registry buckets (a JSON array, keys.registry_bucket), and
--- the reply ends with each id's registry field (false where none), whose last activity is a
--- connected plain user's: an HGET a user, read only by the reads that show it.
+-- the reply ends with each id's registry field (false where none, and for the users not
+-- connected), whose last activity is a connected plain user's: an HGET a connected user, read
+-- only by the reads that show it.
 local ids = cjson.decode(ARGV[A])
 local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
 local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
@@ -36,11 +37,19 @@ local function scores(key)
   if #missing == 0 or redis.call('EXISTS', key) == 0 then return {} end
   return redis.call('ZMSCORE', key, unpack(missing))
 end
-local out = {sc(NOW), table.concat(codes), records2, seen2, ends2, scores(K_HIDDEN), scores(K_WEB),
+local hidden = scores(K_HIDDEN)
+local out = {sc(NOW), table.concat(codes), records2, seen2, ends2, hidden, scores(K_WEB),
   scores(K_LAST)}
-if ARGV[A + 1] then
-  local buckets, fields = cjson.decode(ARGV[A + 1]), {}
-  for i = 1, #ids do fields[i] = redis.call('HGET', TAG .. ':c:' .. buckets[i], ids[i]) end
+if ARGV[A + 1] then  -- the registry fields of the connected (seen or hidden) only
+  local buckets, fields, m = cjson.decode(ARGV[A + 1]), {}, 0
+  for i = 1, #ids do
+    local connected = seen[i]
+    if not connected then
+      m = m + 1
+      connected = hidden[m]
+    end
+    fields[i] = connected and redis.call('HGET', TAG .. ':c:' .. buckets[i], ids[i]) or false
+  end
   out[9] = fields
 end
 return out
