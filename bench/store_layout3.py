@@ -4,7 +4,8 @@ on the same 1,000,000-user data set in the same run:
 
 - memory: ``used_memory`` growth for N users connected through ``Store.connect`` (one
   WebSocket each, 12-character conn ids, no room, no status), against a bare sorted set of the
-  same ids;
+  same ids; for N/10 HTTP-only users (``Store.touch_many``, the middleware's path), the same;
+  and what a status (message, emoji, device) adds to a user;
 - ``heartbeat_many`` in batches of 1,000 against one raw ``ZADD`` of the same batch into a bare
   sorted set of the same ids (alternating rounds, a clock that renews each user every 30 s);
 - ``get_many(200)``, each presence's state, emoji and message read (a dot's fields: the
@@ -119,15 +120,27 @@ def run(ctx: Context) -> list[Row]:
     sets = [rng.sample(plain, 200) for _ in range(64)]
     status_sets = [custom[i * 200 : (i + 1) * 200] for i in range(64)]
     now = clock[0]
+    status = {"message": "In a meeting until 3 pm", "emoji": "📅", "device": "Firefox"}
+    settle(client)
+    before = used_memory(client)
     for i in range(0, len(custom), 500):
-        store.gather(
-            *(
-                plans.set_status(
-                    u, message="In a meeting until 3 pm", emoji="📅", device="Firefox", now=now
-                )
-                for u in custom[i : i + 500]
-            )
+        store.gather(*(plans.set_status(u, **status, now=now) for u in custom[i : i + 500]))
+    settle(client)
+    status_bytes = (used_memory(client) - before) / len(custom)
+    text_bytes = sum(len(v.encode()) for v in status.values())
+    rows.append(
+        Row(
+            bench="14 layout3",
+            metric=f"bytes a status (message, emoji and device: {text_bytes} B of text) adds to a "
+            f"connected user ({len(custom):,} users: a record each)",
+            ours=status_bytes,
+            unit="B",
+            baseline=text_bytes,
+            baseline_label="the text",
+            checks=[],
+            details={"users": len(custom)},
         )
+    )
     it = dict.fromkeys(
         (
             "ours",
@@ -438,6 +451,31 @@ def run(ctx: Context) -> list[Row]:
                 Check("every transition", len(offline), ">=", expired),
             ],
             details={"ours_ms": ours_ms, "raw_ms": raw_ms},
+        )
+    )
+    # HTTP-only users (the middleware's touch, no socket), against a bare sorted set of them
+    web = [f"w{i}" for i in range(n // 10)]
+    settle(client)
+    before = used_memory(client)
+    for i in range(0, len(web), 1000):
+        store.touch_many([(u, True) for u in web[i : i + 1000]], now=sweep_at)
+    settle(client)
+    web_bytes = used_memory(client) - before
+    before = used_memory(client)
+    for i in range(0, len(web), 10_000):
+        client.zadd(BARE, dict(zip(web[i : i + 10_000], repeat(T0))))
+    bare_web = used_memory(client) - before
+    client.unlink(BARE)
+    rows.append(
+        Row(
+            bench="14 layout3",
+            metric=f"bytes per HTTP-only user, {len(web):,} users (Store.touch_many) among {n:,}",
+            ours=web_bytes / len(web),
+            unit="B",
+            baseline=bare_web / len(web),
+            baseline_label="bare ZSET",
+            checks=[Check("<= 1.5x bare", web_bytes / bare_web, "<=", 1.5)],
+            details={"users": len(web), "ours_bytes": web_bytes, "bare_bytes": bare_web},
         )
     )
     store.clear()
