@@ -764,3 +764,31 @@ def test_a_read_presence_is_what_its_fields_say_whatever_is_read_first(make3):
         with pytest.raises(dataclasses.FrozenInstanceError):
             p.state = "online"
     assert store.get("1", now=T + 20).meta == {}
+
+
+def test_a_client_that_decodes_replies_reads_the_same(make3, presence_redis_url):
+    """A project's own client may decode replies to str (``decode_responses=True``): the store
+    reads and writes through it as through one that does not (get_many's codes, records,
+    scores and registry fields come as str)."""
+    store = make3()
+    if store.cluster:
+        node = store.client.get_default_node()
+        client = redis.RedisCluster(host=node.host, port=node.port, decode_responses=True)
+    else:
+        client = redis.Redis.from_url(presence_redis_url, decode_responses=True)
+    text = Store(client, store.config, layout=3)
+    store.connect("c1", "u1", now=T)
+    text.connect("c2", "u2", now=T)
+    text.set_status("u2", message="lunch", emoji="🥪", now=T + 1)
+    text.connect("c3", "u3", now=T)
+    text.disconnect("c3", "u3", now=T + 2)
+    text.sweep(now=T + 2 + GRACE + 1)
+    store.touch("u4", now=T + 30)
+    ids, now = ["u1", "u2", "u3", "u4", "never"], T + 40
+    for activity in (False, True):
+        assert text.get_many(ids, now=now, activity=activity) == store.get_many(
+            ids, now=now, activity=activity
+        )
+    read = text.get_many(ids, now=now, activity=True)
+    assert [read[u].state for u in ids] == ["online", "online", "offline", "online", "offline"]
+    assert (read["u2"].message, read["u2"].emoji) == ("lunch", "🥪")
