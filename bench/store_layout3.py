@@ -17,7 +17,7 @@ on the same 1,000,000-user data set in the same run:
   layout's floors, side by side in the same run: lua3/get_many.lua's call alone (the reply as
   hiredis parses it, nothing derived), and that call with 200 presences made from it with no
   logic at all (a plain user's three fields; a status user's record decoded and split, and its
-  six): what no derivation of this layout's reply can go under;
+  six): the least a derivation of this layout's reply into presences pays;
 - ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
   its lease run out) among N, every ``offline`` checked, against ``ZRANGEBYSCORE`` +
   ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn).
