@@ -41,7 +41,7 @@ from typing import Any
 import redis
 
 from presence_app.store import Store, StoreConfig
-from presence_app.store.keys import KeySpace
+from presence_app.store.keys import KeySpace, registry_bucket
 from tests.reliability.rolling import Front
 from tests.servers import AsgiServer, Database
 
@@ -166,16 +166,30 @@ class Soak:
         return {**asdict(self), "config": asdict(self.config)}
 
 
-def expected_keys(space: KeySpace, live: dict[str, list[str]]) -> set[str]:
+def expected_keys(store: Store, live: dict[str, list[str]]) -> set[str]:
     """Every key the store may hold for these live users ({user: rooms}), by its own names:
-    each shard's indexes, each live user's record, each live room, and the jobs' keys."""
+    each shard's indexes, each live user's record (layout 2) or registry bucket (layout 3),
+    each live process's user set (layout 3), each live room, and the jobs' keys."""
+    space = store.keys
     out = {space.lock(job) for job in KeySpace.JOBS} | {space.history(), space.tenants()}
+    if space.layout == 3:
+        indexes = (
+            "seen", "until", "hidden", "web", "procs", "last", "records", "record_expiry",
+            "graces", "rooms", "cleaner",
+        )  # fmt: skip
+    else:
+        indexes = ("seen", "until", "hidden", "leases", "active", "rooms")
     for tag in space.all_tags():
-        for index in ("seen", "until", "hidden", "leases", "active", "rooms"):
-            out.add(getattr(KeySpace, index)(tag))
+        out.update(getattr(KeySpace, index)(tag) for index in indexes)
+        if space.layout == 3:  # the processes whose lease runs
+            for proc in store.client.zrange(KeySpace.procs(tag), 0, -1):
+                out.add(KeySpace.process_users(tag, proc.decode()))
     for user, rooms in live.items():
         tag = space.tag_for_user(user)
-        out.add(KeySpace.user(tag, user))
+        if space.layout == 3:
+            out.add(KeySpace.registry(tag, registry_bucket(user, store.config.registry_buckets)))
+        else:
+            out.add(KeySpace.user(tag, user))
         out.update(KeySpace.room(t, room) for room in rooms for t in space.all_tags())
     return out
 
@@ -185,7 +199,9 @@ def end_state(
 ) -> dict[str, Any]:
     """How the store differs from ``live`` ({user: rooms}); every list empty: it holds exactly
     that. Room keys are per shard, so a live room's key may be absent in some shards (not
-    missing); user records must all be there."""
+    missing). Layout 2: every live user has a record, and a lease a connection. Layout 3: a
+    live user in a room has a record (a plain one a registry field), and their connections
+    are counted from the registry and the records (``export``)."""
     space = store.keys
     prefix = space.prefix
     present = {
@@ -193,8 +209,18 @@ def end_state(
         for k in client.scan_iter(count=1000)
         if k.decode().startswith((f"{{{prefix}:", f"{prefix}:"))
     }
-    expected = expected_keys(space, live)
-    records = {KeySpace.user(space.tag_for_user(u), u) for u in live}
+    expected = expected_keys(store, live)
+    if space.layout == 3:  # records are fields of one hash a shard; only a room needs one
+        missing = sorted(
+            u
+            for u, rs in live.items()
+            if rs and not client.hexists(KeySpace.records(space.tag_for_user(u)), u)
+        )
+        indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.web)
+    else:
+        records = {KeySpace.user(space.tag_for_user(u), u) for u in live}
+        missing = sorted(records - present)
+        indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.active)
     online = set(store.online(include_invisible=True))
     members: dict[str, list[str]] = {}
     for room in rooms:
@@ -204,19 +230,29 @@ def end_state(
             members[room] = sorted(got ^ want)[:5]
     want_rooms = {room: sum(room in rs for rs in live.values()) for room in rooms}
     counted = dict(store.rooms(limit=100_000))
-    leases = sum(client.zcard(KeySpace.leases(t)) for t in space.all_tags())
-    # Users in the indexes who are not live (the lease set holds "user|conn" members).
+    # Users the store still lists or keeps who are not live (layout 2's lease set holds
+    # "user|conn" members).
     indexed = set()
     for tag in space.all_tags():
-        for index in (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.active):
+        for index in indexes:
             indexed.update(m.decode() for m in client.zrange(index(tag), 0, -1))
-        indexed.update(
-            m.decode().rpartition("|")[0] for m in client.zrange(KeySpace.leases(tag), 0, -1)
-        )
+        if space.layout != 3:
+            indexed.update(
+                m.decode().rpartition("|")[0] for m in client.zrange(KeySpace.leases(tag), 0, -1)
+            )
+            continue
+        # layout 3: offline users past METADATA_TTL, records, registry fields, process sets
+        indexed.update(m.decode() for m in client.zrange(KeySpace.last(tag), 0, -1))
+        indexed.update(f.decode() for f in client.hkeys(KeySpace.records(tag)))
+        for key in present:
+            if key.startswith(f"{tag}:c:"):
+                indexed.update(f.decode() for f in client.hkeys(key))
+            elif key.startswith(f"{tag}:p:"):
+                indexed.update(m.decode() for m in client.smembers(key))
     return {
         "stray_keys": sorted(present - expected)[:20],
         "stray_key_count": len(present - expected),
-        "missing_records": sorted(records - present)[:20],
+        "missing_records": missing[:20],
         "ghosts": sorted(online - set(live))[:20],
         "missing_online": sorted(set(live) - online)[:20],
         "online_count": store.online_count(),
@@ -227,7 +263,7 @@ def end_state(
             for r in set(counted) | {r for r, n in want_rooms.items() if n}
             if counted.get(r, 0) != want_rooms.get(r, 0)
         )[:20],
-        "leases": leases,
+        "leases": connections(store, client, set(live) | online),
         "index_strays": sorted(indexed - set(live))[:20],
         # what the store holds of the first ghosts, and the time, to tell why they are there
         "ghost_records": [
@@ -236,6 +272,21 @@ def end_state(
         ],
         "now": time.time(),
     }
+
+
+def connections(store: Store, client: redis.Redis, users: set[str]) -> int:
+    """The connections the store holds: layout 2's leases; layout 3's connections of
+    ``users`` (their registry field or record: ``export``)."""
+    if store.keys.layout == 3:
+        return sum(len(store.export(u)["connections"]) for u in users)
+    return sum(client.zcard(KeySpace.leases(t)) for t in store.keys.all_tags())
+
+
+def processes_or_leases(store: Store, client: redis.Redis) -> int:
+    """What the sampler counts as it goes: layout 3's process leases, layout 2's connection
+    leases (layout 3 has no key of a connection's own to count cheaply)."""
+    name = KeySpace.procs if store.keys.layout == 3 else KeySpace.leases
+    return sum(client.zcard(name(t)) for t in store.keys.all_tags())
 
 
 def _leases_of(client: redis.Redis, space: KeySpace, user: str) -> dict[str, float]:
@@ -429,7 +480,7 @@ async def soak(
                 dataset=int(info["used_memory_dataset"]),
                 clients=int(info["mem_clients_normal"]),
                 online=store.online_count(),
-                leases=sum(client.zcard(KeySpace.leases(t)) for t in store.keys.all_tags()),
+                leases=processes_or_leases(store, client),
                 keys=int(client.dbsize()),
             )
 
