@@ -3,9 +3,10 @@ address onto two server processes, joining and leaving rooms, changing status an
 at random for 90 s (bench/soak_client.py, a separate process). Then a fifth of them stay and
 the rest close: once the grace, a sweep and METADATA_TTL have passed, the store holds exactly
 the live users (online, in their rooms, one connection each; on layout 3 no record, registry
-field or process-set member of anyone else) and no key its own names do not expect; then everybody closes: nobody online, no user or room key, and no channel-layer group,
-reply channel or layer key left (on either layer: the pub/sub layer's subscriptions beside the
-servers' own, the core layer's keys).
+field or process-set member of anyone else) and no key its own names do not expect; then
+everybody closes: nobody online, no user or room key, and no channel-layer group, reply channel
+or layer key left (on either layer: the pub/sub layer's subscriptions beside the servers' own,
+the core layer's keys).
 
 Memory flatness is the bench row's figure, not asserted here.
 """
