@@ -244,10 +244,11 @@ def end_state(
         # layout 3: offline users past METADATA_TTL, records, registry fields, process sets
         indexed.update(m.decode() for m in client.zrange(KeySpace.last(tag), 0, -1))
         indexed.update(f.decode() for f in client.hkeys(KeySpace.records(tag)))
+        registries, process_sets = KeySpace.registry(tag, ""), KeySpace.process_users(tag, "")
         for key in present:
-            if key.startswith(f"{tag}:c:"):
+            if key.startswith(registries):
                 indexed.update(f.decode() for f in client.hkeys(key))
-            elif key.startswith(f"{tag}:p:"):
+            elif key.startswith(process_sets):
                 indexed.update(m.decode() for m in client.smembers(key))
     return {
         "stray_keys": sorted(present - expected)[:20],

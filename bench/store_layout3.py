@@ -216,14 +216,14 @@ def run(ctx: Context) -> list[Row]:
     # presences made from its reply with no logic (no liveness, no grace, no invisible).
     store.get_many(sets[0], now=now)  # the script loaded
     sha = scripts.load()["3/get_many"].sha
+
+    def evalsha_args(ids: list[str]) -> tuple:
+        call = store.plans.get_many(ids, None, False, now).calls[0]
+        return (sha, len(call.keys), *call.keys, *call.args)
+
     script_args = {
-        name: [
-            (lambda c: (sha, len(c.keys), *c.keys, *c.args))(
-                store.plans.get_many(ids, None, False, now).calls[0]
-            )
-            for ids in chosen_sets
-        ]
-        for name, chosen_sets in (("plain", sets), ("status", status_sets))
+        "plain": [evalsha_args(ids) for ids in sets],
+        "status": [evalsha_args(ids) for ids in status_sets],
     }
     new = object.__new__
 

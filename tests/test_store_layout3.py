@@ -766,7 +766,7 @@ def test_a_read_presence_is_what_its_fields_say_whatever_is_read_first(make3):
     assert store.get("1", now=T + 20).meta == {}
 
 
-def test_a_client_that_decodes_replies_reads_the_same(make3, presence_redis_url):
+def test_a_client_that_decodes_replies_reads_the_same(make3, presence_redis_url, request):
     """A project's own client may decode replies to str (``decode_responses=True``): the store
     reads and writes through it as through one that does not (get_many's codes, records,
     scores and registry fields come as str)."""
@@ -776,6 +776,7 @@ def test_a_client_that_decodes_replies_reads_the_same(make3, presence_redis_url)
         client = redis.RedisCluster(host=node.host, port=node.port, decode_responses=True)
     else:
         client = redis.Redis.from_url(presence_redis_url, decode_responses=True)
+    request.addfinalizer(client.close)
     text = Store(client, store.config, layout=3)
     store.connect("c1", "u1", now=T)
     text.connect("c2", "u2", now=T)
