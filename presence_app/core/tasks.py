@@ -4,6 +4,7 @@ stops a retrying loop whose cancellation got lost."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
@@ -23,9 +24,16 @@ def spawn(tasks: set[asyncio.Task[None]], coro: Awaitable[None]) -> None:
         except Exception:
             logger.exception("presence: a background task of a connection failed")
 
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        # cancelled before its first step (its connection closing), the task never awaited
+        # ``coro``: close it, or Python warns that it was never awaited (a no-op otherwise)
+        if inspect.iscoroutine(coro):
+            coro.close()
+
     task = asyncio.ensure_future(logged())
     tasks.add(task)
-    task.add_done_callback(tasks.discard)
+    task.add_done_callback(done)
 
 
 def raise_if_cancelling() -> None:
