@@ -4,7 +4,9 @@
  * Transport: the WebSocket first; when it cannot open (a proxy that breaks WebSockets: it
  * closes before the server's hello), Server-Sent Events for the rest of the page's life: one
  * EventSource stream, and join, leave, status, typing, watch and activity as POSTs. The page's
- * API is the same either way; client.transport says which ("websocket" or "sse").
+ * API is the same either way; client.transport says which ("websocket" or "sse"). Only a page
+ * whose socket never got a hello falls back: once a WebSocket worked, a reconnect that meets a
+ * server down (a restart, a deploy) keeps trying the WebSocket with backoff.
  *
  *   const presence = Presence.connect({rooms: ["doc-42"]});
  *   presence.on("join", (e) => console.log(e.user, "joined", e.room));
@@ -112,6 +114,10 @@
       this.stateSentAt = 0;
 
       this.socket = null;
+      this.helloSeen = false; // the current connection got its hello
+      // A WebSocket of this client got a hello once: WebSockets get through here, so a socket
+      // that closes before its hello later meets a server that is down, not a proxy.
+      this.socketWorked = false;
       this.openedAt = 0;
       this.attempt = 0;
       this.closed = false;
@@ -295,8 +301,9 @@
         this._emit("close", {code: event.code, reconnectIn: null});
         return;
       }
-      if (!ws.sse && !this.helloSeen && this.fallback) {
-        // The socket never got as far as the hello: WebSockets do not get through here.
+      if (!ws.sse && !this.helloSeen && !this.socketWorked && this.fallback) {
+        // No socket of this page ever got as far as the hello: WebSockets do not get through
+        // here. (One that worked before and fails now met a restart: retry it, below.)
         this.transport = "sse";
         this._emit("close", {code: event.code, reconnectIn: 0});
         this._open();
@@ -323,6 +330,7 @@
 
     _hello(msg) {
       this.helloSeen = true;
+      if (!this.socket || !this.socket.sse) this.socketWorked = true;
       this.userId = msg.user;
       this.me = msg.me;
       this.limits = msg.limits;
