@@ -429,3 +429,75 @@ def check_urls(app_configs=None, **kwargs) -> list:
     except Exception:  # a broken URLconf: Django's own URL checks report it
         return []
     return []
+
+
+# -- the static files (presence.js) under an ASGI server -----------------------------------------
+#: MIDDLEWARE entries that serve the static files themselves.
+STATIC_MIDDLEWARE = ("whitenoise.", "servestatic.")
+
+
+def _http_app_serves_static(app: Any) -> bool | None:
+    """Whether the ASGI ``app``'s HTTP side serves the static files: True (Django's
+    ASGIStaticFilesHandler), False (Django's bare ASGIHandler: only URLs or middleware could),
+    None (an application of another kind: it may, we cannot tell)."""
+    from django.contrib.staticfiles.handlers import StaticFilesHandlerMixin
+    from django.core.handlers.asgi import ASGIHandler
+
+    for _ in range(5):  # ProtocolTypeRouter({"http": ...}), then what it routes HTTP to
+        mapping = getattr(app, "application_mapping", None)
+        if not isinstance(mapping, dict):
+            break
+        app = mapping.get("http")
+    if isinstance(app, StaticFilesHandlerMixin):
+        return True
+    if type(app) is ASGIHandler:
+        return False
+    return None
+
+
+@register(Tags.staticfiles)
+def check_static_served(app_configs=None, **kwargs) -> list:
+    """In development (DEBUG on) an ASGI server run by hand (``uvicorn mysite.asgi:application``,
+    ``daphne ...``) serves no static files, unlike ``runserver``: presence.js answers 404 and no
+    dot goes live. Warned only when that is certain: DEBUG on, no daphne in INSTALLED_APPS (its
+    runserver serves them), ASGI_APPLICATION's HTTP side Django's bare handler, no WhiteNoise
+    (or ServeStatic) middleware, and no URL pattern of the project's that answers presence.js.
+    With DEBUG off it says nothing: who serves the collected files (WhiteNoise, a web server, a
+    CDN) is not in the settings."""
+    if not settings.DEBUG or not _installed("django.contrib.staticfiles") or _installed("daphne"):
+        return []
+    path = getattr(settings, "ASGI_APPLICATION", None)
+    static_url = getattr(settings, "STATIC_URL", None) or ""
+    if not path or not static_url.startswith("/"):  # none, or a CDN's: not ours to serve
+        return []
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
+    if any(m.startswith(STATIC_MIDDLEWARE) for m in middleware):
+        return []
+    try:
+        serves = _http_app_serves_static(import_string(path))
+    except Exception:  # an application that does not import: Channels' runserver says why
+        return []
+    if serves is not False:
+        return []
+    from django.urls import Resolver404, resolve
+
+    script = static_url + "presence_app/presence.js"
+    try:
+        resolve(script)
+        return []  # the project's URLs serve it (django.conf.urls.static.static(), a view)
+    except Resolver404:
+        pass
+    except Exception:  # a broken URLconf: Django's own URL checks report it
+        return []
+    return [
+        Warning(
+            f"With DEBUG on, {path} serves no static files: under uvicorn, daphne or any ASGI "
+            f"server, {script} answers 404 and no presence dot goes live.",
+            hint="In asgi.py, wrap the HTTP application while DEBUG is on: "
+            "`if settings.DEBUG: django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)` "
+            "(from django.contrib.staticfiles.handlers), or add 'daphne' first in INSTALLED_APPS "
+            "and use its runserver. In production set STATIC_ROOT, run collectstatic and serve "
+            "the files with WhiteNoise or your web server.",
+            id="presence_app.W025",
+        )
+    ]

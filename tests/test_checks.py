@@ -102,3 +102,56 @@ def test_presence_middleware_without_authentication():
 
 def test_urls_not_included():
     assert "presence_app.W023" in project_ids(ROOT_URLCONF="tests.urls_without_presence")
+
+
+# -- presence.js served under an ASGI server (W025) --------------------------------------------
+def static_ids(app: str = "bare", **overrides):
+    """The presence check ids with DEBUG on, ASGI_APPLICATION tests.asgi_apps.``app`` and a
+    URLconf without static files, then ``overrides``."""
+    from .asgi_apps import Urls
+
+    settings_ = {
+        "DEBUG": True,
+        "ASGI_APPLICATION": f"tests.asgi_apps.{app}",
+        "ROOT_URLCONF": Urls,
+        **overrides,
+    }
+    return project_ids(**settings_)
+
+
+def test_an_asgi_application_that_serves_no_static_files_in_development():
+    # installation.md's asgi.py before the fix: uvicorn answered 404 for presence.js.
+    assert "presence_app.W025" in static_ids("bare")
+    assert "presence_app.W025" in static_ids("plain")
+    with override_settings(DEBUG=True, ASGI_APPLICATION="tests.asgi_apps.bare"):
+        from .asgi_apps import Urls
+
+        with override_settings(ROOT_URLCONF=Urls):
+            (message,) = [m for m in run_checks() if m.id == "presence_app.W025"]
+    assert "/static/presence_app/presence.js" in message.msg
+    assert "ASGIStaticFilesHandler" in message.hint and "collectstatic" in message.hint
+
+
+def test_whatever_serves_the_static_files_silences_it():
+    from .asgi_apps import StaticUrls
+
+    assert "presence_app.W025" not in static_ids("wrapped")  # ASGIStaticFilesHandler
+    assert "presence_app.W025" not in static_ids(ROOT_URLCONF=StaticUrls)  # a URL pattern
+    whitenoise = [
+        settings.MIDDLEWARE[0],
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+        *settings.MIDDLEWARE[1:],
+    ]
+    assert "presence_app.W025" not in static_ids(MIDDLEWARE=whitenoise)
+    # daphne's runserver serves them (daphne first in INSTALLED_APPS).
+    assert "presence_app.W025" not in static_ids(
+        INSTALLED_APPS=["daphne", *settings.INSTALLED_APPS]
+    )
+
+
+def test_it_says_nothing_where_it_cannot_know():
+    assert "presence_app.W025" not in static_ids(DEBUG=False)  # WhiteNoise, nginx, a CDN?
+    assert "presence_app.W025" not in static_ids("other")  # the project's own HTTP app
+    assert "presence_app.W025" not in static_ids(STATIC_URL="https://cdn.example.com/static/")
+    assert "presence_app.W025" not in static_ids(ASGI_APPLICATION=None)
+    assert "presence_app.W025" not in static_ids(ASGI_APPLICATION="tests.no_such_module.app")
