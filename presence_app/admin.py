@@ -1,8 +1,18 @@
 """Admin: LastSeen rows with their live status, and the live presence dashboard.
 
-The dashboard is a view of ``LastSeenAdmin`` (``admin/presence_app/lastseen/dashboard/``) for
-staff with the view permission on LastSeen; the ``PresenceDashboard`` proxy only puts a link to it
-on the admin index.
+Who sees what (docs/admin.md):
+
+- The ``LastSeen`` rows (change list, change view, history) are the truth: exact last seens
+  and devices, whatever the ``AUDIENCE`` policy and the users' privacy choices say. Superusers
+  only, like the dashboard's invisible users; no permission opens them to other staff.
+- The dashboard is a view of ``LastSeenAdmin`` (``admin/presence_app/lastseen/dashboard/``) for
+  staff with the view permission on LastSeen; the ``PresenceDashboard`` proxy only puts a link
+  to it on the admin index. Staff who are not superusers read it through their own viewer (the
+  front door's redaction: the policy, privacy choices, invisible users); its 24-hour chart,
+  the site's own samples, is shown to them only where no ``AUDIENCE`` policy applies (then
+  every viewer may see every visible user it counts).
+
+Both read the current workspace (``TENANT``) only: the rows' manager reads no other.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from . import presence
+from .access import visibility
 from .failopen import breaker
 from .models import LastSeen, PresenceDashboard, RoomMembership
 from .store import UNAVAILABLE
@@ -43,6 +54,12 @@ class ReadOnly(admin.ModelAdmin):
         return False
 
 
+def may_open_dashboard(request: HttpRequest) -> bool:
+    """Staff with the view permission on LastSeen (the admin site checks is_staff)."""
+    opts = LastSeen._meta
+    return bool(request.user.has_perm(f"{opts.app_label}.view_{opts.model_name}"))
+
+
 @admin.register(LastSeen)
 class LastSeenAdmin(ReadOnly):
     list_display = ("user", "live_status", "last_seen_at", "device")
@@ -61,12 +78,20 @@ class LastSeenAdmin(ReadOnly):
             fields.append(f"user__{email}")
         return fields
 
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """The rows are the truth (exact last seens, devices): superusers only."""
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_dashboard_permission(self, request: HttpRequest) -> bool:
+        """May ``request``'s user open the live dashboard (read through their own viewer)?"""
+        return may_open_dashboard(request)
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The page's live statuses in one round trip, kept on its rows for ``live_status``."""
         cl = super().get_changelist_instance(request)
         cl.result_list = list(cl.result_list)
-        # Superusers see the truth (invisible users as such); other staff what the policy shows.
-        batch = PresenceBatch(presence.TRUSTED if request.user.is_superuser else request.user)
+        # Superusers only (has_view_permission): the truth, invisible users as such.
+        batch = PresenceBatch(presence.TRUSTED)
         batch.prefetch(str(row.user_id) for row in cl.result_list)
         for row in cl.result_list:
             # Redis away: no status rather than everybody "Offline".
@@ -87,7 +112,7 @@ class LastSeenAdmin(ReadOnly):
         return [path("dashboard/", view, name=name), *super().get_urls()]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):
+        if not self.has_dashboard_permission(request):
             raise PermissionDenied
         query = request.GET.get("q", "").strip()[:150]
         try:
@@ -108,6 +133,11 @@ class LastSeenAdmin(ReadOnly):
         except UNAVAILABLE as exc:
             breaker.trip(exc, "the admin dashboard")
             context["unavailable"] = True
+        if not request.user.is_superuser and visibility.viewer_of(request.user).filtered:
+            # The chart's samples count the whole site: under a policy, users outside this
+            # viewer's audience too. No chart rather than one per viewer it cannot be.
+            context["chart"] = None
+            context["chart_withheld"] = True
         template = self.dashboard_body_template if context["partial"] else self.dashboard_template
         return TemplateResponse(request, template, context)
 
@@ -117,8 +147,7 @@ class PresenceDashboardAdmin(ReadOnly):
     """The admin index's "Live dashboard" entry: it opens LastSeenAdmin's dashboard."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        opts = LastSeen._meta
-        return request.user.has_perm(f"{opts.app_label}.view_{opts.model_name}")
+        return may_open_dashboard(request)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
@@ -133,8 +162,8 @@ class PresenceDashboardAdmin(ReadOnly):
 
 @admin.register(RoomMembership)
 class RoomMembershipAdmin(admin.ModelAdmin):
-    """Who belongs to which permanent room; added here, each of the user's connections joins
-    the room the next time it opens."""
+    """Who belongs to which permanent room of the current workspace; added here (in it), each of
+    the user's connections joins the room the next time it opens."""
 
     list_display = ("room", "user", "joined_at")
     list_filter = ("room",)

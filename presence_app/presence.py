@@ -288,26 +288,50 @@ def get_privacy(user: User) -> privacy.Choice:
 
 # -- erasure ----------------------------------------------------------------------------------
 def forget(user: User) -> list[Transition]:
-    """Erases ``user`` (the right to be forgotten): their live connections end, everything
-    Redis keeps of them is deleted (leaves and offline announced, as a sweep would), then their
-    ``LastSeen`` row and room memberships (the ``user_forgotten`` signal). Run by itself when a
-    user is deleted."""
+    """Erases ``user`` (the right to be forgotten) in every workspace that may hold them
+    (``tenants.everywhere``), each inside it: their live connections end, everything Redis
+    keeps of them is deleted (leaves and offline announced, as a sweep would), then their
+    ``LastSeen`` row, room memberships and privacy choice (the ``user_forgotten`` signal, sent
+    in that workspace). Run by itself when a user is deleted."""
     return async_to_sync(aforget)(user)
 
 
 async def aforget(user: User) -> list[Transition]:
     """:func:`forget` for async code."""
+    from . import tenants
+    from .models import aworkspaces_with_rows
+
     uid = rules.user_id(user)
-    await dispatch.end_connections(uid)  # first: no connection of theirs takes a lease back
-    transitions = await _achange("forget", uid)
-    await dispatch.announce_forgotten(uid)  # the rows go after the offline wrote its own
+    with tenants.activate(None):  # the registry of the workspaces in use: the base prefix's
+        live = await tenants.aactive(get_async_store())
+    transitions: list[Transition] = []
+    for key in tenants.everywhere(await aworkspaces_with_rows(uid), live):
+        with tenants.activate(key):  # its key space, its groups, its rows
+            await dispatch.end_connections(uid)  # first: no connection takes a lease back
+            transitions += await _achange("forget", uid)
+            await dispatch.announce_forgotten(uid)  # the rows go after the offline wrote its own
     return transitions
 
 
 def export(user: User) -> dict[str, Any]:
-    """What Redis keeps about ``user``: their record, their scores in the indexes and their
-    connections, as JSON-ready data (``manage.py presence export USER`` adds the rows)."""
-    return get_store().export(rules.user_id(user))
+    """Everything presence keeps about ``user``, as JSON-ready data: ``{"user": id,
+    "workspaces": {key ("" for the default space): {...}}}``, for each workspace that holds
+    something of theirs: Redis' record, index scores and connections, and the rows (last seen,
+    permanent rooms, privacy choice)."""
+    from . import tenants
+    from .models import rows_of, workspaces_with_rows
+
+    uid = rules.user_id(user)
+    with tenants.activate(None):
+        live = tenants.active(get_store())
+    found: dict[str, Any] = {}
+    for key in tenants.everywhere(workspaces_with_rows(uid), live):
+        with tenants.activate(key):
+            held = {**get_store().export(uid), **rows_of(uid)}
+        held.pop("user", None)
+        if any(held.values()):
+            found[key or ""] = held
+    return {"user": uid, "workspaces": found}
 
 
 # -- who may enter a room ---------------------------------------------------------------------

@@ -15,6 +15,10 @@ differs is what outlives the connections:
   ``{"type": "join", "room": ..., "permanent": true}`` frame (REST: the same body).
 
 Who may join is still ``CAN_JOIN``'s call, at every join; a membership does not bypass it.
+
+A membership is a workspace's (:mod:`presence_app.tenants`): every function here reads and
+writes the current workspace's rows only (``RoomMembership.objects``), and a member's last seen
+in a roster is the one of that workspace. Entry points enter the connection's workspace first.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.db.models import OuterRef, Subquery
 
 from . import conf, presence
 from .access import audience, visibility
@@ -118,10 +123,17 @@ def members(
     """The members of the permanent ``room`` in the order they joined (``offset`` / ``limit``
     of them), online or not, with their presence and last seen as ``viewer`` may see them:
     one query, one Redis round trip, one ``AUDIENCE`` call."""
+    from .models import LastSeen
+
+    # The member's last seen in this workspace (the row's own), never another workspace's.
+    durable = LastSeen.all_workspaces.filter(
+        user=OuterRef("user"), workspace=OuterRef("workspace")
+    ).values("last_seen_at")[:1]
     rows = list(
         _membership()
         .objects.filter(room=rules.room(room))
-        .select_related("user", "user__presence_last_seen")
+        .select_related("user")
+        .annotate(durable_last_seen=Subquery(durable))
         .order_by("joined_at", "pk")[offset : None if limit is None else offset + limit]
     )
     ids = [rules.user_id(row.user) for row in rows]
@@ -130,10 +142,7 @@ def members(
     seen = visibility.sight(v, ids)
     out = []
     for row, uid in zip(rows, ids, strict=True):
-        durable = getattr(row.user, "presence_last_seen", None)
-        p = visibility.with_durable(
-            v, presences[uid], seen, durable.last_seen_at if durable is not None else None
-        )
+        p = visibility.with_durable(v, presences[uid], seen, row.durable_last_seen)
         out.append(Member(row.user, p, p.last_seen_at, row.joined_at))
     return out
 

@@ -14,8 +14,12 @@ receiver is logged and never breaks the sender (``asend_robust``).
   idle <-> online).
 
 ``user_forgotten`` is sent (``sender=None``, ``user_id``) when :func:`presence.forget` erased a
-user from Redis: the app's own receiver deletes their ``LastSeen`` row and room memberships;
-a project may erase its own copies.
+user from Redis, once for each workspace it visited and inside it (``tenants.current()`` names
+it; None for the default space): the app's own receiver deletes their ``LastSeen`` row, room
+memberships and last-seen privacy choice of that workspace; a project may erase its own copies.
+
+Every signal is sent inside the workspace of its transition, so a receiver's database writes
+(``LastSeen``'s) land in that workspace.
 """
 
 from django.dispatch import Signal

@@ -91,9 +91,13 @@ def test_export_prints_what_is_stored_about_one_user(redis_client, django_user_m
     call_command("presence", "export", login_name("ann"), stdout=out)  # the login
     data = json.loads(out.getvalue())
     assert data["user"] == str(ann.pk)
-    assert data["record"]["st"] == "dnd" and data["record"]["msg"] == "Focus"
-    assert data["connections"] == ["ann-1"] and "seen" in data["indexes"]
-    assert data["last_seen"]["device"] == "phone"
-    assert [m["room"] for m in data["permanent_rooms"]] == ["team"]
+    assert list(data["workspaces"]) == [""]  # a site without workspaces: the default space
+    held = data["workspaces"][""]
+    assert held["record"]["st"] == "dnd" and held["record"]["msg"] == "Focus"
+    assert held["connections"] == ["ann-1"] and "seen" in held["indexes"]
+    assert held["last_seen"]["device"] == "phone"
+    assert [m["room"] for m in held["permanent_rooms"]] == ["team"]
+    assert held["privacy"] is None  # no choice made
     presence.forget(ann)
-    assert presence.export(ann)["record"] == {} and get_store().online() == []
+    assert presence.export(ann) == {"user": str(ann.pk), "workspaces": {}}
+    assert get_store().online() == []

@@ -7,6 +7,9 @@ who shows theirs to nobody sees nobody's (as WhatsApp does). The choices are row
 (:class:`~presence_app.models.LastSeenPrivacy`), read in one query for a list and applied by
 :mod:`presence_app.access.visibility`'s redaction; the user themself and ``TRUSTED`` reads (the
 dashboard for superusers) see the truth. Online users show online whatever they chose.
+
+A choice is made in a workspace and applies there (:mod:`presence_app.tenants`): its row
+carries the workspace, and ``LastSeenPrivacy.objects`` reads and writes the current one's only.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def _pks(user_ids: list[str]) -> dict[Any, str]:
 
 
 def choices(user_ids: list[str]) -> dict[str, Choice]:
-    """The choices of the users among ``user_ids`` who made one: one query."""
+    """The choices of the users among ``user_ids`` who made one in the current workspace: one
+    query."""
     from ..models import LastSeenPrivacy
 
     pks = _pks(user_ids)
@@ -83,7 +87,8 @@ def check(visible_to: Any, approximate: Any) -> None:
 
 
 def save(user: Any, visible_to: str | None = None, approximate: bool | None = None) -> Choice:
-    """Stores ``user``'s choice (None keeps a part as it is); returns the whole choice."""
+    """Stores ``user``'s choice in the current workspace (None keeps a part as it is); returns
+    the whole choice."""
     from ..models import LastSeenPrivacy
 
     check(visible_to, approximate)

@@ -3,6 +3,10 @@
 Neither path runs per request or per heartbeat: an offline transition happens once per session,
 and :func:`flush` copies every online user's last seen in pages of ``batch`` rows, one upsert
 each (``presence flush``, every ``FLUSH_INTERVAL`` seconds).
+
+Every row is a workspace's (:mod:`presence_app.tenants`): written into the current one, where
+the last seen came from (the sweeper flushes each workspace inside it, and ``sweeper.flush_all``
+visits them all), and erased and exported workspace by workspace.
 """
 
 from __future__ import annotations
@@ -16,9 +20,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .. import presence
-from ..core.rules import pk_of
-from ..models import LastSeen
+from .. import presence, tenants
+from ..models import LastSeen, forget_rows, rows_of
 from ..store import MAX_DEVICE_LENGTH, UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
@@ -40,7 +43,8 @@ def _pks(user_ids: Iterable[str]) -> dict[Any, str]:
 
 
 def record(rows: Iterable[Row], *, with_device: bool = True) -> int:
-    """Upserts LastSeen rows in one query; ids of unknown users are skipped. Returns the count.
+    """Upserts LastSeen rows of the current workspace in one query; ids of unknown users are
+    skipped. Returns the count.
 
     ``with_device=False`` keeps the stored device (offline transitions do not carry one).
     """
@@ -50,21 +54,28 @@ def record(rows: Iterable[Row], *, with_device: bool = True) -> int:
             latest[row[0]] = row
     if not latest:
         return 0
+    workspace = tenants.column()  # the workspace the last seens were read in
     objs = [
-        LastSeen(user_id=pk, last_seen_at=latest[uid][1], device=latest[uid][2][:MAX_DEVICE_LENGTH])
+        LastSeen(
+            workspace=workspace,
+            user_id=pk,
+            last_seen_at=latest[uid][1],
+            device=latest[uid][2][:MAX_DEVICE_LENGTH],
+        )
         for pk, uid in _pks(latest).items()
     ]
     LastSeen.objects.bulk_create(
         objs,
         update_conflicts=True,
-        unique_fields=["user"],
+        unique_fields=["workspace", "user"],
         update_fields=["last_seen_at", "device"] if with_device else ["last_seen_at"],
     )
     return len(objs)
 
 
 def flush(batch: int = 1000, now: float | None = None) -> int:
-    """Copies the last seen of every (visibly) online user to LastSeen; returns the rows written.
+    """Copies the last seen of every (visibly) online user of the current workspace to its
+    LastSeen rows; returns the rows written.
 
     Pages through ``online()`` most recent first; a user moving up while paging may be written
     twice, one going offline meanwhile is written by the offline transition instead.
@@ -87,35 +98,20 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
 
 
 def on_user_forgotten(sender: Any, *, user_id: str, **kwargs: Any) -> None:
-    """Receiver of ``user_forgotten``: deletes the user's ``LastSeen`` row and memberships."""
-    from ..models import RoomMembership
-
-    pk = pk_of(user_id)
-    if pk is not None:
-        LastSeen.objects.filter(user_id=pk).delete()
-        RoomMembership.objects.filter(user_id=pk).delete()
+    """Receiver of ``user_forgotten`` (sent inside the workspace the user was erased from):
+    deletes their ``LastSeen`` row, memberships and privacy choice of that workspace."""
+    forget_rows(user_id)
 
 
-def stored_rows(user_id: str) -> dict[str, Any]:
-    """The database's rows of ``user_id``: their last seen and their permanent rooms."""
-    from ..models import RoomMembership
-
-    pk = pk_of(user_id)
-    row = LastSeen.objects.filter(user_id=pk).first() if pk is not None else None
-    memberships = RoomMembership.objects.filter(user_id=pk) if pk is not None else []
-    return {
-        "last_seen": None
-        if row is None
-        else {"at": row.last_seen_at.isoformat(), "device": row.device},
-        "permanent_rooms": [
-            {"room": m.room, "joined_at": m.joined_at.isoformat()} for m in memberships
-        ],
-    }
+#: The database's rows of a user in the current workspace (``presence export`` prints them).
+stored_rows = rows_of
 
 
 def on_user_deleted(sender: Any, *, instance: Any, **kwargs: Any) -> None:
-    """Receiver of the user model's ``post_delete``: the user is forgotten once the deletion
-    commits. Redis away does not stop a deletion: the keys expire by themselves."""
+    """Receiver of the user model's ``post_delete``: the user is forgotten, in every workspace
+    (``presence.forget`` visits them all), once the deletion commits; their rows went with the
+    user (CASCADE, every workspace's). Redis away does not stop a deletion: the keys expire by
+    themselves."""
     uid = str(instance.pk)
 
     def forget() -> None:
@@ -128,6 +124,7 @@ def on_user_deleted(sender: Any, *, instance: Any, **kwargs: Any) -> None:
 
 
 def on_user_offline(sender: Any, *, user_id: str, at: float | datetime, **kwargs: Any) -> None:
-    """Receiver of ``user_offline``: the moment the public last saw the user becomes durable."""
+    """Receiver of ``user_offline`` (sent inside the workspace of the transition): the moment
+    the public last saw the user there becomes durable there."""
     when = at if isinstance(at, datetime) else datetime.fromtimestamp(float(at), tz=UTC)
     record([(str(user_id), when, "")], with_device=False)

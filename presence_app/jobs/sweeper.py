@@ -9,6 +9,10 @@ the cluster sweeps about once per interval. A lease therefore outlives its owner
 
 From sync code (the ``presence sweep [--loop]`` command) use :func:`sweep_once` and
 :func:`run_sweeper`; they run the same coroutines in a loop of their own.
+
+Workspaces (:mod:`presence_app.tenants`): each round sweeps the default space and the tenants in
+use, at most ``tenants.limit()`` of them (the most recently served; past it a warning), each
+inside it, so its flush writes that workspace's ``LastSeen`` rows.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from .. import conf, presence, tenants
-from ..core.connection import aclose_async_store, get_async_store
+from ..core.connection import aclose_async_store, get_async_store, get_store
 from ..core.limits import Throttle
 from ..core.tasks import raise_if_cancelling
 from ..store import UNAVAILABLE, Transition
@@ -35,10 +39,10 @@ T = TypeVar("T")
 
 
 async def asweep_once(now: float | None = None, *, force: bool = False) -> list[Transition] | None:
-    """One sweep of the default key space and of every tenant used lately, each behind a lock
-    of its own; the transitions it announced, or None when other processes swept them all
-    within the last interval (``force`` sweeps anyway: sweeping is idempotent, the lock only
-    saves work)."""
+    """One sweep of the default key space and of the tenants used lately (at most
+    ``tenants.limit()``), each behind a lock of its own; the transitions it announced, or None
+    when other processes swept them all within the last interval (``force`` sweeps anyway:
+    sweeping is idempotent, the lock only saves work)."""
     rounds = [await _asweep_space(now, force)]
     for tenant in await tenants.aactive(get_async_store()):
         with tenants.activate(tenant):
@@ -70,6 +74,21 @@ async def aflush_if_due() -> None:
         from .lastseen import flush
 
         await database_sync_to_async(flush)()
+
+
+def flush_all(batch: int = 1000, now: float | None = None) -> int:
+    """Copies online users' last seen to the database in the default space and in every
+    workspace in use, each inside it (its rows take its workspace): for ``presence flush``.
+    Returns the rows written."""
+    from .lastseen import flush
+
+    written = flush(batch, now)
+    with tenants.activate(None):
+        keys = tenants.active(get_store())
+    for key in keys:
+        with tenants.activate(key):
+            written += flush(batch, now)
+    return written
 
 
 async def arun_sweeper(

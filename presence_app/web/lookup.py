@@ -3,7 +3,8 @@
 A :class:`PresenceBatch` lives on the request: ``{% presence_prefetch users %}`` (or the admin's
 change list) loads a whole page of users in one ``get_many`` round trip, and every dot or "last
 seen" rendered afterwards is read from it. Users that Redis has nothing for fall back to their
-``LastSeen`` row, again one query for the whole batch. With Redis away everybody reads offline.
+``LastSeen`` row of the current workspace (``LastSeen.objects`` reads no other), again one query
+for the whole batch. With Redis away everybody reads offline.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class PresenceBatch:
             }
             wanted.pop(None, None)
             self.durable.update(dict.fromkeys(wanted.values()))
+            # The current workspace's rows only: another workspace's activity is not this one's.
             rows = LastSeen.objects.filter(user_id__in=list(wanted))
             for pk, at in rows.values_list("user_id", "last_seen_at"):
                 self.durable[wanted[pk]] = at
