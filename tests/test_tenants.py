@@ -141,3 +141,52 @@ def test_checks_of_the_new_settings(overrides, ids):
 
     with override_settings(PRESENCE={**settings.PRESENCE, **overrides}):
         assert [e.id for e in check_audience_and_tenants()] == ids
+
+
+# -- issue 41: the number of workspaces a process serves is bounded ----------------------------
+@pytest.fixture
+def warnings_again(monkeypatch):
+    """Each test sees the bound's warning again (one per WARN_EVERY and per kind otherwise)."""
+    from presence_app.core.limits import Throttle
+
+    monkeypatch.setattr(tenants, "_warned", Throttle(tenants.WARN_EVERY))
+
+
+@pytest.mark.django_db
+def test_the_sweeper_visits_at_most_max_tenants_workspaces(redis_client, caplog, warnings_again):
+    """Failed on 47aebdf: every workspace recorded within a day was swept, every round, on
+    every process (500 made-up ones: a 3 s round every 5 s)."""
+    from presence_app.core.connection import get_store
+
+    now = time.time()
+    names = [f"w{i}" for i in range(5)]
+    with override_settings(PRESENCE={**settings.PRESENCE, "MAX_TENANTS": 3}):
+        for ws in names:
+            with tenants.activate(ws):
+                presence.connect("c", f"{ws}-user", now=now)
+        for i, ws in enumerate(names):  # served in this order: w4 last
+            get_store().record_tenant(ws, now - 100 + i)
+        with caplog.at_level("WARNING", logger="presence_app"):
+            swept = sweeper.sweep_once(now=now + 1000, force=True)
+        offline = sorted(t.user_id for t in swept if t.kind == "offline")
+        assert offline == ["w2-user", "w3-user", "w4-user"]  # the three most recently served
+        assert "more than MAX_TENANTS (3)" in caplog.text and "TENANT maps" in caplog.text
+        # The process' marks remember as many workspaces as it serves, no more.
+        for ws in names:
+            with tenants.activate(ws):
+                presence.online()
+        assert len(tenants._marks()) <= 3
+
+
+def test_per_workspace_objects_are_bounded(caplog, warnings_again):
+    made = []
+    cache = tenants.Bounded("stores")
+    with override_settings(PRESENCE={**settings.PRESENCE, "MAX_TENANTS": 3}):
+        with caplog.at_level("WARNING", logger="presence_app"):
+            for ws in ["a", "b", "c", "a", "d", "e"]:
+                cache.get(ws, lambda ws=ws: made.append(ws) or f"store of {ws}")
+        assert len(cache) == 3 and "a" in cache and "d" in cache and "e" in cache
+        assert made == ["a", "b", "c", "d", "e"]  # "a" was used again: kept, not made again
+        assert cache.get("b", lambda: "new store of b") == "new store of b"  # dropped, remade
+        assert "stores: " in caplog.text and "MAX_TENANTS (3)" in caplog.text
+    assert tenants.limit() == tenants.MAX_TENANTS
