@@ -213,11 +213,9 @@ async def test_deleting_a_user_forgets_them_in_every_workspace(redis_client):
         channel_layers.backends.clear()
 
 
-def test_forget_erases_and_export_shows_every_row_of_every_workspace(redis_client):
-    """``forget`` kept the LastSeenPrivacy row and ``export`` left it out; both saw the current
-    workspace only."""
-    ann = create_user("ann")
-    uid = str(ann.pk)
+def active_in_both(ann) -> None:
+    """ann: seen in acme, where she hides her last seen and belongs to #general; connected in
+    globex on her phone, where she shows it to her audience."""
     seen_then_gone(ann, "acme", 600)
     with tenants.activate("acme"):
         presence.set_privacy(ann, "nobody", approximate=True)
@@ -226,7 +224,29 @@ def test_forget_erases_and_export_shows_every_row_of_every_workspace(redis_clien
         presence.connect("ann-1", ann, device="phone")
         presence.set_privacy(ann, "audience")
 
+
+def test_forget_erases_every_row_of_every_workspace(redis_client):
+    """``forget`` kept the LastSeenPrivacy row, and erased the current workspace only."""
+    ann = create_user("ann")
+    active_in_both(ann)
+    with tenants.activate("acme"):  # erased from one workspace's request: every one
+        presence.forget(ann)
+    for workspace in (None, *WORKSPACES):
+        with tenants.activate(workspace):
+            for model in (LastSeenPrivacy, LastSeen, RoomMembership):
+                assert not model.objects.filter(user=ann).exists(), (workspace, model)
+            assert presence.get_privacy(ann) == presence.privacy.DEFAULT
+    assert keys_naming(redis_client, str(ann.pk)) == []
+
+
+def test_export_shows_every_row_of_every_workspace(redis_client):
+    """``export`` left the privacy choice out, and showed the current workspace only."""
+    ann = create_user("ann")
+    uid = str(ann.pk)
+    active_in_both(ann)
     exported = presence.export(ann)  # from the default space: every workspace is in it
+    text = json.dumps(exported)  # JSON-ready
+    assert '"nobody"' in text and '"audience"' in text and '"ann-1"' in text
     assert exported["user"] == uid and sorted(exported["workspaces"]) == ["acme", "globex"]
     acme, globex = exported["workspaces"]["acme"], exported["workspaces"]["globex"]
     assert acme["privacy"] == {"last_seen": "nobody", "approximate": True}
@@ -234,16 +254,7 @@ def test_forget_erases_and_export_shows_every_row_of_every_workspace(redis_clien
     assert acme["last_seen"] is not None and acme["connections"] == []
     assert globex["privacy"] == {"last_seen": "audience", "approximate": False}
     assert globex["connections"] == ["ann-1"] and globex["last_seen"] is None
-    json.dumps(exported)  # JSON-ready
-
-    with tenants.activate("acme"):  # erased from one workspace's request: every one
-        presence.forget(ann)
-    for workspace in (None, *WORKSPACES):
-        with tenants.activate(workspace):
-            for model in (LastSeen, RoomMembership, LastSeenPrivacy):
-                assert not model.objects.filter(user=ann).exists(), (workspace, model)
-            assert presence.get_privacy(ann) == presence.privacy.DEFAULT
-    assert keys_naming(redis_client, uid) == []
+    presence.forget(ann)
     assert presence.export(ann) == {"user": uid, "workspaces": {}}
 
 
