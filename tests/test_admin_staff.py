@@ -127,3 +127,27 @@ def test_the_admin_reads_the_current_workspace(client, admin_user, redis_client)
             page = client.get(CHANGELIST, headers={"X-Workspace": workspace})
             assert [row.user_id for row in page.context["cl"].result_list] == [user.pk]
         assert client.get(CHANGELIST).context["cl"].result_count == 0  # the default space
+
+
+def test_a_membership_added_in_the_admin_is_its_workspace_s(admin_client, redis_client):
+    from presence_app import rooms
+
+    ann = create_user("ann")
+    url = "/admin/presence_app/roommembership/add/"
+    with with_presence(TENANT="tests.test_admin_staff.tenant_by_header"):
+        acme = {"X-Workspace": "acme"}
+        added = admin_client.post(url, {"user": ann.pk, "room": "general"}, headers=acme)
+        assert added.status_code == 302
+        again = admin_client.post(url, {"user": ann.pk, "room": "general"}, headers=acme)
+        assert again.status_code == 200  # the form's error, not an IntegrityError
+        assert "This user is a member of this room already." in again.content.decode()
+        globex = {"X-Workspace": "globex"}
+        assert admin_client.post(url, {"user": ann.pk, "room": "general"}, headers=globex)[
+            "Location"
+        ].endswith("/roommembership/")
+        listed = admin_client.get("/admin/presence_app/roommembership/", headers=globex)
+        assert listed.context["cl"].result_count == 1
+    for workspace in ("acme", "globex"):
+        with tenants.activate(workspace):
+            assert rooms.member_rooms(ann) == ["general"]
+    assert rooms.member_rooms(ann) == []  # nothing in the default space
