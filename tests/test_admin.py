@@ -14,7 +14,6 @@ from presence_app.models import LastSeen
 from presence_app.web import dashboard
 
 from .users import create_user, login_name, names
-from .ws import LAYOUT_3
 
 pytestmark = pytest.mark.django_db
 
@@ -31,8 +30,7 @@ def people(django_user_model, redis_client):
     presence.join("lobby", "ann-1", users["ann"].pk)
     presence.connect("ben-1", users["ben"].pk, now=now - 400, device="phone")
     presence.heartbeat("ben-1", users["ben"].pk)
-    if LAYOUT_3:  # idle is announced by the process that saw the activity stop
-        presence.idle(users["ben"].pk)
+    presence.idle(users["ben"].pk)  # announced by the process that saw the activity stop
     presence.connect("cy-1", users["cy"].pk, device="desktop")
     presence.join("design", "cy-1", users["cy"].pk)
     presence.join("lobby", "cy-1", users["cy"].pk)
@@ -134,14 +132,10 @@ def test_the_dashboard_reads_a_page_in_two_pipelines(client, admin_user, people,
     batcher.flush()  # the admin is online now: later requests write nothing
     redis_calls.reset()
     client.get(URL)
-    # Pipeline 1: the page's ids (visible and hidden index; layout 3: the connected, the
-    # HTTP-only and the hidden), state counts, chart, rooms.
-    # Pipeline 2: the page's presences (one script call) and each listed user's rooms (their
-    # record: layout 3's is a field of one hash a shard).
-    if LAYOUT_3:
-        expected = {"evalsha": 5, "zrangebyscore": 1, "zrevrange": 1, "hget": 5}
-    else:
-        expected = {"evalsha": 4, "zrangebyscore": 1, "zrevrange": 1, "get": 5}
+    # Pipeline 1: the page's ids (the connected, the HTTP-only and the hidden), state counts,
+    # chart, rooms. Pipeline 2: the page's presences (one script call) and each listed user's
+    # rooms (their record: a field of one hash a shard).
+    expected = {"evalsha": 5, "zrangebyscore": 1, "zrevrange": 1, "hget": 5}
     assert redis_calls.by_command() == expected
 
 

@@ -22,7 +22,6 @@ from .timing import limit, said
 from .users import json_id
 from .ws import (
     FAST,
-    LAYOUT_3,
     ORIGIN,
     Monitor,
     Socket,
@@ -91,6 +90,42 @@ async def test_cross_origin_socket_is_refused(alice, origin):
     connected, _ = await comm.connect(timeout=5)
     assert not connected
     assert await get_async_store().online_count() == 0
+
+
+def bare_stack():
+    """The presence route with the session's user but without Channels' origin validator: a
+    project that forgot it. The consumer checks the origin itself."""
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+
+    from presence_app.routing import websocket_urlpatterns
+
+    return AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+
+
+@pytest.mark.parametrize("origin", CROSS_ORIGINS)
+async def test_the_consumer_itself_refuses_a_cross_origin_socket(alice, origin):
+    headers = [(b"cookie", f"sessionid={alice[1]}".encode())]
+    if origin is not None:
+        headers.append((b"origin", origin))
+    comm = WebsocketCommunicator(bare_stack(), "/ws/presence/", headers=headers)
+    connected, _ = await comm.connect(timeout=5)
+    assert not connected  # refused at the handshake, as the validator does
+    assert await get_async_store().online_count() == 0
+
+
+async def test_websocket_origins_names_the_origins_a_socket_may_come_from(alice):
+    sock = await Socket.open(alice[1], app=bare_stack())  # ALLOWED_HOSTS' by default
+    await sock.close()
+    with presence_settings(WEBSOCKET_ORIGINS=["https://app.example.com"]):
+        sock = await Socket.open(alice[1], app=bare_stack(), origin=b"https://app.example.com")
+        await sock.close()
+        headers = [(b"cookie", f"sessionid={alice[1]}".encode()), (b"origin", ORIGIN)]
+        comm = WebsocketCommunicator(bare_stack(), "/ws/presence/", headers=headers)
+        assert (await comm.connect(timeout=5))[0] is False
+    with presence_settings(WEBSOCKET_ORIGINS=["*"]):  # left to the project's own stack
+        sock = await Socket.open(alice[1], app=bare_stack(), origin=None)
+        await sock.close()
 
 
 # -- the hello frame ---------------------------------------------------------------------------
@@ -446,7 +481,7 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol):
     real Redis (MONITOR), every lease renewed exactly once per frame, every frame acknowledged."""
     with presence_settings(HEARTBEAT_FLUSH_INTERVAL=0.5):
         socks = [await Socket.open(cookie) for _, cookie in (alice, bob, carol) for _ in range(3)]
-        sha = scripts.load()["3/heartbeat" if LAYOUT_3 else "heartbeat"].sha
+        sha = scripts.load()["heartbeat"].sha
         loop = asyncio.get_running_loop()
         async with Monitor() as monitor:
             for _ in range(3):

@@ -21,12 +21,12 @@ from channels.layers import channel_layers
 
 from presence_app.core.connection import get_async_store
 from presence_app.store import scripts
-from presence_app.store.keys import CONN_SEP, KeySpace, shard_of
+from presence_app.store.keys import CONN_SEP, KeySpace
 
 from . import test_consumer
 from .test_consumer import *  # noqa: F403  (the tests, re-collected here)
 from .timing import limit
-from .ws import LAYOUT_3, Monitor, Socket, presence_settings, shutdown
+from .ws import Monitor, Socket, presence_settings, shutdown
 
 SHARDS = 4
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
@@ -65,7 +65,7 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol, redis_cluste
     has sockets, on that shard's node; every lease renewed exactly once per frame."""
     with presence_settings(HEARTBEAT_FLUSH_INTERVAL=0.5):
         socks = [await Socket.open(cookie) for _, cookie in (alice, bob, carol) for _ in range(3)]
-        script = scripts.load()["3/heartbeat" if LAYOUT_3 else "heartbeat"]
+        script = scripts.load()["heartbeat"]
         sha = script.sha
         for node in redis_cluster.nodes:
             # Loaded on every node first: a node's first EVALSHA would fail with NOSCRIPT and be
@@ -90,21 +90,19 @@ async def test_heartbeats_are_written_in_batches(alice, bob, carol, redis_cluste
             for monitor in monitors:
                 await monitor.__aexit__()
         calls = [c for m in monitors for c in m.script_calls(sha)]
-        shards = {shard_of(s.user, SHARDS) for s in socks}
         members = []
         for call in calls:
             # EVALSHA sha numkeys <five keys> tag ... members
             tag, group = call[8], [a for a in call if CONN_SEP in a]
-            keys = KeySpace(shards=SHARDS, layout=3 if LAYOUT_3 else 2)
-            if group:  # (layout 3: a shard without members gets the process's keepalive)
+            keys = KeySpace(shards=SHARDS)
+            if group:  # (a shard without members gets the process's keepalive)
                 assert {keys.tag_for_user(m.split(CONN_SEP)[0]) for m in group} == {tag}
             members += group
         assert len(members) == 27
         assert {m.split(CONN_SEP)[0] for m in members} == {s.user for s in socks}
-        # One call per shard and flush (layout 3: every shard, a flush is also the process's
-        # keepalive): 3 rounds, each in one flush or split over two (fewer when a slow loop let
+        # One call per shard and flush (every shard: a flush is also the process's keepalive): 3 rounds, each in one flush or split over two (fewer when a slow loop let
         # two rounds into one flush), never one per frame.
-        per_flush = SHARDS if LAYOUT_3 else len(shards)
+        per_flush = SHARDS
         assert per_flush <= len(calls) <= 6 * per_flush, calls
         for s in socks:
             await s.close()

@@ -20,7 +20,6 @@ from rest_framework.renderers import JSONRenderer  # noqa: E402
 from presence_app.contrib.drf import OnlineFilter, PresenceField  # noqa: E402
 
 from .users import create_user, login_name  # noqa: E402
-from .ws import LAYOUT_3  # noqa: E402
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
 
@@ -171,7 +170,7 @@ def test_online_only_filter(client, crowd, redis_calls):
     assert [r["username"] for r in rows] == expected
     assert all(r["presence"]["state"] in ("online", "dnd") for r in rows)
     # The online ids (layout 3: the connected's and the HTTP-only's), then the page's presences.
-    assert redis_calls.total == (3 if LAYOUT_3 else 2)
+    assert redis_calls.total == 3
     assert len(client.get("/members/", {"online": "0"}).json()) == 60
 
 

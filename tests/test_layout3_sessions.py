@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 async def layout3(redis_client):
     channel_layers.backends.clear()
-    with presence_settings(STORE_LAYOUT=3, IDLE_AFTER=2, ONLINE_WINDOW=2):
+    with presence_settings(IDLE_AFTER=2, ONLINE_WINDOW=2):
         try:
             yield
         finally:

@@ -14,7 +14,7 @@ from presence_app import presence
 from presence_app.core.connection import get_async_store
 from presence_app.realtime import roomstate
 
-from .ws import FAST, LAYOUT_3, Socket, make_user, presence_settings, shutdown
+from .ws import FAST, Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -288,38 +288,7 @@ async def test_server_state_from_python_reaches_the_room(users):
         await s.close()
 
 
-@pytest.mark.skipif(
-    LAYOUT_3,
-    reason="layout 3: a connection lives while its process does (its session closes it when "
-    "silent); tests/test_store_layout3.py reads past a killed process's lease",
-)
-async def test_the_store_keeps_no_ghosts(fast):
-    """Entries count only while their connection holds a live lease and is in the room: a
-    write racing a leave writes nothing, and a read drops what died, in the same script."""
-    store = get_async_store()
-    t = 1_000_000.0
-    await store.connect("c1", "u1", now=t)
-    await store.connect("c2", "u2", now=t)
-    await store.join("doc", "c1", "u1", now=t)
-    await store.join("doc", "c2", "u2", now=t)
-    entries = [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c2", '{"x":2}')]
-    assert await store.set_room_states("doc", entries, now=t) == 2
-    assert sorted(await store.room_states("doc", now=t)) == [
-        ("u1", "p1", '{"x":1}'),
-        ("u2", "p2", '{"x":2}'),
-    ]
-    await store.leave("doc", "c2", "u2", now=t + 1)  # left: not read, and pruned
-    assert await store.set_room_states("doc", [("u2", "p2", "c2", '{"x":3}')], now=t + 1) == 0
-    assert await store.room_states("doc", now=t + 1) == [("u1", "p1", '{"x":1}')]
-    # u1's lease runs out (LEASE_TTL 2 s here) before any sweep: the read ignores and prunes it.
-    assert await store.room_states("doc", now=t + FAST["LEASE_TTL"] + 1) == []
-    assert await store.room_states("doc", now=t) == []  # pruned, not just hidden
-    # Server state lives while its user is in the room.
-    await store.connect("c3", "u3", now=t)
-    await store.join("doc", "c3", "u3", now=t)
-    assert await store.set_room_states("doc", [("u3", "server", "", '{"r":1}')], now=t) == 1
-    assert await store.set_room_states("doc", [("u9", "server", "", '{"r":1}')], now=t) == 0
-    assert await store.room_states("doc", now=t) == [("u3", "server", '{"r":1}')]
+
 
 
 async def test_a_projects_own_consumer_carries_room_state_through_the_mixin(users):

@@ -255,6 +255,6 @@ async def test_an_unreachable_cluster_reads_as_unavailable_to_a_store_of_ones_ow
     from presence_app.testing import free_port
 
     client = aredis.RedisCluster.from_url(f"redis://127.0.0.1:{free_port()}/0")
-    store = AsyncStore(client, StoreConfig(shards=4), layout=2)
+    store = AsyncStore(client, StoreConfig(shards=4))
     with pytest.raises(UNAVAILABLE):
         await store.online_count()

@@ -479,7 +479,7 @@ def test_online_window_lists_gone_users_until_they_are_swept(store):
 def test_get_many_is_one_round_trip_for_any_number_of_ids(redis_client, shards):
     from presence_app.store import Store, StoreConfig
 
-    store = Store(redis_client, StoreConfig(shards=shards), layout=2)
+    store = Store(redis_client, StoreConfig(shards=shards))
     for i in range(0, 500, 2):
         store.touch(i, now=T)
     redis_client.config_resetstat()
@@ -585,7 +585,7 @@ async def test_async_face_shares_the_api(backend, request):
         aclient = aredis.RedisCluster.from_url(request.getfixturevalue("redis_cluster").url)
     else:
         aclient = aredis.Redis.from_url(settings.REDIS_URL)
-    astore = AsyncStore(aclient, StoreConfig(shards=shards), layout=2)
+    astore = AsyncStore(aclient, StoreConfig(shards=shards))
     try:
         assert kinds(await astore.connect("c", 1, now=T)) == [("online", "1", None, "online")]
         assert await astore.heartbeat_many([("c", 1), ("x", 2)], now=T + 1) == [("x", "2")]

@@ -49,7 +49,7 @@ def test_touch_many_equals_the_touches_one_by_one(make_store, shards):
 def test_touch_many_is_one_script_call_per_shard(redis_client):
     from presence_app.store import Store, StoreConfig
 
-    store = Store(redis_client, StoreConfig(shards=4), layout=2)
+    store = Store(redis_client, StoreConfig(shards=4))
     items = [(i, i % 2 == 0) for i in range(200)]
     redis_client.config_resetstat()
     changes = store.touch_many(items, now=T)
@@ -78,7 +78,7 @@ async def test_touch_many_on_the_async_face(backend, request):
         aclient = aredis.RedisCluster.from_url(request.getfixturevalue("redis_cluster").url)
     else:
         aclient = aredis.Redis.from_url(settings.REDIS_URL)
-    astore = AsyncStore(aclient, StoreConfig(shards=shards), layout=2)
+    astore = AsyncStore(aclient, StoreConfig(shards=shards))
     try:
         changes = await astore.touch_many([(1, True), (2, False)], now=T)
         assert sorted(kinds(changes)) == [

@@ -1,5 +1,5 @@
 """Store layout 3, the default (docs/store-layout-3.md), on real Redis (one server and the
-3-master cluster): ``Store(client, config, layout=3)``.
+3-master cluster): ``Store(client, config)``.
 
 Built: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
 without rooms or a status: the registry for a plain user's one connection, the record for
@@ -20,7 +20,7 @@ from presence_app.store import (
     UnknownConnection,
 )
 from presence_app.store.keys import KeySpace, registry_bucket
-from presence_app.store.plans3 import json_array
+from presence_app.store.plans import json_array
 
 T = 1_800_000_000.0
 LEASE, GRACE = 90.0, 20.0
@@ -32,7 +32,7 @@ def make3(backend):
     client, shards = backend
 
     def make(**config):
-        return Store(client, StoreConfig(**{"shards": shards, **config}), layout=3)
+        return Store(client, StoreConfig(**{"shards": shards, **config}))
 
     return make
 
@@ -403,33 +403,27 @@ def test_an_http_user_goes_idle_with_a_request_without_activity(make3):
     assert [(t.kind, t.state) for t in changed] == [("update", "online")]
 
 
-def test_layout_1s_upgrade_is_refused(make3):
-    store = make3()
-    with pytest.raises(PresenceError, match="upgrade_v1 is not built for store layout 3"):
-        store.run(store.plans.transitions("upgrade_v1", "u1", T))
-
-
 def test_forget_announces_the_end_and_leaves_no_key_of_the_user(make3):
     """Erasure: the user's rooms are left and they go offline (announced, as the sweep does),
     then nothing the store keeps names them: record, registry field, indexes, process sets,
-    graces, room states, a layout-2 record of a rolling upgrade. Others stay as they were."""
+    graces, room states. Others stay as they were, "u1|x" (whose room-state fields start with
+    "u1|") among them."""
     a, b = make3(), make3()
     client = a.client
-    for uid, conns in (("u1", ("c1", "c2")), ("u2", ("c3",)), ("u3", ("c4",))):
+    for uid, conns in (("u1", ("c1", "c2")), ("u2", ("c3",)), ("u3", ("c4",)), ("u1|x", ("c5",))):
         for conn in conns:
             (a if conn != "c2" else b).connect(conn, uid, now=T)
     a.join("doc", "c1", "u1", now=T)
     a.join("doc", "c3", "u2", now=T)
-    a.set_room_states("doc", [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c3", "{}")], now=T)
+    a.join("doc", "c5", "u1|x", now=T)
+    states = [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c3", "{}"), ("u1|x", "p5", "c5", "{}")]
+    a.set_room_states("doc", states, now=T)
     a.set_status("u1", "dnd", "busy", now=T)
     b.disconnect("c2", "u1", now=T + 1)  # a closed connection in its grace
-    tag = a.keys.tag_for_user("u1")
-    old = f"{tag[:-1]}2:u:u1"
-    client.set(old, "dnd")  # layout 2's record of the user, left by a rolling upgrade
 
     assert kinds(a.forget("u1", now=T + 2)) == [("leave", "u1"), ("offline", "u1")]
     assert a.export("u1") == {"user": "u1", "record": {}, "indexes": {}, "connections": []}
-    named = [k for k in keys_of(client) if "u1" in k.split(":")[-1] or k == old]
+    named = [k for k in keys_of(client) if k.split(":")[-1] == "u1"]
     assert named == []
     for key in keys_of(client):  # no member, field or entry names the user
         kind = client.type(key).decode()
@@ -437,11 +431,13 @@ def test_forget_announces_the_end_and_leaves_no_key_of_the_user(make3):
             assert b"u1" not in client.zrange(key, 0, -1), key
         elif kind == "set":
             assert b"u1" not in client.smembers(key), key
-        elif kind == "hash":
-            assert not any(f.startswith(b"u1") for f in client.hkeys(key)), key
+        elif ":rs:" in key:  # a room state's fields: "user|public id"
+            assert b"u1" not in [f.rsplit(b"|", 1)[0] for f in client.hkeys(key)], key
+        elif kind == "hash":  # a record's or a registry's fields: user ids
+            assert b"u1" not in client.hkeys(key), key
     assert a.get("u1", now=T + 3).state == "offline"
-    assert a.room_members("doc", now=T + 3) == ["u2"]
-    assert a.room_states("doc", now=T + 3) == [("u2", "p2", "{}")]
+    assert sorted(a.room_members("doc", now=T + 3)) == ["u1|x", "u2"]
+    assert sorted(a.room_states("doc", now=T + 3)) == [("u1|x", "p5", "{}"), ("u2", "p2", "{}")]
     assert [p.state for p in a.get_many(["u2", "u3"], now=T + 3).values()] == ["online"] * 2
     assert a.sweep(now=T + GRACE + 5) == []  # the grace ended with the user: nothing to end
     assert kinds(a.forget("u3", now=T + 6)) == [("offline", "u3")]  # a plain user
@@ -580,7 +576,7 @@ async def test_the_async_face(presence_redis_url, redis_client):
 
     client = aredis.Redis.from_url(presence_redis_url)
     try:
-        store = AsyncStore(client, StoreConfig(), layout=3)
+        store = AsyncStore(client, StoreConfig())
         assert kinds(await store.connect("c1", "u1", now=T)) == [("online", "u1")]
         assert (await store.get("u1", now=T + 1)).state == "online"
         assert await store.heartbeat_many([("c1", "u1")], now=T + 30) == []
@@ -675,7 +671,7 @@ async def test_the_async_face_reads_on_the_cluster(redis_cluster):
 
     client = aredis.RedisCluster.from_url(redis_cluster.url)
     try:
-        store = AsyncStore(client, StoreConfig(shards=4), layout=3)
+        store = AsyncStore(client, StoreConfig(shards=4))
         for i in range(8):
             await store.connect(f"c{i}", f"u{i}", now=T)
         await store.set_status("u1", "invisible", now=T)
@@ -777,7 +773,7 @@ def test_a_client_that_decodes_replies_reads_the_same(make3, presence_redis_url,
     else:
         client = redis.Redis.from_url(presence_redis_url, decode_responses=True)
     request.addfinalizer(client.close)
-    text = Store(client, store.config, layout=3)
+    text = Store(client, store.config)
     store.connect("c1", "u1", now=T)
     text.connect("c2", "u2", now=T)
     text.set_status("u2", message="lunch", emoji="🥪", now=T + 1)

@@ -428,7 +428,7 @@ class Layout3VersusModelLongWindow(Layout3VersusModel):
 def _stores(backend, window: float = WINDOW) -> dict[str, Store]:
     client, shards = backend
     config = StoreConfig(shards=shards, online_window=window)
-    return {p: Store(client, config, layout=3) for p in PROCS}
+    return {p: Store(client, config) for p in PROCS}
 
 
 @pytest.mark.parametrize("backend", ["single"], indirect=True)

@@ -19,7 +19,6 @@ from presence_app import presence
 from presence_app.models import LastSeen
 
 from .users import create_user, login_name, names
-from .ws import LAYOUT_3
 
 pytestmark = pytest.mark.django_db
 
@@ -51,8 +50,7 @@ def people(django_user_model, redis_client):
     presence.touch(users["ann"].pk)
     presence.connect("ben-1", users["ben"].pk, now=now - 400)
     presence.heartbeat("ben-1", users["ben"].pk)  # a heartbeat is not activity: idle
-    if LAYOUT_3:  # idle is announced by the process that saw the activity stop
-        presence.idle(users["ben"].pk)
+    presence.idle(users["ben"].pk)  # announced by the process that saw the activity stop
     presence.touch(users["cy"].pk)
     presence.set_status(users["cy"].pk, "dnd", message="In a meeting", emoji="📅")
     presence.touch(users["eve"].pk)

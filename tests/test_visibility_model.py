@@ -34,7 +34,7 @@ from presence_app.core.connection import get_store
 from presence_app.models import LastSeen
 from presence_app.testing import RedisServer
 
-from .ws import FAST, LAYOUT_3, Socket, shutdown
+from .ws import FAST, Socket, shutdown
 
 N = 4
 ROOMS = ["lobby", "den"]
@@ -144,8 +144,8 @@ def build(site: dict, users: list, redis_client) -> list[str]:
         presence.connect(f"{uid}-c", uid, now=at)
         if kind == "idle":
             presence.activity(uid, now=now - 10_000)
-            if LAYOUT_3:  # idle is announced by the process that saw the activity stop
-                presence.idle(uid, now=now)
+            # idle is announced by the process that saw the activity stop
+            presence.idle(uid, now=now)
         state = {"dnd": "dnd", "invisible": "invisible"}.get(kind)
         presence.set_status(uid, state, message=f"secret-{uid}", now=at, mood=f"meta-{uid}")
         for room in sorted(joined):

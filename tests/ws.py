@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from typing import Any
 from urllib.parse import urlparse
@@ -27,9 +26,6 @@ FAST = {
     "SWEEP_INTERVAL": 0.2,
     "HEARTBEAT_FLUSH_INTERVAL": 0.2,
 }
-#: The run is on store layout 3, the default (not tests/settings_layout2.py, nox's layout2
-#: session).
-LAYOUT_3 = os.environ.get("PRESENCE_TEST_LAYOUT") != "2"
 
 
 def presence_settings(**overrides: Any) -> override_settings:

@@ -98,7 +98,7 @@ _process: tuple[int, str] = (0, "")
 
 
 def process_id() -> str:
-    """This OS process' id in layout 3's process leases: one for all its stores (sync, async,
+    """This OS process' id in the store's process leases: one for all its stores (sync, async,
     every loop and tenant), drawn again in a forked child, which is a process of its own."""
     global _process
     if _process[0] != os.getpid():
@@ -107,9 +107,7 @@ def process_id() -> str:
 
 
 def _store(face: type[Store] | type[AsyncStore], client: Any, tenant: str | None = None) -> Any:
-    layout = int(conf.get("STORE_LAYOUT"))
-    process = process_id() if layout == 3 else None
-    return face(client, store_config(tenant), layout=layout, process=process)
+    return face(client, store_config(tenant), process=process_id())
 
 
 def _cache() -> dict[str, Any]:

@@ -23,7 +23,6 @@ from .types import (
     UnknownConnection,
     is_text,
 )
-from .upgrade import upgrade_from_v1, upgrade_from_v2
 
 #: What a store call raises when Redis is away or cannot serve right now: unreachable, timing
 #: out, loading, out of memory, a read-only replica after a failover, a cluster without its
@@ -57,6 +56,4 @@ __all__ = [
     "UnknownConnection",
     "UserIds",
     "is_text",
-    "upgrade_from_v1",
-    "upgrade_from_v2",
 ]

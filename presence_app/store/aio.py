@@ -56,10 +56,9 @@ class AsyncStore(BaseStore):
         client: aredis.Redis | aredis.RedisCluster,
         config: StoreConfig | None = None,
         *,
-        layout: int = 3,
         process: str | None = None,
     ) -> None:
-        super().__init__(config, layout, process)
+        super().__init__(config, process)
         self.client = client
         self.cluster = isinstance(client, aredis.RedisCluster)
 

@@ -26,27 +26,14 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
-def planner(config: StoreConfig, layout: int, process: str | None = None) -> Planner:
-    """The planner of a store layout: 3 (the default: docs/store-layout-3.md; ``process`` names
-    the calling process' lease, random when None) or 2 (the layout before it)."""
-    if layout == 3:
-        from .plans3 import Planner3
-
-        return Planner3(config, process)
-    if layout == 2:
-        return Planner(config)
-    raise InvalidInput(f"unknown store layout {layout}")
-
-
 class BaseStore(roomstate.RoomStates):
     """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
-    def __init__(
-        self, config: StoreConfig | None = None, layout: int = 3, process: str | None = None
-    ) -> None:
+    def __init__(self, config: StoreConfig | None = None, process: str | None = None) -> None:
         self.config = config or StoreConfig()
-        self.plans: Planner = planner(self.config, layout, process)
+        # ``process`` names the calling process's lease (random when None)
+        self.plans: Planner = Planner(self.config, process)
         self.keys: KeySpace = self.plans.keys
 
     def run(self, plan: Plan) -> Any:  # pragma: no cover - the faces define it
@@ -73,7 +60,7 @@ class BaseStore(roomstate.RoomStates):
         return self.run(self.plans.activity(user_id, now))
 
     def idle(self, user_id, now: float | None = None):
-        """Layout 3 (the default): a process saw no activity on its connection of the user for
+        """A process saw no activity on its connection of the user for
         IDLE_AFTER; the user goes idle when no other device of theirs was active since."""
         return self.run(self.plans.idle(user_id, now))
 
@@ -142,7 +129,7 @@ class BaseStore(roomstate.RoomStates):
         now: float | None = None,
         activity: bool = False,
     ):
-        """{user_id: Presence} for any number of ids, in one round trip. On store layout 3 a
+        """{user_id: Presence} for any number of ids, in one round trip. A
         connected user with no record shows a ``last_active`` only with ``activity`` (a
         further read a user: a page of dots does without it)."""
         return self.run(self.plans.get_many(user_ids, viewer, reveal_all, now, activity))
@@ -301,7 +288,7 @@ class BaseStore(roomstate.RoomStates):
 class _Planned(BaseStore):
     """A store face that runs nothing: each method returns its Plan (see BaseStore.gather)."""
 
-    def __init__(self, store: BaseStore) -> None:  # the same layout and process as the store
+    def __init__(self, store: BaseStore) -> None:  # the same plans and process as the store
         self.config, self.plans, self.keys = store.config, store.plans, store.keys
 
     def run(self, plan: Plan) -> Plan:

@@ -4,9 +4,9 @@ Every key of a user lives in that user's *shard*, and every key of a shard start
 Redis Cluster hash tag, ``{prefix:shard}``, so each state-changing script touches one slot.
 Rooms are split the same way: a room has one member set per shard, holding that shard's users.
 
-The keys of this layout (2) start with ``{prefix:shard}:2``: processes of the previous layout,
-whose keys start with ``{prefix:shard}`` and never with ``:2:``, can run beside it on the same
-Redis during a rolling deploy (see ``upgrade.py``).
+The keys of this layout (docs/store-layout.md) start with ``{prefix:shard}:3``: the layout is a
+segment of every key, so that a future layout can run beside this one on the same Redis during a
+rolling deploy, and be upgraded to.
 
 User-controlled text (user ids, room names) is percent-encoded before it becomes part of a key,
 so ``{``, ``}``, ``:``, ``*``, spaces and newlines can never change a key's meaning or its slot.
@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 #: Separates the user id from the connection id in a lease member ("<user>|<conn>").
 CONN_SEP = "|"
 #: The store's key layout: a segment of every key, so that two layouts never share a key.
-LAYOUT = 2
+LAYOUT = 3
 
 
 def esc(text: str) -> str:
@@ -41,8 +41,8 @@ def shard_of(user_id: str, shards: int) -> int:
 
 
 def registry_bucket(user_id: str, buckets: int) -> int:
-    """Layout 3: the connection-registry bucket of a user (lua3/lib.lua's bkey, the same
-    arithmetic, exact in both languages)."""
+    """The connection-registry bucket of a user (lua/lib.lua's bkey, the same arithmetic,
+    exact in both languages)."""
     h = 0
     for byte in user_id.encode():
         h = (h * 31 + byte) % 2147483647
@@ -50,17 +50,17 @@ def registry_bucket(user_id: str, buckets: int) -> int:
 
 
 class KeySpace:
-    """Key names for one prefix and shard count (``layout``: 2, or 3 for layout 3's keys under
-    ``:3``, docs/store-layout-3.md; the planners pass theirs)."""
+    """Key names for one prefix and shard count."""
 
-    def __init__(self, prefix: str = "presence", shards: int = 1, layout: int = LAYOUT) -> None:
+    layout = LAYOUT
+
+    def __init__(self, prefix: str = "presence", shards: int = 1) -> None:
         self.prefix = prefix
         self.shards = shards
-        self.layout = layout
-        self._tags = [f"{{{prefix}:{shard}}}:{layout}" for shard in range(shards)]
+        self._tags = [f"{{{prefix}:{shard}}}:{LAYOUT}" for shard in range(shards)]
 
     def tag(self, shard: int) -> str:
-        """The base of every key of a shard: ``{prefix:shard}:2``, the Cluster hash tag and
+        """The base of every key of a shard: ``{prefix:shard}:3``, the Cluster hash tag and
         the layout."""
         return self._tags[shard]
 
@@ -72,17 +72,13 @@ class KeySpace:
 
     # The names below mirror lib.lua; scripts receive only the tag and build the rest.
     @staticmethod
-    def user(tag: str, user_id: str) -> str:
-        return f"{tag}:u:{esc(user_id)}"
-
-    @staticmethod
     def records(tag: str) -> str:
-        """Layout 3: the records, a field a user (lib.lua's K_RECS)."""
+        """The records, a field a user (lib.lua's K_RECS)."""
         return f"{tag}:recs"
 
     @staticmethod
     def record_expiry(tag: str) -> str:
-        """Layout 3: unlisted users' records by their expiry (lib.lua's K_REXP)."""
+        """Unlisted users' records by their expiry (lib.lua's K_REXP)."""
         return f"{tag}:rexp"
 
     @staticmethod
@@ -104,18 +100,9 @@ class KeySpace:
         return f"{tag}:hidden"
 
     @staticmethod
-    def leases(tag: str) -> str:
-        return f"{tag}:leases"
-
-    @staticmethod
-    def active(tag: str) -> str:
-        return f"{tag}:active"
-
-    @staticmethod
     def rooms(tag: str) -> str:
         return f"{tag}:rooms"
 
-    # Layout 3 (docs/store-layout-3.md).
     @staticmethod
     def procs(tag: str) -> str:
         """Processes by lease expiry."""

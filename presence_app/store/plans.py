@@ -1,4 +1,5 @@
-"""What each store operation sends and how its replies read, shared by the sync and async faces.
+"""What each store operation sends and how its replies read, shared by the sync and async faces
+(the key layout: docs/store-layout.md).
 
 An operation is a :class:`Plan`: the script calls to make (one per shard it touches, sent together
 in one round trip) and a function that turns their replies into the result. The two faces only
@@ -11,11 +12,13 @@ import heapq
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .keys import CONN_SEP, KeySpace, shard_of
+from .derive import deriver
+from .keys import CONN_SEP, KeySpace, registry_bucket, shard_of
 from .types import (
     CONTROL_CHARACTERS,
     MAX_DEVICE_LENGTH,
@@ -28,7 +31,6 @@ from .types import (
     Transition,
     _str,
     is_text,
-    rooms_of_record,
 )
 
 CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
@@ -168,26 +170,47 @@ def _flat_transitions(replies: list[Any]) -> list[Transition]:
     return out
 
 
-class Planner:
-    """Builds the plans for one configuration."""
+READ_CHUNK = 1000  # ids a get_many script call reads (Lua's unpack takes a few thousand)
 
-    def __init__(self, config: StoreConfig) -> None:
+
+def json_array(ids: list[str]) -> str:
+    """Checked ids as a JSON array, for a script's ``cjson.decode``. They are printable, so
+    only a quote or a backslash needs escaping, which json.dumps does (a join is ~8x faster)."""
+    text = '","'.join(ids)
+    if "\\" in text or text.count('"') != 2 * len(ids) - 2:
+        return json.dumps(ids, ensure_ascii=False)
+    return f'["{text}"]'
+
+
+def _record(raw: Any) -> dict[str, str]:
+    """A user's record (lib.lua's FIELDS, joined by SEP) as {field: value}, empty ones left out."""
+    text = _str(raw) if raw else ""
+    return {k: v for k, v in zip(RECORD_FIELDS, text.split(SEP) if text else [], strict=False) if v}
+
+
+class Planner:
+    """Builds the plans for one configuration and one process (``process``: this process's id,
+    random by default; it names the process's lease and its connections)."""
+
+    def __init__(self, config: StoreConfig, process: str | None = None) -> None:
         self.config = config
         self.keys = KeySpace(config.prefix, config.shards)
+        self.process = process or secrets.token_hex(4)
 
     # -- building blocks --------------------------------------------------------------------
     def call(self, script: str, tag: str, now: float | None, *args: Any) -> Call:
         keys = (
             KeySpace.seen(tag),
             KeySpace.hidden(tag),
-            KeySpace.leases(tag),
-            KeySpace.active(tag),
-            KeySpace.rooms(tag),
+            KeySpace.until(tag),
+            KeySpace.procs(tag),
+            KeySpace.last(tag),
         )
         return Call(script, keys, self.head(tag, now) + args)
 
     def head(self, tag: str, now: float | None) -> tuple[Any, ...]:
-        """The arguments every script of the layout starts with: the shard, the clock, the timers."""
+        """The arguments every script starts with (lua/head.lua): the shard, the clock, the
+        timers, the registry's size and this process."""
         c = self.config
         return (
             tag,
@@ -197,6 +220,8 @@ class Planner:
             c.online_window,
             c.idle_after,
             int(c.metadata_ttl),
+            c.registry_buckets,
+            self.process,
         )
 
     def user_call(self, script: str, user_id: str, now: float | None, *args: Any) -> Call:
@@ -215,8 +240,6 @@ class Planner:
             groups.setdefault(self.keys.tag(shard_of(uid, self.keys.shards)), []).append(uid)
         return groups
 
-    # -- state changes ----------------------------------------------------------------------
-
     # -- reads ---------------------------------------------------------------------------------
     def get_many(
         self,
@@ -226,22 +249,38 @@ class Planner:
         now: float | None,
         activity: bool = False,
     ) -> Plan:
-        """``activity`` is for layout 3 (Planner3): every record here holds its last activity."""
+        """One short script call a shard (per 1,000 ids: Lua's unpack has a limit), all in one
+        round trip; the derivation is Python's (derive.py). ``activity``: the script also reads
+        each user's registry field, for a connected plain user's last activity (an HGET a
+        user)."""
         uids = unique_user_ids(user_ids)
         viewer_id = "" if viewer is None else user_id_of(viewer)
-        groups = self.by_shard(uids)
-        tags = list(groups)
-        calls = [self.call("get_many", tag, now, "\n".join(groups[tag])) for tag in tags]
-
-        derive = Presence.deriver(viewer_id, reveal_all, self.config)
+        chunks = [
+            (tag, ids[i : i + READ_CHUNK])
+            for tag, ids in self.by_shard(uids).items()
+            for i in range(0, len(ids), READ_CHUNK)
+        ]
+        calls = [
+            self.call("get_many", tag, now, *self.read_args(ids, activity)) for tag, ids in chunks
+        ]
+        derive = deriver(viewer_id, reveal_all, self.config)
 
         def finish(replies: list[Any]) -> dict[str, Presence]:
+            if len(chunks) == 1:  # one shard's ids, in their order
+                return derive(chunks[0][1], replies[0])
             found: dict[str, Presence] = {}
-            for tag, reply in zip(tags, replies, strict=True):
-                found.update(derive(groups[tag], reply))
+            for (_, ids), reply in zip(chunks, replies, strict=True):
+                found.update(derive(ids, reply))
             return {uid: found[uid] for uid in uids}
 
         return Plan(calls, finish)
+
+    def read_args(self, ids: list[str], activity: bool) -> tuple[str, ...]:
+        """get_many.lua's arguments: the ids, and with ``activity`` their registry buckets."""
+        if not activity:
+            return (json_array(ids),)
+        buckets = [registry_bucket(uid, self.config.registry_buckets) for uid in ids]
+        return json_array(ids), json.dumps(buckets)
 
     def online(
         self,
@@ -253,15 +292,16 @@ class Planner:
     ) -> Plan:
         if offset < 0 or (limit is not None and limit < 0):
             raise InvalidInput("offset and limit must not be negative")
-        # Each shard (and, for superusers, each hidden index) is a sorted source: take the first
-        # offset + limit of each and merge them, most recent first.
+        # Each shard's index is a sorted source: the connected ("0"), the HTTP-only ("2") and,
+        # for superusers, the invisible ("1"). Take the first offset + limit of each and merge
+        # them, most recent first.
         count = -1 if limit is None else offset + limit
         seen_within = _window(window)
-        sources = ["0", "1"] if include_invisible else ["0"]
+        indexes = ["0", "2", "1"] if include_invisible else ["0", "2"]
         calls = [
-            self.call("online", tag, now, "list", hidden, seen_within, count)
+            self.call("online", tag, now, "list", index, seen_within, count)
             for tag in self.keys.all_tags()
-            for hidden in sources
+            for index in indexes
         ]
 
         def finish(replies: list[Any]) -> list[str]:
@@ -277,7 +317,9 @@ class Planner:
     def online_count(self, window: float | None, now: float | None) -> Plan:
         seen_within = _window(window)
         calls = [
-            self.call("online", tag, now, "count", "0", seen_within) for tag in self.keys.all_tags()
+            self.call("online", tag, now, "count", index, seen_within)
+            for tag in self.keys.all_tags()
+            for index in ("0", "2")
         ]
         return Plan(calls, lambda replies: sum(int(r) for r in replies))
 
@@ -292,34 +334,46 @@ class Planner:
         return Plan(calls, finish)
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
+        """The rooms of the users' connections, from their records (a plain user has none)."""
         uids = unique_user_ids(user_ids)
-        calls = [Call("", (), ("GET", KeySpace.user(self.keys.tag_for_user(u), u))) for u in uids]
+        calls = [
+            Call("", (), ("HGET", KeySpace.records(self.keys.tag_for_user(u)), u)) for u in uids
+        ]
 
-        def finish(replies: list[Any]) -> dict[str, list[str]]:
-            return {uid: rooms_of_record(raw) for uid, raw in zip(uids, replies, strict=True)}
+        def rooms(raw: Any) -> list[str]:
+            conns = _record(raw).get("conns")
+            entries = json.loads(conns).values() if conns else ()
+            # an entry is [process, room, ...]; a closed one's process is "~<end of its grace>"
+            return sorted({r for e in entries if isinstance(e, list) for r in e[1:]})
 
-        return Plan(calls, finish)
+        return Plan(
+            calls, lambda replies: {u: rooms(r) for u, r in zip(uids, replies, strict=True)}
+        )
 
     def export(self, user_id: Any) -> Plan:
+        """Everything the store keeps of a user: their record, their score in each index, and
+        their connections (the record's, and a plain user's one in the registry)."""
         uid = user_id_of(user_id)
         tag = self.keys.tag_for_user(uid)
-        indexes = {"seen": KeySpace.seen, "hidden": KeySpace.hidden}
-        indexes |= {"until": KeySpace.until, "active": KeySpace.active}
-        calls = [Call("", (), ("GET", KeySpace.user(tag, uid)))]
-        calls += [Call("", (), ("ZSCORE", key(tag), uid)) for key in indexes.values()]
+        names = ("seen", "hidden", "web", "until", "last", "graces", "rexp")
+        bucket = registry_bucket(uid, self.config.registry_buckets)
+        calls = [
+            Call("", (), ("HGET", KeySpace.records(tag), uid)),
+            Call("", (), ("HGET", KeySpace.registry(tag, bucket), uid)),
+        ]
+        calls += [Call("", (), ("ZSCORE", f"{tag}:{name}", uid)) for name in names]
 
         def finish(replies: list[Any]) -> dict[str, Any]:
-            raw, *scores = replies
-            text = _str(raw) if raw else ""
-            fields = zip(RECORD_FIELDS, text.split(SEP) if text else [], strict=False)
-            record = {name: value for name, value in fields if value}
+            raw, registry, *scores = replies
+            record = _record(raw)
+            conns = set(json.loads(record["conns"])) if "conns" in record else set()
+            if registry:  # "process \x1f conn \x1f last activity"
+                conns.add(_str(registry).split(SEP)[1])
             return {
                 "user": uid,
                 "record": record,
-                "indexes": {
-                    name: float(v) for name, v in zip(indexes, scores, strict=True) if v is not None
-                },
-                "connections": sorted(json.loads(record["conns"])) if "conns" in record else [],
+                "indexes": {n: float(v) for n, v in zip(names, scores, strict=True) if v},
+                "connections": sorted(conns),
             }
 
         return Plan(calls, finish)
@@ -355,11 +409,11 @@ class Planner:
     def activity(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("activity", user_id, now)
 
+    def idle(self, user_id: Any, now: float | None) -> Plan:
+        return self.transitions("idle", user_id, now)
+
     def forget(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("forget", user_id, now)
-
-    def idle(self, user_id: Any, now: float | None) -> Plan:
-        raise NotImplementedError("layout 2 announces idle in its sweep (layout 3: plans3)")
 
     def connect(self, conn_id: str, user_id: Any, device: str | None, now: float | None) -> Plan:
         dev = _text(device or "", MAX_DEVICE_LENGTH, "device")
@@ -375,17 +429,18 @@ class Planner:
         return self.transitions("leave", user_id, now, conn_id_of(conn_id), room_of(room))
 
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
-        """Renews many leases: one script call per shard. The result lists the (conn, user)
-        pairs that hold no lease any more (or whose user's index was evicted under it), whose
-        owners should connect and join again."""
+        """Renews many connections: one script call per shard, every shard called, members or
+        not, as a batch is also the process's keepalive (its lease lives in every shard it may
+        hold connections in). The result lists the (conn, user) pairs the store no longer
+        holds, whose owners should connect and join again."""
         members = lease_members(pairs)
+        groups: dict[str, list[str]] = {tag: [] for tag in self.keys.all_tags()}
         if self.keys.shards == 1:
-            groups = {self.keys.tag(0): members} if members else {}
+            groups[self.keys.tag(0)] = members
         else:
-            groups = {}
             for member in members:
                 uid = member.rpartition(CONN_SEP)[0]
-                groups.setdefault(self.keys.tag_for_user(uid), []).append(member)
+                groups[self.keys.tag_for_user(uid)].append(member)
         calls = [self.call("heartbeat", tag, now, *group) for tag, group in groups.items()]
 
         def finish(replies: list[Any]) -> list[tuple[str, str]]:
@@ -451,8 +506,3 @@ class Planner:
             return more, _flat_transitions([reply[1] for reply in replies])
 
         return Plan(calls, finish)
-
-
-def chunked(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

@@ -75,10 +75,9 @@ class Store(BaseStore):
         client: redis.Redis | redis.RedisCluster,
         config: StoreConfig | None = None,
         *,
-        layout: int = 3,
         process: str | None = None,
     ) -> None:
-        super().__init__(config, layout, process)
+        super().__init__(config, process)
         self.client = client
         self.cluster = isinstance(client, redis.RedisCluster)
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import repeat
 from typing import Any, Literal
 
 State = Literal["online", "idle", "dnd", "invisible", "offline"]
@@ -42,7 +40,7 @@ class StoreConfig:
     max_metadata_bytes: int = 2048
     max_message_length: int = 140
     sweep_batch: int = 1000
-    #: Layout 3 only (docs/store-layout-3.md): connection-registry buckets a shard.
+    #: Connection-registry buckets a shard (docs/store-layout.md).
     registry_buckets: int = 4096
 
 
@@ -101,100 +99,6 @@ class Presence:
             "last_seen_approx": self.last_seen_approx,
         }
 
-    @classmethod
-    def deriver(
-        cls, viewer: str, reveal_all: bool, config: StoreConfig
-    ) -> Callable[[list[str], list[Any]], dict[str, Presence]]:
-        """A function from a get_many reply (the clock, then per chunk of users their seen
-        scores, hidden scores, K_UNTIL entries and records: lua/get_many.lua) to
-        ``{user_id: Presence}``, as ``viewer`` may see them. The rules are lib.lua's
-        ``until_of``, ``public_state`` and ``live_message``; they run here so that Redis does
-        no per-user work for a read. One pass per user, in line (no call per user), that
-        splits a record only as far as a plain user's needs (its state and last activity) and
-        leaves ``meta`` for when it is read (``_Meta``)."""
-        span = max(config.lease_ttl, config.online_window)
-        idle_after = config.idle_after
-        new = object.__new__
-
-        def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-            now = float(reply[0])
-            out = {}
-            first = 0
-            for c in range(1, len(reply), 4):
-                seen_, hidden_, ends_, records = reply[c : c + 4]
-                last = first + len(seen_)
-                for uid, seen, hidden, ends, raw in zip(
-                    user_ids[first:last],
-                    seen_,
-                    hidden_ or repeat(None),  # empty while no one hides
-                    ends_ or repeat(None),
-                    records,
-                    strict=False,
-                ):
-                    # Without __init__'s eight frozen setattr calls: this runs for every dot.
-                    p = new(cls)
-                    d = p.__dict__
-                    d["user_id"] = uid
-                    out[uid] = p
-                    if raw is None:
-                        st = la = ls = b""
-                        text = _PLAIN
-                    else:
-                        if type(raw) is str:
-                            raw = raw.encode()
-                        st, la, ls, lv, text = raw.split(SEP_BYTES, 4)
-                        if st:
-                            if st == b"invisible":
-                                if not (reveal_all or uid == viewer):
-                                    # Nothing that changes while they hide: no activity,
-                                    # device or status text.
-                                    d["state"] = "offline"
-                                    d["last_seen"] = float(lv) if lv else None
-                                    d["last_active"] = None
-                                    d["message"] = d["emoji"] = d["device"] = ""
-                                    d["_record"] = raw
-                                    continue
-                                seen = hidden
-                    active = float(la) if la else None
-                    d["last_active"] = active
-                    if seen and (float(ends) if ends else float(seen) + span) >= now:
-                        d["last_seen"] = now
-                        if not st:
-                            d["state"] = (
-                                "idle"
-                                if active is not None and now - active >= idle_after
-                                else "online"
-                            )
-                        else:
-                            d["state"] = "invisible" if st == b"invisible" else "dnd"
-                    else:
-                        d["state"] = "offline"
-                        # their last sign of life, when they have not been swept yet
-                        d["last_seen"] = (
-                            max(float(ls) if ls else 0.0, float(seen) if seen else 0.0) or None
-                        )
-                    if text.startswith(_PLAIN):  # no status text, no expiry, no meta
-                        d["message"] = d["emoji"] = d["device"] = ""
-                        d["meta"] = {}
-                        continue
-                    msg, emo, dev, mx, meta = text.split(SEP_BYTES, 4)
-                    if msg or emo:
-                        if mx and float(mx) < now:
-                            d["message"] = d["emoji"] = ""
-                        else:
-                            d["message"], d["emoji"] = msg.decode(), emo.decode()
-                    else:
-                        d["message"] = d["emoji"] = ""
-                    d["device"] = dev.decode() if dev else ""
-                    if meta.startswith(SEP_BYTES):
-                        d["meta"] = {}
-                    else:
-                        d["_record"] = raw  # meta: JSON, parsed when read
-                first = last
-            return out
-
-        return derive
-
 
 class _Meta:
     """``meta`` of a store-read presence: the record's free-form JSON, parsed when first read
@@ -210,7 +114,7 @@ class _Meta:
         if raw is not None:
             meta = raw.split(SEP_BYTES, 9)[8]
             d["meta"] = json.loads(meta) if meta else {}
-        else:  # a user with no record (store layout 3): no metadata
+        else:  # a user with no record: no metadata
             d["meta"] = {}
         return d["meta"]
 
@@ -223,9 +127,6 @@ Presence.meta = _Meta()  # type: ignore[assignment]
 RECORD_FIELDS = ("st", "la", "ls", "lv", "msg", "emoji", "dev", "mx", "meta", "w", "idle", "conns")
 SEP = "\x1f"
 SEP_BYTES = SEP.encode()
-#: A record's fields from "msg" on start so when there is no message, emoji, device, expiry or
-#: meta: a plain user's.
-_PLAIN = SEP_BYTES * 5
 #: What a room name may not contain, at the front door and in the store: a room is a name, and
 #: the scripts' replies split on \x1e and \x1f.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f]")
@@ -241,16 +142,6 @@ def is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def rooms_of_record(raw: Any) -> list[str]:
-    """The rooms any of the user's connections joined, from their record (lib.lua: conns)."""
-    if not raw:
-        return []
-    fields = _str(raw).split(SEP)
-    conns = json.loads(fields[11]) if len(fields) > 11 and fields[11] else {}
-    # Lua's cjson encodes an empty list as {}
-    return sorted({room for rooms in conns.values() if isinstance(rooms, list) for room in rooms})
 
 
 @dataclass(frozen=True)

@@ -38,23 +38,18 @@ def layout_problems(store: Store) -> list[str]:
     families: list[tuple[str, str]] = []  # (prefix, type) of the per-user and per-room keys
     for tag in keys.all_tags():
         families.append((keys.room(tag, ""), "zset"))
-        if keys.layout == 3:
-            for name in (keys.seen, keys.until, keys.hidden, keys.procs, keys.last, keys.rooms):
-                indexes[name(tag)] = "zset"
-            indexes[keys.record_expiry(tag)] = "zset"
-            indexes[keys.records(tag)] = "hash"
-            indexes.update(
-                {keys.web(tag): "zset", keys.graces(tag): "zset", keys.cleaner(tag): "string"}
-            )
-            families += [
-                (keys.registry(tag, 0)[:-1], "hash"),
-                (keys.process_users(tag, ""), "set"),
-                (keys.room_states(tag, ""), "hash"),
-            ]
-            continue
-        for name in (keys.seen, keys.until, keys.hidden, keys.leases, keys.active, keys.rooms):
+        for name in (keys.seen, keys.until, keys.hidden, keys.procs, keys.last, keys.rooms):
             indexes[name(tag)] = "zset"
-        families.append((keys.user(tag, ""), "string"))
+        indexes[keys.record_expiry(tag)] = "zset"
+        indexes[keys.records(tag)] = "hash"
+        indexes.update(
+            {keys.web(tag): "zset", keys.graces(tag): "zset", keys.cleaner(tag): "string"}
+        )
+        families += [
+            (keys.registry(tag, 0)[:-1], "hash"),
+            (keys.process_users(tag, ""), "set"),
+            (keys.room_states(tag, ""), "hash"),
+        ]
     found: set[str] = set()
     extras: set[str] = set()
     for pattern, extra in store.housekeeping_keys():

@@ -9,7 +9,6 @@ from collections import Counter
 from typing import Any
 
 from presence_app.store import Store
-from presence_app.store.keys import CONN_SEP
 from tests.servers import AsgiServer, User
 
 PAGES = ("/", "/rooms/lobby/")
@@ -62,21 +61,14 @@ class HttpProbe:
 
 def lease_expiries(store: Store) -> dict[str, float]:
     """Each user's latest lease expiry (Redis clock), read through the store's own key names:
-    layout 2's connection leases; on layout 3, a user's last heartbeat (``seen``, or ``hidden``
-    for an invisible user) plus LEASE_TTL (their process's lease is its own)."""
+    a user's last heartbeat (``seen``, or ``hidden`` for an invisible user) plus LEASE_TTL
+    (their process's lease is its own)."""
     out: dict[str, float] = {}
-    if store.keys.layout == 3:
-        for tag in store.keys.all_tags():
-            for key in (store.keys.seen(tag), store.keys.hidden(tag)):
-                for member, score in store.client.zrange(key, 0, -1, withscores=True):
-                    user = member.decode() if isinstance(member, bytes) else member
-                    out[user] = max(out.get(user, 0.0), score + store.config.lease_ttl)
-        return out
     for tag in store.keys.all_tags():
-        for member, score in store.client.zrange(store.keys.leases(tag), 0, -1, withscores=True):
-            text = member.decode() if isinstance(member, bytes) else member
-            user = text.rsplit(CONN_SEP, 1)[0]  # members: user, CONN_SEP, conn (lease_members)
-            out[user] = max(out.get(user, 0.0), score)
+        for key in (store.keys.seen(tag), store.keys.hidden(tag)):
+            for member, score in store.client.zrange(key, 0, -1, withscores=True):
+                user = member.decode() if isinstance(member, bytes) else member
+                out[user] = max(out.get(user, 0.0), score + store.config.lease_ttl)
     return out
 
 

@@ -14,7 +14,6 @@ import pytest
 import redis
 from django.conf import settings
 
-from presence_app import conf
 from presence_app.store import Store, StoreConfig
 from presence_app.testing import RedisServer
 from tests.servers import AsgiServer, Database
@@ -108,9 +107,8 @@ def store_config(prefix: str, **overrides: Any) -> StoreConfig:
 
 
 def servers_store(client: Any, config: StoreConfig) -> Store:
-    """A store reading what the servers wrote: on their layout (the test settings' STORE_LAYOUT,
-    2 under tests/settings_layout2.py, whose environment the servers inherit)."""
-    return Store(client, config, layout=conf.get("STORE_LAYOUT"))
+    """A store reading what the servers wrote."""
+    return Store(client, config)
 
 
 @pytest.fixture

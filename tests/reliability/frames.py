@@ -22,6 +22,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from presence_app.store.keys import KeySpace
+
 MAX_FRAME_BYTES = 4096
 MAX_ROOMS = 50
 MAX_WATCHED = 500
@@ -592,19 +594,18 @@ class Conversation:
 
 
 #: Every key the store and the channel layer may write, for a prefix: user text only ever
-#: appears percent-encoded (after ``:u:`` and ``:r:``; layout 3: ``:r:``, ``:rs:``), group names only
-#: as hashes. A record of layout 3 is a field of ``recs``, its user id never in a key name.
-def key_layout(prefix: str, layer_prefix: str, store_layout: int = 2) -> re.Pattern[str]:
+#: appears percent-encoded (after ``:p:``, ``:r:`` and ``:rs:``), group names only as hashes. A
+#: record is a field of ``recs``, its user id never in a key name.
+def key_layout(prefix: str, layer_prefix: str) -> re.Pattern[str]:
     p, lp = re.escape(prefix), re.escape(layer_prefix)
     shard = (
         r"(seen|hidden|until|procs|last|rooms|recs|rexp|web|graces|clean|c:\d+"
-        r"|(p|r|rs):[A-Za-z0-9._~%-]+)"  # layout 3 (docs/store-layout-3.md)
-        if store_layout == 3
-        else r"(seen|hidden|leases|active|rooms|until|[ur]:[A-Za-z0-9._~%-]+)"
+        r"|(p|r|rs):[A-Za-z0-9._~%-]+)"
     )
+    layout = KeySpace.layout
     return re.compile(
-        rf"\{{{p}:\d+\}}:{store_layout}:{shard}"
-        rf"|{p}:(history|{store_layout}:lock:(sweep|flush))"
+        rf"\{{{p}:\d+\}}:{layout}:{shard}"
+        rf"|{p}:(history|{layout}:lock:(sweep|flush))"
         rf"|{lp}:group:presence\.(room|watch|self)\.[0-9a-f]{{32}}"
         rf"|{lp}specific\.[0-9a-f]+!(\$inflight)?"
     )

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from presence_app import conf
 from presence_app.core.connection import get_async_store
 from tests.ws import Socket, make_user, presence_settings, shutdown
 
@@ -64,7 +63,7 @@ class InProcess:
 def assert_keys_escaped(
     client: redis.Redis, prefix: str = "presence", layer_prefix: str = "asgi"
 ) -> int:
-    layout = key_layout(prefix, layer_prefix, conf.get("STORE_LAYOUT"))
+    layout = key_layout(prefix, layer_prefix)
     keys = [k.decode() for k in client.scan_iter(count=1000)]
     raw = [k for k in keys if not layout.fullmatch(k)]
     assert raw == [], f"keys outside the escaped layout: {raw[:10]}"

@@ -74,10 +74,8 @@ async def churn(
     settle = TIMER.grace + TIMER.sweep + 3
 
     def user_keys() -> list:
-        """The users' records: layout 2's keys, layout 3's fields of one hash."""
-        if store.keys.layout == 3:
-            return client.hkeys(KeySpace.records(store.keys.tag(0)))
-        return client.keys(f"{store.keys.tag(0)}:u:*")
+        """The users' records: the fields of one hash."""
+        return client.hkeys(KeySpace.records(store.keys.tag(0)))
 
     # Warm up (scripts loaded, a sweep and a sample recorded), let it all expire, and take the
     # "before" picture with the servers stopped: their pooled connections are not data.

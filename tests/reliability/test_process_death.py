@@ -126,11 +126,8 @@ async def test_kill_9_evicts_every_user_of_the_dead_process(db, servers, store, 
     presences = store.get_many(list(room_of))
     assert {p.state for p in presences.values()} == {"offline"}
     tag = store.keys.tag(0)
-    if store.keys.layout == 3:  # the users with a sign of life: the observers alone
-        listed = store.client.zrange(KeySpace.seen(tag), 0, -1)
-        assert {uid.decode() for uid in listed} == watchers
-    else:  # the connection leases: the observers' two
-        assert store.client.zcard(KeySpace.leases(tag)) == 2
+    listed = store.client.zrange(KeySpace.seen(tag), 0, -1)  # those with a sign of life
+    assert {uid.decode() for uid in listed} == watchers
     assert store.sweep() == []  # nothing left to evict
     # The survivor shrugged it off: still serving, nothing logged as an error.
     assert survivor.answers()

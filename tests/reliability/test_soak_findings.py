@@ -34,7 +34,7 @@ from presence_app.core.connection import get_store
 from presence_app.realtime import lifecycle
 from presence_app.realtime.collector import collector
 from presence_app.store.keys import KeySpace
-from tests.ws import LAYOUT_3, Socket, application, make_user, presence_settings, shutdown
+from tests.ws import Socket, application, make_user, presence_settings, shutdown
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -94,92 +94,7 @@ async def test_a_stream_cancelled_while_it_applies_a_call_lets_its_channel_go(
     assert stream.channel.encode() not in redis_client.pubsub_channels()
 
 
-@pytest.mark.skipif(
-    LAYOUT_3,
-    reason="layout 3: a connection has no lease of its own, and every script a process runs "
-    "renews the process's; a killed process's connections: tests/reliability/test_process_death.py",
-)
-async def test_a_join_whose_lease_is_lost_twice_answers_unavailable(redis_client):
-    """The join finds no lease, takes it back, and finds it gone again (the sweep took it while
-    the process stalled): the browser gets ``unavailable`` (presence.js asks again), not a
-    closed socket; the next heartbeat takes the lease back."""
-    lost = {"again": False}
 
-    def lose_lease(user_id: str) -> None:
-        key = KeySpace.leases(get_store().keys.tag_for_user(user_id))
-        for member in redis_client.zrange(key, 0, -1):
-            if member.decode().startswith(f"{user_id}|"):
-                redis_client.zrem(key, member)
-
-    async def can_join(user, room):
-        if room == "first" and lost["again"]:  # asked again while the lease is taken back
-            lose_lease(str(user.pk))
-        return True
-
-    with presence_settings(CAN_JOIN=can_join):
-        user, cookie = await make_user("twice")
-        sock = await Socket.open(cookie)
-        try:
-            await sock.send(type="join", room="first")
-            await sock.wait_for("presence.state", room="first", timeout=5)
-            lose_lease(str(user.pk))
-            lost["again"] = True
-            await sock.send(type="join", room="second")
-            error = await sock.wait_for("error", frame="join", timeout=5)
-            assert error["code"] == "unavailable"
-            lost["again"] = False
-            await sock.send(type="sync")  # still open: frames are answered
-            await sock.wait_for("error", frame="sync", timeout=5)
-        finally:
-            await sock.comm.disconnect()
-            await shutdown()
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        "/ws/presence/",  # PresenceConsumer (the mixin on OutageTolerantConsumer)
-        "/ws/chat/",  # the demo's own consumer: the mixin on a plain AsyncJsonWebsocketConsumer
-    ],
-)
-async def test_a_socket_that_ends_as_an_event_arrives_lets_its_channel_go(redis_client, path):
-    """Channels runs a consumer's two receives (the socket's, the channel layer's) as tasks and,
-    when the socket ends, cancels the one still waiting: the layer's receive lets the channel go
-    when it is cancelled. An event that had just arrived for the socket had ended that receive
-    already, so nothing let the channel go: the pub/sub layer stayed subscribed for ever (the
-    soak left dozens after 2,000 socket ends). A project's own consumer with the mixin, on
-    Channels' plain consumer, had the same leak until the mixin let its channel go too."""
-    from channels.layers import channel_layers, get_channel_layer
-
-    release = asyncio.Event()
-
-    async def slow_can_join(user, room):
-        await release.wait()
-        return True
-
-    channel_layers.backends.clear()
-    with presence_settings(CAN_JOIN=slow_can_join):
-        user, cookie = await make_user("ending")
-        before = set(redis_client.pubsub_channels())
-        sock = await Socket.open(cookie, path=path)
-        try:
-            (channel,) = [
-                c.decode() for c in set(redis_client.pubsub_channels()) - before if b"specific" in c
-            ]
-            layer = get_channel_layer()
-            await sock.send(type="join", room="slow")  # the consumer waits in CAN_JOIN
-            await asyncio.sleep(0.2)
-            # Meanwhile two events come for the socket, and the browser goes.
-            await layer.send(channel, {"type": "presence.message", "data": "hi"})
-            await layer.send(channel, {"type": "presence.message", "data": "hi"})
-            await sock.comm.send_input({"type": "websocket.disconnect", "code": 1001})
-            await asyncio.sleep(0.2)
-            release.set()
-            await sock.comm.wait(5)
-        finally:
-            await shutdown()
-        assert channel.encode() not in redis_client.pubsub_channels()
-    channel_layers.backends.clear()
 
 
 async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_lease(redis_client):
@@ -204,8 +119,7 @@ async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_le
             await sock.comm.disconnect()  # the close lands first
             store = get_store()
             tag = store.keys.tag_for_user(str(user.pk))
-            # the connection's lease (layout 2), or the end of the user's presence (layout 3)
-            key = KeySpace.until(tag) if store.keys.layout == 3 else KeySpace.leases(tag)
+            key = KeySpace.until(tag)  # the end of the user's presence
             await coalescer._flush(batch)  # then the batch
             (score,) = [s for m, s in redis_client.zrange(key, 0, -1, withscores=True)]
             assert score <= time.time() + grace + 0.5  # the grace, not LEASE_TTL

@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from presence_app import conf
-from presence_app.store.keys import CONN_SEP, KeySpace, registry_bucket
+from presence_app.store.keys import KeySpace, registry_bucket
 from presence_app.store.types import RECORD_FIELDS, SEP
 
 from ..frame_waits import about
@@ -73,12 +73,10 @@ def servers(request, database):
 
 def lease_deadline(server: AsgiServer, user_ids: list[str]) -> float:
     """The earliest lease deadline (seconds since the epoch, Redis' clock) among the users'
-    connections, read from ``server``'s key space: on layout 3 their process's lease (named by
-    each user's registry field), on layout 2 each connection's own."""
+    connections, read from ``server``'s key space: their process's lease (named by each
+    user's registry field)."""
     cluster = server.env.get("SCALEOUT_CLUSTER_URL")
-    keys = KeySpace(
-        server.env["SCALEOUT_PREFIX"], 4 if cluster else 1, layout=conf.get("STORE_LAYOUT")
-    )
+    keys = KeySpace(server.env["SCALEOUT_PREFIX"], 4 if cluster else 1)
     client = (
         redis.RedisCluster.from_url(cluster)
         if cluster
@@ -88,13 +86,7 @@ def lease_deadline(server: AsgiServer, user_ids: list[str]) -> float:
         scores = []
         for uid in user_ids:
             tag = keys.tag_for_user(uid)
-            if keys.layout == 3:
-                scores += [
-                    client.zscore(KeySpace.procs(tag), p) for p in processes(client, tag, uid)
-                ]
-            else:
-                pattern = f"{uid}{CONN_SEP}*"
-                scores += [s for _, s in client.zscan_iter(KeySpace.leases(tag), match=pattern)]
+            scores += [client.zscore(KeySpace.procs(tag), p) for p in processes(client, tag, uid)]
     finally:
         client.close()
     assert len(scores) == len(user_ids) and None not in scores, scores  # one lease each

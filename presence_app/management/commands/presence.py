@@ -1,11 +1,9 @@
-"""``manage.py presence stats | sweep [--loop] | flush [--loop] | export USER | clear [--yes] |
-upgrade [--force]``."""
+"""``manage.py presence stats | sweep [--loop] | flush [--loop] | export USER | clear [--yes]``."""
 
 from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -16,7 +14,7 @@ from ...core import rules
 from ...core.connection import get_store
 from ...jobs import lastseen, sweeper
 from ...models import LastSeen
-from ...store import UNAVAILABLE, PresenceError, upgrade_from_v1, upgrade_from_v2
+from ...store import UNAVAILABLE
 
 
 class Command(BaseCommand):
@@ -33,12 +31,6 @@ class Command(BaseCommand):
         export.add_argument("user", help="The user's id (primary key) or username.")
         clear = sub.add_parser("clear", help="Delete every presence key in Redis.")
         clear.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
-        upgrade = sub.add_parser(
-            "upgrade", help="After a rolling deploy: carry the old store layout into the new one."
-        )
-        upgrade.add_argument(
-            "--force", action="store_true", help="Even while old processes hold sockets."
-        )
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         try:
@@ -107,17 +99,3 @@ class Command(BaseCommand):
                 self.stdout.write("Cancelled.")
                 return
         self.stdout.write(f"cleared: {get_store().clear()} keys")
-
-    def do_upgrade(self, force: bool = False, **options: Any) -> None:
-        def save(rows: list[tuple[str, float, str]]) -> None:
-            lastseen.record(
-                (uid, datetime.fromtimestamp(seen, tz=UTC), device) for uid, seen, device in rows
-            )
-
-        store = get_store()  # the layout it runs is the new one: carry the one before it
-        upgrade = upgrade_from_v2 if store.keys.layout == 3 else upgrade_from_v1
-        try:
-            carried = upgrade(store, save, force=force)
-        except PresenceError as exc:
-            raise CommandError(str(exc)) from exc
-        self.stdout.write(f"upgraded: {carried} users carried from the old layout, which is gone")

@@ -1,14 +1,25 @@
--- activity(user): the person did something on a live connection. Resets the idle clock and is a
--- sign of life, and only that: the connection's lease, not an HTTP window, keeps them online (so
--- closing the last tab still ends their presence after the grace). Unlisted users are left alone.
+-- activity(user): the person did something on a live connection: a sign of life, their last
+-- activity (the registry field of a plain user, the record otherwise) and the end of an idle the
+-- record holds. Unlisted users are left alone.
+renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local u, uk = load_user(uid)
+local u = decode(record(uid))
 local idx = index_of(u.st)
-local seen = num(redis.call('ZSCORE', idx, uid))
-if seen == nil then return transitions() end
-local until_ = until_of(uid, seen)
-local was_idle = mark_active(uid, u)
-if until_ >= NOW then set_until(uid, seen_now(idx, uid, seen), until_) end
-save_user(uk, u, true)
-if idx == K_SEEN then announce_life(uid, u, true, was_idle, until_) end
+if redis.call('ZSCORE', idx, uid) == false then return transitions() end
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)
+local was_idle = u.idle == '1'
+local p, c, la, w = registry_of(uid)
+if not registry_live(uid, p, la) then p = nil end
+if p then registry_set(uid, p, c, sc(NOW), w) end
+if p and next(conns_of(u)) == nil then u.la = nil else u.la = sc(NOW) end
+if redis.call('ZSCORE', K_UNTIL, uid) then  -- an end that this sign of life may outlast
+  local open = p ~= nil
+  for _, e in pairs(live_conns(uid, u, true)) do open = open or string.sub(e[1], 1, 1) ~= '~' end
+  if open then outlast_until(uid) end
+end
+u.idle = nil
+save_user(uid, u, true)
+if was_idle and idx == K_SEEN then
+  emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
+end
 return transitions()

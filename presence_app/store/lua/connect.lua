@@ -1,16 +1,38 @@
--- connect(user, conn, device): a WebSocket opened. Takes a lease and counts as activity.
+-- connect(user, conn, device): a WebSocket opened on this process. A plain user's one connection
+-- goes into the registry; a second one (or rooms) moves them into the record. Counts as activity
+-- (an idle user is active again).
 local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local u, uk = load_user(uid)
+renew_proc()
+local u = load_user(uid)
 local idx = index_of(u.st)
-local seen = num(redis.call('ZSCORE', idx, uid))
-local exp = NOW + LEASE_TTL
-redis.call('ZADD', K_LEASES, sc(exp), uid .. '|' .. cid)
-local conns = conns_of(u)
-if conns[cid] == nil then conns[cid] = {} end
+local listed = redis.call('ZSCORE', idx, uid) ~= false
+local conns = live_conns(uid, u, listed)
+-- a user seen by HTTP only so far is connected now: listed by their connections from here on
+local web = idx == K_SEEN and num(redis.call('ZSCORE', K_WEB, uid)) or nil
+local by_web = web ~= nil
+if by_web then redis.call('ZREM', K_WEB, uid) end
+-- their HTTP window (or a grace's end) holds them still once this connection closes: it goes
+-- with their connections (keep_conns), and K_UNTIL's entry ends below
+local ending = num(redis.call('ZSCORE', K_UNTIL, uid))
+local held = window_end(web and sc(web + WINDOW), ending and sc(ending))
+u.w = window_end(u.w, held)
+local was_idle = u.idle == '1'
+u.idle = nil
+local entry, before = {PROC}, conns[cid]
+if before then  -- the same connection again (a resumed stream, in its grace): its rooms stay
+  for i = 2, #before do entry[#entry + 1] = before[i] end
+end
+conns[cid] = entry
 if device ~= '' then u.dev = device end
-local until_ = math.max(until_of(uid, seen) or exp, exp)
-set_until(uid, seen_now(idx, uid, seen), until_)
-local was_idle = mark_active(uid, u)
-save_user(uk, u, true)
-if idx == K_SEEN then announce_life(uid, u, seen ~= nil, was_idle, until_) end
+keep_conns(uid, u, conns, sc(NOW), true)
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)
+-- a reload within the grace ends it here; a window that ends later than this connection's span
+-- (ONLINE_WINDOW > LEASE_TTL) is their end until a heartbeat carries them past it
+if held and num(held) > NOW + SPAN then redis.call('ZADD', K_UNTIL, held, uid)
+elseif ending then redis.call('ZREM', K_UNTIL, uid) end
+schedule_graces(uid, conns)
+if idx == K_SEEN then
+  if not listed and not by_web then emit('online', uid, nil, public_state(u), NOW, u, NONE)
+  elseif was_idle then emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns)) end
+end
 return transitions()

@@ -1,12 +1,16 @@
--- counts(limit): this shard's online users by public state. Returns {listed, invisible, looked
--- at, online, idle, dnd}: the states are read for the `limit` most recently seen visible users
--- only, so the script stays short on a big shard (the caller reports when that was not all).
+-- counts(limit): this shard's online users by public state: {listed, invisible,
+-- looked at, online, idle, dnd}. Listed: the connected and the HTTP-only (two indexes); states
+-- read for the `limit` most recently seen connected users, then HTTP-only ones, only.
 local limit = tonumber(ARGV[A])
-local listed, hidden = present_count(K_SEEN), present_count(K_HIDDEN)
+local listed = present_count(K_SEEN) + present_count(K_WEB)
+local hidden = present_count(K_HIDDEN)
 local users = present_list(K_SEEN, limit)
+if #users < 2 * limit then
+  for _, v in ipairs(present_list(K_WEB, limit - #users / 2)) do users[#users + 1] = v end
+end
 local counts = {online = 0, idle = 0, dnd = 0, offline = 0}
 for i = 1, #users, 2 do
-  local state = public_state(read_user(users[i]), NOW)  -- present: their end is not past
+  local state = public_state(decode(record(users[i])))
   counts[state] = counts[state] + 1
 end
 return {listed, hidden, #users / 2, counts.online, counts.idle, counts.dnd}

@@ -1,13 +1,39 @@
--- disconnect(user, conn): a clean close. The lease is cut to the grace instead of dropped, so a
--- reload or a blip reconnects without a leave/join; the sweep announces what is left after it.
+-- disconnect(user, conn): a clean close. The connection is held through the grace (its rooms
+-- too: a reload within it shows no leave and no join); with no other connection left the user's
+-- presence ends with the grace (K_UNTIL), or with their HTTP window when that is later (a request
+-- while connected: the registry field's or the record's window end), which a reconnect clears
+-- and the sweep announces.
 local uid, cid = ARGV[A], ARGV[A + 1]
-local member = uid .. '|' .. cid
-local exp = num(redis.call('ZSCORE', K_LEASES, member))
-if exp == nil then return transitions() end
-redis.call('ZADD', K_LEASES, 'XX', sc(math.min(exp, NOW + GRACE)), member)
-local u, uk = load_user(uid)
-u.ls = sc(NOW)
-local seen = num(redis.call('ZSCORE', index_of(u.st), uid))
-if seen then set_until(uid, seen, recompute_until(uid, u)) end
-save_user(uk, u, seen ~= nil)
+renew_proc()
+local u = decode(record(uid))
+local idx = index_of(u.st)
+local listed = redis.call('ZSCORE', idx, uid) ~= false
+local p, c, la, rw = registry_of(uid)
+if not listed then
+  if c == cid then redis.call('HDEL', bkey(uid), uid) end  -- what an eviction left behind
+  return transitions()
+end
+local conns = live_conns(uid, u, true)
+local e = conns[cid]
+if e == nil or string.sub(e[1], 1, 1) == '~' then return transitions() end
+local others = false
+for other, f in pairs(conns) do
+  if other ~= cid and string.sub(f[1], 1, 1) ~= '~' then others = true end
+end
+if #e > 1 then
+  local closing = {'~' .. sc(NOW + GRACE)}
+  for i = 2, #e do closing[#closing + 1] = e[i] end
+  conns[cid] = closing
+else
+  conns[cid] = nil
+end
+local window = window_end(rw, u.w)
+keep_conns(uid, u, conns, la or u.la, true)
+schedule_graces(uid, conns)
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
+if not others then
+  redis.call('ZADD', K_UNTIL, sc(math.max(NOW + GRACE, num(window) or 0)), uid)
+else
+  outlast_until(uid)
+end
 return transitions()

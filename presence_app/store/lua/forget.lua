@@ -1,13 +1,26 @@
--- forget(user): erasure. Ends the user's presence as the sweep does (their rooms are left and,
--- when the public saw them online, they go offline: both announced), then deletes everything
--- the store keeps of them: their record, their leases, their place in every index and room.
+-- forget(user): erasure. The user's presence ends as the sweep ends it (the rooms of their
+-- connections are left and, when the public saw them online, they go offline: both announced),
+-- then everything the store keeps of them goes: their record, their registry field, their place
+-- in every index and process set, their graces and their entries in their rooms' live state
+-- (matched exactly: a field is "user|public id", and a user id may itself hold a '|').
+renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local u, uk = load_user(uid)
-local seen = redis.call('ZSCORE', K_SEEN, uid)
-local hidden = redis.call('ZSCORE', K_HIDDEN, uid)
-evict(uid, u, uk, seen and K_SEEN or K_HIDDEN, seen or hidden, false)
-if seen then emit('offline', uid, nil, 'offline', NOW, u, NONE) end
-redis.call('ZREM', K_SEEN, uid)
-redis.call('ZREM', K_HIDDEN, uid)
-redis.call('DEL', uk)
+local u = decode(record(uid))
+local shown = redis.call('ZSCORE', K_SEEN, uid) or redis.call('ZSCORE', K_WEB, uid)
+for _, room in ipairs(rooms_in(conns_of(u))) do
+  if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
+  local states = TAG .. ':rs:' .. esc(room)
+  for _, field in ipairs(redis.call('HKEYS', states)) do
+    if split_member(field) == uid then redis.call('HDEL', states, field) end
+  end
+end
+if shown then emit('offline', uid, nil, 'offline', NOW, u, NONE) end
+for _, e in pairs(conns_of(u)) do
+  if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+end
+redis.call('HDEL', bkey(uid), uid)
+for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB, K_UNTIL, K_GRACES, K_LAST}) do
+  redis.call('ZREM', idx, uid)
+end
+drop_record(uid)
 return transitions()

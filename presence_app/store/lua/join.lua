@@ -1,17 +1,25 @@
--- join(user, conn, room): the connection enters a room. The room hears of it only when this is
--- the user's first connection there (and the user is visible).
+-- join(user, conn, room): the connection enters a room (it moves into the user's record). The
+-- room hears of it only when this is the user's first connection there and they are visible.
+renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local u, uk = load_user(uid)
-local rooms = conns_of(u)[cid]
-if rooms == nil or redis.call('ZSCORE', K_LEASES, uid .. '|' .. cid) == false then
+local u = decode(record(uid))
+local idx = index_of(u.st)
+local listed = redis.call('ZSCORE', idx, uid) ~= false
+local conns = live_conns(uid, u, listed)
+local e = conns[cid]
+if e == nil or string.sub(e[1], 1, 1) == '~' then
   return redis.error_reply('PRESENCE unknown connection')
 end
-for _, r in ipairs(rooms) do if r == room then return transitions() end end
-local first = not in_room(u, room)
-rooms[#rooms + 1] = room
-save_user(uk, u, true)
-if first and u.st ~= 'invisible' and room_add(uid, room) then
-  local until_ = until_of(uid, num(redis.call('ZSCORE', K_SEEN, uid)))
-  emit('join', uid, room, public_state(u, until_), NOW, u)
+-- already there: nothing to add, but the user's dead connections still go (a change of theirs)
+local already = false
+for i = 2, #e do if e[i] == room then already = true end end
+local first = true
+for _, r in ipairs(rooms_in(conns)) do if r == room then first = false end end
+if not already then e[#e + 1] = room end
+local _, _, la = registry_of(uid)
+keep_conns(uid, u, conns, la or u.la, true)
+schedule_graces(uid, conns)
+if not already and first and u.st ~= 'invisible' and room_add(uid, room) then
+  emit('join', uid, room, public_state(u), NOW, u)
 end
 return transitions()

@@ -1,17 +1,21 @@
 -- leave(user, conn, room): the connection leaves a room; the room hears of it when this was the
 -- user's last connection there.
+renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local u, uk = load_user(uid)
-local rooms = conns_of(u)[cid]
-if rooms == nil then return transitions() end
+local u = decode(record(uid))
+local listed = redis.call('ZSCORE', index_of(u.st), uid) ~= false
+local conns = live_conns(uid, u, listed)
+local e = conns[cid]
+if e == nil then return transitions() end
 local found = false
-for i, r in ipairs(rooms) do
-  if r == room then table.remove(rooms, i); found = true; break end
+for i = 2, #e do
+  if e[i] == room then table.remove(e, i); found = true; break end
 end
+local _, _, la = registry_of(uid)
+keep_conns(uid, u, conns, la or u.la, true)  -- also drops dead connections (rooms left)
+schedule_graces(uid, conns)
 if not found then return transitions() end
-save_user(uk, u, true)
-if not in_room(u, room) and room_remove(uid, room) then
-  local until_ = until_of(uid, num(redis.call('ZSCORE', K_SEEN, uid)))
-  emit('leave', uid, room, public_state(u, until_), NOW, u)
-end
+local still = false
+for _, r in ipairs(rooms_in(conns)) do if r == room then still = true end end
+if not still and room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
 return transitions()

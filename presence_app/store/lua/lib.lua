@@ -1,71 +1,39 @@
--- Shared prelude of every presence script (prepended by scripts.py).
--- KEYS: the shard's indexes (seen, hidden, leases, active, rooms). ARGV[1]: the shard's key base
--- ('{prefix:shard}:2'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
--- DISCONNECT_GRACE, ONLINE_WINDOW, IDLE_AFTER, METADATA_TTL; ARGV[8..]: the script's own.
---
--- Layout 2. K_SEEN scores each listed user by their last sign of life (connect, heartbeat,
--- activity, touch); invisible users sit in K_HIDDEN instead, out of every public query. A sign
--- of life keeps a user present at most SPAN = max(LEASE_TTL, ONLINE_WINDOW) after it; a user
--- whose presence ends sooner (an HTTP window, a closed connection's grace, activity after the
--- last heartbeat) has that end in K_UNTIL. So a listed user's presence runs until
--- K_UNTIL[u] or K_SEEN[u] + SPAN, never before their seen score. K_LEASES: "user|conn" -> the
--- connection's lease expiry. K_ACTIVE: user -> last activity, until announced idle.
--- A user's record is one string of fields (FIELDS, split by \31), read by get_many in one MGET.
-local K_SEEN, K_HIDDEN, K_LEASES, K_ACTIVE, K_ROOMS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local TAG = ARGV[1]
-local K_UNTIL = TAG .. ':until'
-local NOW = tonumber(ARGV[2])
-if not NOW then
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-local LEASE_TTL, GRACE, WINDOW = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local IDLE_AFTER, META_TTL = tonumber(ARGV[6]), ARGV[7]  -- the TTL as Redis takes it
-local SPAN = math.max(LEASE_TTL, WINDOW)
-local A = 8  -- index of the first script argument
-
--- The same percent-encoding as keys.esc() in Python: user text never shapes a key.
+-- The shared library (after head.lua): records, processes, rooms, transitions.
 local function esc(s)
-  if not string.find(s, '[^%w%-%._~]') then return s end  -- plain ids: nothing to encode
+  if not string.find(s, '[^%w%-%._~]') then return s end
   return (string.gsub(s, '[^%w%-%._~]', function(c) return string.format('%%%02X', string.byte(c)) end))
 end
-local function ukey(uid) return TAG .. ':u:' .. esc(uid) end
-local function rkey(room) return TAG .. ':r:' .. esc(room) end
+local function pkey(proc) return TAG .. ':p:' .. proc end
+-- The registry bucket of a user: keys.registry_bucket in Python (exact in doubles: < 2^37).
+local function bkey(uid)
+  local h = 0
+  for i = 1, #uid do h = (h * 31 + string.byte(uid, i)) % 2147483647 end
+  return TAG .. ':c:' .. (h % BUCKETS)
+end
 local num = tonumber
 local function fmt(x) if x == nil then return '' end return string.format('%.6f', x) end
--- A time as Redis gets it: exact (Lua's own conversion keeps 14 digits, 0.1 ms at today's epoch).
-local function sc(x) return string.format('%.17g', x) end
 local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
 
--- The user record: override (st), last activity (la), last seen (ls), frozen public last seen
--- of an invisible user (lv), status text (msg, emoji, its expiry mx), device (dev), free
--- metadata (meta, JSON), HTTP window end (w), idle announced (idle), and the connections with
--- the rooms each joined (conns, JSON: {conn: [room, ...]}). plans.py reads the first nine.
+-- A user's record: these fields, joined by \31; conns is {conn: [process, room, ...]}.
 local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns'}
-local SEP = '\31'  -- refused in status text and device; escaped by JSON
-
--- One pattern match per record (a capture per field), not a search per field: the sweep and
--- every write decode one.
+local SEP = '\31'
 local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
 local function decode(raw)
   if not raw then return {} end
   local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns = string.match(raw, RECORD)
-  local E = ''  -- an empty field is an unset one
+  local E = ''
   return {st = st ~= E and st or nil, la = la ~= E and la or nil, ls = ls ~= E and ls or nil,
           lv = lv ~= E and lv or nil, msg = msg ~= E and msg or nil,
           emoji = emoji ~= E and emoji or nil, dev = dev ~= E and dev or nil,
           mx = mx ~= E and mx or nil, meta = meta ~= E and meta or nil, w = w ~= E and w or nil,
           idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil}
 end
-
--- The user's connections as a table, decoded once per script.
 local function conns_of(u)
   if u._c == nil then
     if u.conns then u._c = cjson.decode(u.conns) else u._c = {} end
   end
   return u._c
 end
-
 local function encode(u)
   if u._c then
     if next(u._c) == nil then u.conns = nil else u.conns = cjson.encode(u._c) end
@@ -74,118 +42,109 @@ local function encode(u)
           or u.idle or u.conns) then
     return nil
   end
-  -- one concatenation (FIELDS' order), not a table of parts
   return (u.st or '') .. SEP .. (u.la or '') .. SEP .. (u.ls or '') .. SEP .. (u.lv or '') .. SEP
     .. (u.msg or '') .. SEP .. (u.emoji or '') .. SEP .. (u.dev or '') .. SEP .. (u.mx or '')
     .. SEP .. (u.meta or '') .. SEP .. (u.w or '') .. SEP .. (u.idle or '') .. SEP .. (u.conns or '')
 end
-
--- Layout 1 -> 2 (a rolling deploy): a user's first write in layout 2 adopts the profile their
--- layout-1 hash kept (override, status text, device, last seen), so that an invisible user stays
--- invisible and nothing the user set is lost. upgrade.upgrade_from_v1 moves the rest and drops
--- layout 1 once no old process is left; this lookup then finds nothing.
-local V1_USER = string.match(TAG, '^(.*):2$') .. ':u:'
-local V1_FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta'}
-
--- The record of a user about to change (nil fields when there is none); and its key.
-local function load_user(uid)
-  local uk = ukey(uid)
-  local raw = redis.call('GET', uk)
-  if raw then return decode(raw), uk end
-  local u, old = {}, redis.call('HMGET', V1_USER .. esc(uid), unpack(V1_FIELDS))
-  for i, name in ipairs(V1_FIELDS) do if old[i] then u[name] = old[i] end end
-  return u, uk
+-- Whether the record holds nothing but connections and the last activity: such a user with one
+-- connection is plain, and keeps it in the registry instead.
+local function plain(u)
+  return not (u.st or u.ls or u.lv or u.msg or u.emoji or u.dev or u.mx or u.meta or u.w or u.idle)
 end
-local function read_user(uid) return decode(redis.call('GET', ukey(uid))) end
-
--- load_user for many users (a sweep's batch): one MGET per 1,000 instead of a GET each.
--- Returns their records and keys, in the order of `uids`.
-local function load_users(uids)
-  local us, uks = {}, {}
-  for first = 1, #uids, 1000 do
-    local keys = {}
-    for i = first, math.min(first + 999, #uids) do keys[#keys + 1] = ukey(uids[i]) end
-    local raws = redis.call('MGET', unpack(keys))
-    for j = 1, #keys do
-      local i = first + j - 1
-      if raws[j] then us[i], uks[i] = decode(raws[j]), keys[j]
-      else us[i], uks[i] = load_user(uids[i]) end
-    end
-  end
-  return us, uks
+-- An unlisted user's record expires METADATA_TTL after it was last saved: K_REXP holds the
+-- expiry, and the sweep drops what is past it (as a key's own expiry would).
+local function record(uid) return redis.call('HGET', K_RECS, uid) end
+local function drop_record(uid)
+  redis.call('HDEL', K_RECS, uid)
+  redis.call('ZREM', K_REXP, uid)
 end
-
--- A record lives as long as its user is listed, then METADATA_TTL after the last change: no
--- expiry is kept (and paid for) while they are online.
-local function save_user(uk, u, listed)
+-- Saves a record (deletes it when empty): no expiry while the user is listed.
+local function save_user(uid, u, listed)
   local raw = encode(u)
-  if raw == nil then redis.call('DEL', uk)
-  elseif listed then redis.call('SET', uk, raw)
-  else redis.call('SET', uk, raw, 'EX', META_TTL) end
+  if raw == nil then return drop_record(uid) end
+  redis.call('HSET', K_RECS, uid, raw)
+  if listed then redis.call('ZREM', K_REXP, uid)
+  else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
 end
 
--- The index a user is listed in: invisible users sit in K_HIDDEN, out of every public query.
+local function load_user(uid) return decode(record(uid)) end
+
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
+local function span_of(idx) if idx == K_WEB then return WINDOW end return SPAN end
 
--- When a listed user's presence ends, given their score in their index (nil: not listed).
-local function until_of(uid, seen)
-  if seen == nil then return nil end
-  local x = redis.call('ZSCORE', K_UNTIL, uid)
-  if x then return tonumber(x) end
-  return seen + SPAN
-end
-
--- Records when a user's presence ends: implied by their seen score when it is SPAN after it.
-local function set_until(uid, seen, until_)
-  if until_ >= seen + SPAN then redis.call('ZREM', K_UNTIL, uid)
-  else redis.call('ZADD', K_UNTIL, sc(until_), uid) end
-end
-
--- Whether a listed user is present now, from their seen score and K_UNTIL entry (false: none).
-local function alive(seen, ends)
-  if seen == nil then return false end
-  if ends then return ends >= NOW end
-  return seen + SPAN >= NOW
-end
-
--- State as the public sees it, given the user's fields and their 'until' (nil: not listed).
-local function public_state(u, until_)
-  if until_ == nil or until_ < NOW or u.st == 'invisible' then return 'offline' end
-  if u.st == 'dnd' then return 'dnd' end
-  local la = num(u.la)
-  if la and NOW - la >= IDLE_AFTER then return 'idle' end
-  return 'online'
-end
-
--- Transitions are 6 fields split by \31: kind, user, room, state, time, extra (JSON: the user's
--- rooms on user-level transitions, their message and emoji); a script returns them as one string,
--- split by \30 (transitions()): one reply to parse, not six per transition (a sweep's thousands).
--- No field can hold either separator: ids and rooms refuse control characters, JSON escapes them.
--- Every event mirrors a change of index membership (online/offline: K_SEEN; join/leave: a room
--- set), so the stream cannot repeat.
-local OUT = {}
-local function transitions() return table.concat(OUT, '\30') end
-local function live_message(u, key)
-  local mx = num(u.mx)
-  if mx and mx < NOW then return nil end
-  return u[key]
-end
-local function emit(kind, uid, room, state, t, u, rooms)
-  local msg, emoji = live_message(u, 'msg'), live_message(u, 'emoji')
-  local extra
-  if msg == nil and emoji == nil and rooms ~= nil and next(rooms) == nil then
-    extra = '{"rooms":{}}'  -- an offline without status text: most of a sweep's output
-  else
-    extra = {message = msg, emoji = emoji}
-    if rooms then extra.rooms = rooms end
-    extra = cjson.encode(extra)
+-- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
+-- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
+local alive_cache = {}
+local function proc_alive(p)
+  if p == PROC then return true end
+  local known = alive_cache[p]
+  if known == nil then
+    if string.sub(p, 1, 1) == '~' then known = (num(string.sub(p, 2)) or -1) >= NOW
+    else known = (num(redis.call('ZSCORE', K_PROCS, p)) or -1) >= NOW end
+    alive_cache[p] = known
   end
-  if type(t) ~= 'string' then t = fmt(t or NOW) end  -- a time already formatted is kept
-  OUT[#OUT + 1] = kind .. '\31' .. uid .. '\31' .. (room or '') .. '\31' .. state .. '\31' .. t .. '\31' .. extra
+  return known
+end
+local function renew_proc()
+  redis.call('ZADD', K_PROCS, 'GT', sc(NOW + LEASE_TTL), PROC)
 end
 
--- Rooms: a room set per shard holds its visible members (score: when they came); K_ROOMS counts
--- each room's visible members in this shard, for occupancy listings. Both return true on change.
+-- The user's registry field: (process, conn, last activity, window end) or nil. The window end
+-- (the user's last request + ONLINE_WINDOW) is there only while it is to come: a connected
+-- user's HTTP window, which outlives their connection's close (disconnect.lua).
+local function registry_of(uid)
+  local v = redis.call('HGET', bkey(uid), uid)
+  if not v then return nil end
+  local p, c, rest = string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
+  local la, w = string.match(rest, '^([^\31]*)\31(.*)$')
+  if la then return p, c, la, w end
+  return p, c, rest, nil
+end
+local function registry_set(uid, p, c, la, w)
+  local v = p .. SEP .. c .. SEP .. (la or '')
+  if w then v = v .. SEP .. w end
+  redis.call('HSET', bkey(uid), uid, v)
+end
+-- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
+-- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds
+-- the later of the two while it is there).
+local function outlast_until(uid)
+  local e = num(redis.call('ZSCORE', K_UNTIL, uid))
+  if e and e <= NOW + SPAN then redis.call('ZREM', K_UNTIL, uid) end
+end
+-- The later of two window ends (strings or nil), nil once past.
+local function window_end(a, b)
+  local e = math.max(num(a) or -1, num(b) or -1)
+  if e < NOW then return nil end
+  return sc(e)
+end
+
+-- A connection is an entry {process, room, room, ...}. The user's live connections (conn ->
+-- entry): the registry's or the record's, those whose process's lease (or grace) runs.
+-- `listed`: whether the user is in an index (an unlisted user has none).
+-- Whether a registry field still stands for a connection: its process lives, and the user was
+-- not evicted since (the sweep leaves a field behind and records the user's last seen in
+-- K_LAST: a field whose last activity is not later belongs to the ended listing).
+local function registry_live(uid, p, la)
+  if not (p and proc_alive(p)) then return false end
+  local ended = num(redis.call('ZSCORE', K_LAST, uid))
+  return ended == nil or (num(la) or 0) > ended
+end
+
+local function live_conns(uid, u, listed)
+  local out = {}
+  if not listed then return out end
+  local p, c, la = registry_of(uid)
+  if registry_live(uid, p, la) then out[c] = {p} end
+  for cid, e in pairs(conns_of(u)) do
+    if proc_alive(e[1]) then out[cid] = e end
+  end
+  return out
+end
+
+-- Rooms: a member set per room and shard, K_ROOMS counts them.
+local K_ROOMS = TAG .. ':rooms'
+local function rkey(room) return TAG .. ':r:' .. esc(room) end
 local function room_add(uid, room)
   if redis.call('ZADD', rkey(room), 'NX', sc(NOW), uid) == 1 then
     redis.call('ZINCRBY', K_ROOMS, 1, room)
@@ -200,154 +159,158 @@ local function room_remove(uid, room)
   end
   return false
 end
-
--- Whether any of the user's connections is in the room.
-local function in_room(u, room)
-  for _, rooms in pairs(conns_of(u)) do
-    for _, r in ipairs(rooms) do if r == room then return true end end
-  end
-  return false
-end
-
--- The user's rooms (those any of their connections joined), sorted.
-local function rooms_of(u)
+-- The rooms of a set of connections, sorted.
+local function rooms_in(conns)
   local set, rooms = {}, {}
-  for _, list in pairs(conns_of(u)) do
-    for _, r in ipairs(list) do
-      if not set[r] then set[r] = true; rooms[#rooms + 1] = r end
+  for _, e in pairs(conns) do
+    for i = 2, #e do
+      if not set[e[i]] then set[e[i]] = true; rooms[#rooms + 1] = e[i] end
     end
   end
   table.sort(rooms)
   return rooms
 end
-
--- Forgets one connection (its lease must be removed by the caller); returns the rooms the user
--- leaves with it (those no other connection of theirs is in).
-local NONE = {}  -- an empty list, never written to: no table per user where nothing is left
-local function forget_connection(u, cid)
-  local conns = conns_of(u)
-  local rooms = conns[cid]
-  conns[cid] = nil
-  if rooms == nil or rooms[1] == nil then return NONE end
-  local left = {}
-  for _, room in ipairs(rooms) do
-    if not in_room(u, room) then left[#left + 1] = room end
-  end
-  return left
-end
-local function leave_rooms(uid, rooms, state, u)
-  for _, room in ipairs(rooms) do
-    if room_remove(uid, room) then emit('leave', uid, room, state, NOW, u) end
-  end
+-- The rooms that `before` held and `after` does not.
+local function rooms_left(before, after)
+  local still, out = {}, {}
+  for _, r in ipairs(rooms_in(after)) do still[r] = true end
+  for _, r in ipairs(rooms_in(before)) do if not still[r] then out[#out + 1] = r end end
+  return out
 end
 
--- The latest time the user counts as online: their live leases and their HTTP window.
-local function recompute_until(uid, u)
-  local best = num(u.w) or 0
-  local conns = conns_of(u)
-  if next(conns) ~= nil then
-    local members = {}
-    for cid, _ in pairs(conns) do members[#members + 1] = uid .. '|' .. cid end
-    for _, e in ipairs(redis.call('ZMSCORE', K_LEASES, unpack(members))) do
-      local exp = num(e)
-      if exp and exp > best then best = exp end
+-- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
+-- else in the record (and the user in each process's set). Saves the record.
+local on_dropped_room = nil  -- set below, once transitions can be emitted
+local function keep_conns(uid, u, conns, la, listed)
+  -- rooms held only by connections dropped here (a dead process's, a grace's end) are left
+  if on_dropped_room then
+    for _, room in ipairs(rooms_left(conns_of(u), conns)) do on_dropped_room(uid, u, room) end
+  end
+  local n, only_c, only_e = 0, nil, nil
+  for c, e in pairs(conns) do n = n + 1; only_c, only_e = c, e end
+  -- a connected user's HTTP window goes with their connections (nothing is kept without one:
+  -- a user whose last connection closed is held by K_UNTIL)
+  local _, _, _, rw = registry_of(uid)
+  local w = n > 0 and window_end(rw, u.w) or nil
+  u.w = nil
+  local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
+  local kept = {}
+  if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
+  for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
+    if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+  end
+  if single then
+    registry_set(uid, only_e[1], only_c, la, w)
+    u._c = {}; u.la = nil
+  else
+    redis.call('HDEL', bkey(uid), uid)
+    u._c = conns
+    u.w = w
+    if n > 0 then u.la = la or u.la end
+    for p, _ in pairs(kept) do
+      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
     end
   end
-  return best
+  save_user(uid, u, listed)
 end
 
--- Ends a user's presence: their remaining connections and rooms, their listing and timers; their
--- last seen is their last sign of life. Removes them from `idx` unless `keep_index` (the caller
--- removes a batch at once). Returns that last seen.
-local function evict(uid, u, uk, idx, seen, keep_index)
-  local conns = conns_of(u)
-  if next(conns) ~= nil then
-    local left, members = {}, {}
-    for cid, _ in pairs(conns) do
-      members[#members + 1] = uid .. '|' .. cid
-      for _, room in ipairs(forget_connection(u, cid)) do left[#left + 1] = room end
+-- Transitions (emit).
+local OUT = {}
+local function transitions() return table.concat(OUT, '\30') end
+local function live_message(u, key)
+  local mx = num(u.mx)
+  if mx and mx < NOW then return nil end
+  return u[key]
+end
+local function emit(kind, uid, room, state, t, u, rooms)
+  local msg, emoji = live_message(u, 'msg'), live_message(u, 'emoji')
+  local extra
+  if msg == nil and emoji == nil and rooms ~= nil and next(rooms) == nil then
+    extra = '{"rooms":{}}'
+  else
+    extra = {message = msg, emoji = emoji}
+    if rooms then extra.rooms = rooms end
+    extra = cjson.encode(extra)
+  end
+  if type(t) ~= 'string' then t = fmt(t or NOW) end
+  OUT[#OUT + 1] = kind .. '\31' .. uid .. '\31' .. (room or '') .. '\31' .. state .. '\31' .. t .. '\31' .. extra
+end
+local NONE = {}
+
+-- Closed connections in their grace that hold rooms: the user -> the earliest grace end, so that
+-- the sweep leaves those rooms then (a user with no connection left ends by K_UNTIL instead).
+local K_GRACES = TAG .. ':graces'
+local function schedule_graces(uid, conns)
+  local first = nil
+  for _, e in pairs(conns) do
+    if #e > 1 and string.sub(e[1], 1, 1) == '~' then
+      local t = num(string.sub(e[1], 2))
+      if first == nil or t < first then first = t end
     end
-    redis.call('ZREM', K_LEASES, unpack(members))
-    leave_rooms(uid, left, 'offline', u)
   end
-  -- `seen` may come as Redis' own text of the score: kept as it is when it is the latest
-  local last = num(u.ls) or 0
-  if seen and num(seen) > last then
-    last = num(seen)
-    u.ls = type(seen) == 'string' and seen or sc(last)
-  end
-  u.w, u.idle = nil, nil
-  if not keep_index then
-    redis.call('ZREM', idx, uid)
-    redis.call('ZREM', K_UNTIL, uid)
-    redis.call('ZREM', K_ACTIVE, uid)
-  end
-  save_user(uk, u, false)
-  return last
+  if first then redis.call('ZADD', K_GRACES, sc(first), uid) else redis.call('ZREM', K_GRACES, uid) end
 end
 
--- After a sign of life of a visible user: 'online' when they were not listed, 'update' when
--- they come back from idle (the others saw them yellow).
-local function announce_life(uid, u, listed, was_idle, until_)
-  if not listed then
-    emit('online', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
-  elseif was_idle then
-    emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
-  end
+local function public_state(u)
+  if u.st == 'invisible' then return 'offline' end
+  if u.st == 'dnd' then return 'dnd' end
+  if u.idle == '1' then return 'idle' end
+  return 'online'
+end
+on_dropped_room = function(uid, u, room)
+  if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
 end
 
--- Marks a user active now; returns true when they were idle (announced or by the clock).
-local function mark_active(uid, u)
-  local la = num(u.la)
-  local was_idle = u.idle == '1' or (la ~= nil and NOW - la >= IDLE_AFTER)
-  u.la = sc(NOW); u.idle = nil
-  redis.call('ZADD', K_ACTIVE, sc(NOW), uid)
-  return was_idle
-end
-
--- A sign of life of a listed or new user in `idx`: their seen score moves up to now.
-local function seen_now(idx, uid, seen)
-  redis.call('ZADD', idx, 'GT', sc(NOW), uid)
-  return math.max(seen or NOW, NOW)
-end
-
--- Users of the index present now, most recently seen first, with their seen scores (flat), at
--- most `count` (-1: all). O(log N + count + the users whose presence ended sooner and who have
--- not been swept yet).
+-- Users of the index present now, most recently seen first (flat: id, score), at most `count`.
+-- A user of seen or hidden whose score is past SPAN is still present while a later end holds them
+-- (ONLINE_WINDOW > LEASE_TTL: K_UNTIL, up to REACH after their score).
 local function present_list(idx, count)
   local out, offset = {}, 0
   local chunk = 1000
   if count >= 0 then chunk = math.min(math.max(count, 16), 1000) end
-  local floor = sc(NOW - SPAN)
+  local span = span_of(idx)
+  local floor = sc(NOW - (idx == K_WEB and span or REACH))
+  local any_until = redis.call('EXISTS', K_UNTIL) == 1
   while count < 0 or #out < 2 * count do
     local page = redis.call('ZREVRANGEBYSCORE', idx, '+inf', floor, 'WITHSCORES', 'LIMIT', offset, chunk)
     if #page == 0 then break end
     local ids = {}
     for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
-    local ends = redis.call('ZMSCORE', K_UNTIL, unpack(ids))
+    local ends = any_until and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
     for j, uid in ipairs(ids) do
       if count >= 0 and #out >= 2 * count then break end
       local e = num(ends[j])
-      if e == nil or e >= NOW then out[#out + 1] = uid; out[#out + 1] = page[2 * j] end
+      if (e == nil and num(page[2 * j]) + span >= NOW) or (e ~= nil and e >= NOW) then
+        out[#out + 1] = uid; out[#out + 1] = page[2 * j]
+      end
     end
     if #page < 2 * chunk then break end
     offset = offset + chunk
   end
   return out
 end
-
--- How many users of the index are present now: those seen within SPAN, minus those among them
--- whose presence ended sooner (their end is past, and not before their seen score: so within
--- [now - SPAN, now) of K_UNTIL; only users not swept yet).
 local function present_count(idx)
-  local n = redis.call('ZCOUNT', idx, sc(NOW - SPAN), '+inf')
-  local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW - SPAN), '(' .. sc(NOW))
+  local span = span_of(idx)
+  local n = redis.call('ZCOUNT', idx, sc(NOW - span), '+inf')
+  if idx == K_WEB then return n end  -- a web user's end is their window: never in K_UNTIL
+  local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW - span), '(' .. sc(NOW))
   for first = 1, #ended, 1000 do
     local chunk = {}
     for i = first, math.min(first + 999, #ended) do chunk[#chunk + 1] = ended[i] end
     for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
       local seen = num(s)
-      if seen and seen >= NOW - SPAN then n = n - 1 end
+      if seen and seen >= NOW - span then n = n - 1 end
+    end
+  end
+  if idx ~= K_WEB and REACH > span then  -- those past the span whom a later end holds
+    local held = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW), '+inf')
+    for first = 1, #held, 1000 do
+      local chunk = {}
+      for i = first, math.min(first + 999, #held) do chunk[#chunk + 1] = held[i] end
+      for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
+        local seen = num(s)
+        if seen and seen < NOW - span then n = n + 1 end
+      end
     end
   end
   return n

@@ -9,7 +9,8 @@ for first = 1, #flat, 2000 do
   local seen = redis.call('ZMSCORE', K_SEEN, unpack(chunk))
   local ends = redis.call('ZMSCORE', K_UNTIL, unpack(chunk))
   for j, uid in ipairs(chunk) do
-    if alive(num(seen[j]), num(ends[j])) then
+    local s, e = num(seen[j]), num(ends[j])
+    if s and (e or s + SPAN) >= NOW then
       out[#out + 1] = uid; out[#out + 1] = flat[first + 2 * j - 1]
     end
   end

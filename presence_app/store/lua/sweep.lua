@@ -1,21 +1,47 @@
--- sweep(limit): evicts what expired, announcing it. Three passes, each at most `limit` items:
--- 1. expired leases (crashed processes, ended graces): the connection's rooms are left, and a
---    user with nothing else holding them (another lease, an HTTP window) goes offline there;
--- 2. users whose presence ran out otherwise (HTTP windows, ends in K_UNTIL);
--- 3. users with no activity for IDLE_AFTER: announced idle once.
+-- sweep(limit): ends what expired, announcing it. Passes of at most `limit` items each:
+-- 1. dead processes (their lease ran out: kill -9): the connections they held in records leave;
+--    a user left with none ends now unless something else holds them (an HTTP window). Plain users need nothing here: their
+--    process no longer renews their score (pass 3);
+-- 2. users whose end in K_UNTIL is past (a closed last connection's grace), unless a
+--    connection came back;
+-- 3. users whose last sign of life is older than SPAN (a killed process's, a silent one's),
+--    and HTTP-only users whose last request is older than ONLINE_WINDOW;
+-- 4. a few registry buckets: fields of dead processes removed (they were inert already);
+-- and the records of unlisted users past their expiry (K_REXP).
 -- Returns {more, transitions}: more = 1 when a pass hit its limit.
+renew_proc()  -- a call of this process: it is alive
 local limit = tonumber(ARGV[A])
 local more = 0
+local CLEAN = 16  -- registry buckets per call
 
--- Removes members from a sorted set, at most 1,000 arguments a call.
 local function zrem(key, members)
   for first = 1, #members, 1000 do
     redis.call('ZREM', key, unpack(members, first, math.min(first + 999, #members)))
   end
 end
 
--- Users to take out of the indexes, removed in one call per index at the end of a pass.
-local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}}
+-- Offline: removed from their index, last seen kept in K_LAST (one call each per pass), their
+-- record (if any) loses its connections and gets the metadata expiry.
+local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
+local last = {}
+local function offline(uid, u, idx, seen, has_record)
+  local list = gone[idx]
+  list[#list + 1] = uid
+  last[#last + 1] = seen; last[#last + 1] = uid
+  if has_record then
+    if idx == K_SEEN then
+      for _, room in ipairs(rooms_in(conns_of(u))) do
+        if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
+      end
+    end
+    for _, e in pairs(conns_of(u)) do
+      if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
+    end
+    u._c = {}; u.idle = nil; u.w = nil
+    save_user(uid, u, false)
+  end
+  if idx ~= K_HIDDEN then emit('offline', uid, nil, 'offline', seen, u, NONE) end
+end
 local function flush_gone()
   local all = {}
   for idx, uids in pairs(gone) do
@@ -24,118 +50,151 @@ local function flush_gone()
     gone[idx] = {}
   end
   zrem(K_UNTIL, all)
-  zrem(K_ACTIVE, all)
-end
-
--- Offline now: evicted, and announced when visible. `seen` may be Redis' text of the score.
-local function offline(uid, u, uk, idx, seen)
-  local last = evict(uid, u, uk, idx, seen, true)
-  local list = gone[idx]
-  list[#list + 1] = uid
-  if idx == K_SEEN then emit('offline', uid, nil, 'offline', u.ls or last, u, NONE) end
-end
-
--- Pass 1. The expired leases leave in one call; their users are read once each. Kept in flat
--- tables keyed by user (most have one lease here): no table per user.
-local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. sc(NOW), 'WITHSCORES', 'LIMIT', 0, limit)
-if #expired >= 2 * limit then more = 1 end
-local order, first_cid, other_cids, renewed = {}, {}, {}, {}
-for i = 1, #expired, 2 do
-  local uid, cid = split_member(expired[i])
-  -- the lease's last renewal is a sign of life of the user
-  local r = num(expired[i + 1]) - LEASE_TTL
-  if first_cid[uid] == nil then
-    first_cid[uid], renewed[uid] = cid, r
-    order[#order + 1] = uid
-  else
-    local others = other_cids[uid] or {}
-    others[#others + 1] = cid
-    other_cids[uid] = others
-    if r > renewed[uid] then renewed[uid] = r end
+  zrem(K_GRACES, all)
+  for first = 1, #last, 1000 do
+    redis.call('ZADD', K_LAST, unpack(last, first, math.min(first + 999, #last)))
   end
+  last = {}
 end
--- they are the set's first members: removed by rank, without a lookup each
-if #expired > 0 then redis.call('ZREMRANGEBYRANK', K_LEASES, 0, #expired / 2 - 1) end
-if #order > 0 then
-  local records, keys = load_users(order)
-  local seen = redis.call('ZMSCORE', K_SEEN, unpack(order))
-  for n, uid in ipairs(order) do
-    local u, uk = records[n], keys[n]
-    local left = forget_connection(u, first_cid[uid])
-    for _, cid in ipairs(other_cids[uid] or NONE) do
-      for _, room in ipairs(forget_connection(u, cid)) do
-        if left == NONE then left = {} end
-        left[#left + 1] = room
+
+-- Pass 1. Dead processes: the users whose record holds one of their connections.
+local dead = redis.call('ZRANGEBYSCORE', K_PROCS, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+for _, proc in ipairs(dead) do
+  local users = redis.call('SPOP', pkey(proc), limit)
+  for _, uid in ipairs(users) do
+    local raw = record(uid)
+    if raw then
+      local u = decode(raw)
+      local idx = index_of(u.st)
+      local score = redis.call('ZSCORE', idx, uid)
+      local listed = score ~= false
+      local before = conns_of(u)
+      local conns = {}
+      for c, e in pairs(before) do if e[1] ~= proc then conns[c] = e end end
+      u._c = conns
+      local left = live_conns(uid, u, listed)
+      u._c = before
+      -- no connection left and nothing else holds them (an HTTP window in K_UNTIL, a sign of
+      -- life within the span): offline, their rooms go with them
+      local ends = listed and (num(redis.call('ZSCORE', K_UNTIL, uid)) or num(score) + span_of(idx))
+      if listed and next(left) == nil and ends < NOW then
+        offline(uid, u, idx, score, true)
+      else
+        if listed and idx == K_SEEN then
+          for _, room in ipairs(rooms_left(before, left)) do
+            if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+          end
+        end
+        keep_conns(uid, u, left, u.la, listed)
+        schedule_graces(uid, left)
       end
     end
-    local idx = index_of(u.st)
-    local s = seen[n] or nil  -- Redis' nil is false in Lua
-    if idx == K_HIDDEN then s = redis.call('ZSCORE', K_HIDDEN, uid) or nil end
-    local still = recompute_until(uid, u)
-    local r = renewed[uid]
-    if still >= NOW then
-      if r > (num(u.ls) or 0) then u.ls = sc(r) end
-      leave_rooms(uid, left, public_state(u, still), u)
-      save_user(uk, u, s ~= nil)
-    else
-      leave_rooms(uid, left, 'offline', u)
-      if not s or num(s) < r then s = r end
-      offline(uid, u, uk, idx, s)
-    end
   end
+  if redis.call('EXISTS', pkey(proc)) == 1 then more = 1
+  else redis.call('ZREM', K_PROCS, proc) end  -- absent is dead: its registry fields stay inert
 end
 flush_gone()
--- More expired leases to come: the next call goes on with them first, so that pass 2 does not
--- reach users whose leases pass 1 would evict in bulk.
-if more == 1 then return {more, transitions()} end
 
--- Pass 2. Users whose presence ended without a lease expiring here: an end in K_UNTIL that is
--- past, or a seen score more than SPAN ago (both indexes).
-local candidates, seen_of = {}, {}
-local function add(uid, score)
-  if seen_of[uid] == nil then candidates[#candidates + 1] = uid; seen_of[uid] = score or false end
-end
+-- Pass 2. Graces that ended.
 local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
 if #ended >= limit then more = 1 end
-for _, uid in ipairs(ended) do add(uid) end
-for _, idx in ipairs({K_SEEN, K_HIDDEN}) do
-  local old = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. sc(NOW - SPAN), 'WITHSCORES', 'LIMIT', 0, limit)
-  if #old >= 2 * limit then more = 1 end
-  for i = 1, #old, 2 do add(old[i], num(old[i + 1])) end
-end
-for _, uid in ipairs(candidates) do
-  local u, uk = load_user(uid)
+for _, uid in ipairs(ended) do
+  local raw = record(uid)
+  local u = decode(raw)
   local idx = index_of(u.st)
-  local s = seen_of[uid] or num(redis.call('ZSCORE', idx, uid))
-  if s == nil then
-    redis.call('ZREM', K_UNTIL, uid)  -- not listed: nothing to end
+  local seen = redis.call('ZSCORE', idx, uid)
+  if not seen then
+    redis.call('ZREM', K_UNTIL, uid)
+  elseif next(live_conns(uid, u, true)) ~= nil then
+    redis.call('ZREM', K_UNTIL, uid)  -- a connection came back
   else
-    local still = recompute_until(uid, u)
-    if still >= NOW then
-      set_until(uid, s, still)  -- a lease outlived the recorded end: keep the user
-    else
-      offline(uid, u, uk, idx, s)
-    end
+    offline(uid, u, idx, seen, raw ~= false)
   end
 end
 flush_gone()
 
--- Pass 3. Idle announcements.
-local idle = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', sc(NOW - IDLE_AFTER), 'LIMIT', 0, limit)
-if #idle >= limit then more = 1 end
-zrem(K_ACTIVE, idle)
-for _, uid in ipairs(idle) do
-  local uk = ukey(uid)
-  local raw = redis.call('GET', uk)
-  local u = decode(raw)
-  if raw and u.idle ~= '1' then
-    u.idle = '1'
-    local seen = num(redis.call('ZSCORE', index_of(u.st), uid))
-    save_user(uk, u, seen ~= nil)
-    local until_ = until_of(uid, seen)
-    if until_ and until_ >= NOW and u.st ~= 'dnd' and u.st ~= 'invisible' then
-      emit('update', uid, nil, public_state(u, until_), NOW, u, rooms_of(u))
+-- Pass 2b. Closed connections' graces that ended while their user stays: their rooms are left.
+local graced = redis.call('ZRANGEBYSCORE', K_GRACES, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #graced >= limit then more = 1 end
+for _, uid in ipairs(graced) do
+  local u = decode(record(uid))
+  local idx = index_of(u.st)
+  local listed = redis.call('ZSCORE', idx, uid) ~= false
+  local left = live_conns(uid, u, listed)
+  if not listed then
+    redis.call('ZREM', K_GRACES, uid)
+  else  -- (with no connection left they may still be present: an HTTP window)
+    if idx == K_SEEN then
+      for _, room in ipairs(rooms_left(conns_of(u), left)) do
+        if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
+      end
+    end
+    keep_conns(uid, u, left, u.la, true)
+    schedule_graces(uid, left)
+  end
+end
+
+-- Pass 3. Listings older than their span: no process renews them, no request came. Records
+-- read in one HMGET. With ONLINE_WINDOW > LEASE_TTL a later end in K_UNTIL holds a connected
+-- user past the span (pass 2 ends them): those are passed over, page by page.
+local function stale(idx)
+  local floor = '(' .. sc(NOW - span_of(idx))
+  if idx == K_WEB or REACH == SPAN or redis.call('EXISTS', K_UNTIL) == 0 then
+    return redis.call('ZRANGEBYSCORE', idx, '-inf', floor, 'WITHSCORES', 'LIMIT', 0, limit)
+  end
+  local out, offset = {}, 0
+  while #out < 2 * limit do
+    local page = redis.call('ZRANGEBYSCORE', idx, '-inf', floor, 'WITHSCORES', 'LIMIT', offset, limit)
+    if #page == 0 then break end
+    local ids = {}
+    for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
+    local ends = redis.call('ZMSCORE', K_UNTIL, unpack(ids))
+    for j = 1, #ids do
+      if #out < 2 * limit and not (ends[j] and num(ends[j]) >= NOW) then
+        out[#out + 1] = page[2 * j - 1]; out[#out + 1] = page[2 * j]
+      end
+    end
+    if #page < 2 * limit then break end
+    offset = offset + limit
+  end
+  return out
+end
+for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
+  local rows = stale(idx)
+  if #rows >= 2 * limit then more = 1 end
+  if #rows > 0 then
+    local ids = {}
+    for i = 1, #rows, 2 do ids[#ids + 1] = rows[i] end
+    local raws = redis.call('HMGET', K_RECS, unpack(ids))
+    for i = 1, #rows, 2 do
+      local raw = raws[(i + 1) / 2]
+      offline(rows[i], decode(raw or nil), idx, rows[i + 1], raw ~= false)
     end
   end
 end
+flush_gone()
+redis.call('ZREMRANGEBYSCORE', K_LAST, '-inf', '(' .. sc(NOW - tonumber(META_TTL)))
+-- Records of unlisted users past their expiry (METADATA_TTL after their last save).
+local expired = redis.call('ZRANGEBYSCORE', K_REXP, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
+if #expired >= limit then more = 1 end
+if #expired > 0 then
+  redis.call('HDEL', K_RECS, unpack(expired))
+  zrem(K_REXP, expired)
+end
+
+-- Pass 4. The registry's cleaner: CLEAN buckets a call, round robin.
+local cursor = tonumber(redis.call('GET', TAG .. ':clean') or '0') or 0
+for b = cursor, math.min(cursor + CLEAN, BUCKETS) - 1 do
+  local key = TAG .. ':c:' .. b
+  local fields = redis.call('HGETALL', key)
+  local drop = {}
+  for i = 1, #fields, 2 do
+    local p = string.match(fields[i + 1], '^([^\31]*)')
+    if not proc_alive(p) then drop[#drop + 1] = fields[i] end
+  end
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+end
+cursor = cursor + CLEAN
+if cursor >= BUCKETS then cursor = 0 end
+redis.call('SET', TAG .. ':clean', cursor)
 return {more, transitions()}

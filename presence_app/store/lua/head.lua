@@ -1,5 +1,5 @@
--- Layout 3 (docs/store-layout-3.md), the store's default layout (Store(..., layout=2): lua/).
--- The head of every layout-3 script (prepended by scripts.py; lib.lua follows it in every script
+-- The store's key layout (docs/store-layout.md).
+-- The head of every script (prepended by scripts.py; lib.lua follows it in every script
 -- but the reads that need only the keys and the clock).
 -- KEYS: the shard's seen, hidden, until, procs and last indexes. ARGV[1]: the shard's key base
 -- ('{prefix:shard}:3'); ARGV[2]: now ('' = the server clock); ARGV[3..7]: LEASE_TTL,
