@@ -27,9 +27,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlparse
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.security.websocket import (
+    AllowedHostsOriginValidator,
+    OriginValidator,
+    WebsocketDenier,
+)
 
 from . import conf, tenants
 from .core import dispatch, rules
@@ -42,6 +47,8 @@ from .rooms import permanent_rooms_to_join
 CLOSE_UNAUTHENTICATED = 4401
 #: Store layout 3: the socket sent no heartbeat for LEASE_TTL (presence.js reconnects).
 CLOSE_SILENT = 4408
+#: The user holds MAX_CONNECTIONS_PER_USER connections already (presence.js backs off).
+CLOSE_TOO_MANY_CONNECTIONS = 4429
 
 try:  # daphne (autobahn) raises its own error for a send to a socket that just closed
     from autobahn.exception import Disconnected as _DaphneDisconnected
@@ -49,6 +56,23 @@ except ImportError:  # pragma: no cover - no daphne installed
     _DaphneDisconnected = OSError
 #: A send that found the browser gone.
 CLIENT_GONE: tuple[type[BaseException], ...] = (OSError, _DaphneDisconnected)
+
+
+def origin_allowed(scope: dict[str, Any]) -> bool:
+    """Does the socket's ``Origin`` header name an origin ``WEBSOCKET_ORIGINS`` admits (by
+    default the hosts of ``ALLOWED_HOSTS``)? Channels' own validator decides, so the rule is
+    exactly AllowedHostsOriginValidator's: no header, no socket (unless ``["*"]``)."""
+    origins = conf.get("WEBSOCKET_ORIGINS")
+    validator = (
+        AllowedHostsOriginValidator(None)
+        if origins is None
+        else OriginValidator(None, list(origins))
+    )
+    parsed = None
+    for name, value in scope.get("headers", ()):
+        if name == b"origin":
+            parsed = urlparse(value.decode("latin-1"))
+    return validator.valid_origin(parsed)
 
 
 def device_of(scope: dict[str, Any]) -> str | None:
@@ -63,6 +87,12 @@ class PresenceConsumerMixin:
     presence: PresenceSession | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # The origin is checked here, whatever the project's stack: a cross-site page must not
+        # open a socket with its visitor's cookies (refused at the handshake, as Channels'
+        # validator does, before any channel is taken).
+        if scope.get("type") == "websocket" and not origin_allowed(scope):
+            await WebsocketDenier()(scope, receive, send)
+            return
         try:
             await super().__call__(scope, receive, send)  # type: ignore[misc]
         finally:
@@ -70,7 +100,9 @@ class PresenceConsumerMixin:
 
     async def presence_connect(self, rooms: Iterable[str] = ()) -> bool:
         """Starts presence on an accepted socket and sends the ``hello`` frame. An anonymous
-        user's socket is closed with 4401 (reconnecting will not help) and False returned.
+        user's socket is closed with 4401 (reconnecting will not help) and False returned; one
+        past ``MAX_CONNECTIONS_PER_USER`` gets an ``error`` frame (``too_many_connections``),
+        is closed with 4429 and False returned.
 
         ``rooms``: rooms the socket is in from the start, without the browser asking (a chat
         consumer's room from its URL route), each asked of ``CAN_JOIN`` as a join frame is and
@@ -90,7 +122,13 @@ class PresenceConsumerMixin:
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
             end=self._presence_silent,
         )
-        await self.presence_send(await self.presence.open())
+        try:
+            hello = await self.presence.open()
+        except protocol.ConnectionLimit as exc:
+            await self.presence_send(protocol.error_frame(exc.code, exc.detail))
+            await self.close(code=CLOSE_TOO_MANY_CONNECTIONS)  # type: ignore[attr-defined]
+            return False
+        await self.presence_send(hello)
         # The rooms asked for here (a URL's) and the permanent rooms of a member, unasked.
         wanted = list(dict.fromkeys(rooms))
         for room in [*wanted, *await permanent_rooms_to_join(user, wanted)]:

@@ -106,3 +106,34 @@ def test_redis_down_is_a_503(client, django_user_model, redis_down):
     client.force_login(create_user("ann"))
     response = client.get("/presence/api/users/", {"ids": "1"})
     assert response.status_code == 503 and response.json()["detail"]
+
+
+# -- robustness: a 400 with a sentence, never a 500 (issue 41) -----------------------------------
+def test_a_deeply_nested_privacy_body_is_a_400(client, ben):
+    for body in (b"[" * 100_000, b'{"a":' * 100_000):
+        response = client.post("/presence/api/privacy/", body, content_type="application/json")
+        assert response.status_code == 400
+        assert response.json()["detail"] == "The body is not valid JSON."
+
+
+@pytest.mark.parametrize(
+    "path", ["rooms/caf%C3%A9%E2%82%AC/", "rooms/%E2%82%AC/members/", "rooms/\u20ac\u4e2d/"]
+)
+def test_a_room_name_beyond_latin_1_under_wsgi_is_a_400_with_a_sentence(client, ben, path):
+    response = client.get(f"/presence/api/{path}")  # the test client is WSGI
+    assert response.status_code == 400
+    assert response.json()["detail"].endswith(".")  # the room rule's own sentence
+
+
+def test_a_room_name_beyond_latin_1_is_read_under_wsgi_when_the_pattern_admits_it(
+    client, ben, settings
+):
+    with override_settings(PRESENCE={**settings.PRESENCE, "ROOM_NAME_PATTERN": r"^\w+$"}):
+        presence.connect("ben-2", ben.pk)
+        presence.join("caf\u00e9\u4e2d", "ben-2", ben.pk)
+        response = client.get("/presence/api/rooms/caf%C3%A9%E4%B8%AD/")
+        assert response.status_code == 200, response.content
+        assert response.json()["room"] == "caf\u00e9\u4e2d" and response.json()["count"] == 1
+        assert client.get("/presence/api/rooms/caf%FF/").json()["detail"] == (
+            "The room name is not valid UTF-8 text."
+        )

@@ -316,3 +316,33 @@ def test_a_hidden_user_shows_no_durable_last_seen_either(site):
     with with_policy(POLICIES[0]):
         html = template.render(Context({"request": request, "users": [bob, cat]}))
     assert html.startswith("[last seen ") and html.endswith("[not seen yet]"), html
+
+
+# -- a connection's memory of the answers: bounded, least recently used first (issue 41) ---------
+async def _sent_nowhere(frame):
+    pass
+
+
+def test_a_connection_remembers_a_few_hundred_answers_the_least_recently_used_going_first():
+    from presence_app.access import audience
+    from presence_app.realtime.session import PresenceSession
+
+    session = PresenceSession("7", layer=None, channel_name="c", send=_sent_nowhere)
+    decisions = session.viewer.decisions
+    assert 100 <= decisions.max_entries <= 1000  # was 20,000 (~2.7 MB a connection)
+    ids = [f"u{i}" for i in range(decisions.max_entries + 300)]
+    RELATION["7"] = set(ids[::2])
+    with with_policy(POLICIES[0]):
+        first = ids[: decisions.max_entries]
+        assert audience.visible("7", first, decisions) == set(first[::2])
+        assert len(CALLS) == 1
+        assert audience.visible("7", [ids[0]], decisions) == {ids[0]}  # remembered, and used
+        assert len(CALLS) == 1
+        rest = ids[decisions.max_entries :]
+        assert audience.visible("7", rest, decisions) == set(ids[::2]) & set(rest)
+        assert len(decisions.seen) == decisions.max_entries  # never more
+        CALLS.clear()
+        assert audience.visible("7", [ids[0]], decisions) == {ids[0]}  # kept: used lately
+        assert CALLS == []
+        assert audience.visible("7", [ids[1]], decisions) == set()  # the least recently used:
+        assert CALLS == [("7", [ids[1]])]  # forgotten, asked again

@@ -10,12 +10,14 @@ everybody (:func:`everyone`). A user always sees themself; ``TRUSTED`` reads ski
 What the answer hides, and how, is :mod:`presence_app.access.visibility`'s one redaction.
 
 A connection remembers its answers for ``AUDIENCE_CACHE_SECONDS`` (:class:`Decisions`, kept by
-its viewer), so the events of a room or a watch list cost no call.
+its viewer), so the events of a room or a watch list cost no call: a few hundred of them, the
+least recently used forgotten first.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -60,11 +62,13 @@ def active() -> bool:
 
 
 class Decisions:
-    """One viewer's answers, remembered for ``AUDIENCE_CACHE_SECONDS`` (a connection's)."""
+    """One viewer's answers, remembered for ``AUDIENCE_CACHE_SECONDS``: at most
+    ``max_entries``, the least recently used forgotten first. A connection keeps a few hundred
+    for its life (``session.AUDIENCE_ANSWERS``); a request's lists may hold more, for a moment."""
 
     def __init__(self, max_entries: int = 20_000) -> None:
-        self.seen: dict[str, tuple[bool, float]] = {}
-        self.max_entries = max_entries
+        self.seen: OrderedDict[str, tuple[bool, float]] = OrderedDict()
+        self.max_entries = max(1, int(max_entries))
 
     def known(self, ids: list[str]) -> tuple[set[str], list[str]]:
         """(ids known to be visible, ids to ask about)."""
@@ -75,16 +79,20 @@ class Decisions:
             entry = self.seen.get(uid)
             if entry is None or now - entry[1] > ttl:
                 unknown.append(uid)
-            elif entry[0]:
+                continue
+            self.seen.move_to_end(uid)  # used: the last to be forgotten
+            if entry[0]:
                 allowed.add(uid)
         return allowed, unknown
 
     def remember(self, asked: list[str], allowed: set[str]) -> None:
-        if len(self.seen) + len(asked) > self.max_entries:
-            self.seen.clear()  # cheaper than an LRU: the next events ask again, in lists
         now = time.monotonic()
+        seen = self.seen
         for uid in asked:
-            self.seen[uid] = (uid in allowed, now)
+            seen[uid] = (uid in allowed, now)
+            seen.move_to_end(uid)
+        while len(seen) > self.max_entries:
+            seen.popitem(last=False)
 
 
 def _split(

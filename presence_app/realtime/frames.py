@@ -37,6 +37,8 @@ async def on_join(session: PresenceSession, frame: dict[str, Any]) -> None:
 
 
 async def on_leave(session: PresenceSession, frame: dict[str, Any]) -> None:
+    # apply() runs this in the session's workspace: the revoke reaches the user's other
+    # connections there (their private group is the workspace's).
     if frame.get("permanent") is True:  # ends the membership, joined here or not
         await rooms.aremove_member(session.user, frame.get("room"))
         session.owed.discard(frame["room"])  # nor joined later, if an outage held it back
@@ -147,8 +149,11 @@ async def apply(session: PresenceSession, frame: dict[str, Any]) -> dict[str, An
         handler = HANDLERS.get(frame["type"])
         if handler is None:
             raise FrameError("unknown_type", "The server does not know this frame type.")
+        # In the session's workspace, whatever the caller's: a handler may call the front door
+        # or rooms outside the session's own methods (a permanent leave's revoke).
         async with session.lock:
-            await handler(session, frame)
+            with tenants.activate(session.tenant):
+                await handler(session, frame)
     except FrameError as exc:
         return protocol.error_frame(exc.code, exc.detail, **{**extra, **exc.extra})
     except InvalidInput as exc:

@@ -6,6 +6,8 @@
   does; the open streams end at once when the process is told to stop (:func:`track`,
   :func:`chain_shutdown_signals`, :func:`end_streams`), and their browsers reconnect to a live
   process and resume within the grace.
+- Its end, for the REST calls that name it: :func:`stream_ended` tells at once that a stream of
+  this process has ended, so a call to it is answered now, not after a reply's timeout.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import signal
 import threading
 import weakref
+from collections import OrderedDict
 from contextlib import suppress
 from typing import Any
 
@@ -51,6 +54,11 @@ def _close_own_connections() -> None:
 #: This process' open streams, ended at once when the server is told to stop.
 _open_streams: weakref.WeakSet[Any] = weakref.WeakSet()
 _signals_chained = False
+#: This process' streams by channel (kept weakly), and the channels of the ones that ended
+#: (the most recent ENDED_KEPT): a REST call to an ended stream is answered at once.
+_by_channel: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_ended: OrderedDict[str, None] = OrderedDict()
+ENDED_KEPT = 4096
 
 
 def end_streams() -> int:
@@ -90,6 +98,29 @@ def chain_shutdown_signals() -> None:
 
 def track(stream: Any) -> None:
     """Registers an open stream (anything with ``end()``; kept weakly) to be ended when the
-    server is told to stop, and chains the shutdown signals (once)."""
+    server is told to stop, and chains the shutdown signals (once). A stream with a ``channel``
+    is remembered by it (:func:`stream_ended`)."""
     chain_shutdown_signals()
     _open_streams.add(stream)
+    channel = getattr(stream, "channel", None)
+    if isinstance(channel, str):
+        _by_channel[channel] = stream
+        weakref.finalize(stream, ended, channel)
+
+
+def ended(channel: str) -> None:
+    """The stream of ``channel`` ended (or its channel is known to answer no more)."""
+    _ended[channel] = None
+    _ended.move_to_end(channel)
+    while len(_ended) > ENDED_KEPT:
+        _ended.popitem(last=False)
+
+
+def stream_ended(channel: str) -> bool:
+    """Is ``channel`` the channel of a stream known to have ended (on this process: its session
+    closed, or the stream gone; elsewhere: a call to it got no answer)? False when unknown."""
+    if channel in _ended:
+        return True
+    stream = _by_channel.get(channel)
+    session = getattr(stream, "session", None)
+    return bool(getattr(session, "closed", False))

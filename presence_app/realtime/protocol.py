@@ -13,6 +13,8 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 ``not_joined``    ``leave``, ``typing`` or ``roomstate`` for a room this socket has not joined
 ``rate_limited``  more than ``MAX_FRAMES_PER_SECOND``
 ``unavailable``   Redis or the channel layer cannot be reached right now; try again later
+``too_many_connections``  the user holds ``MAX_CONNECTIONS_PER_USER`` connections already (the
+                  socket is then closed with 4429)
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ class FrameError(Exception):
         self.code = code
         self.detail = detail
         self.extra = extra
+
+
+class ConnectionLimit(FrameError):
+    """The user holds ``MAX_CONNECTIONS_PER_USER`` connections already: this one is refused
+    (a socket is closed with its own code, ``consumers.CLOSE_TOO_MANY_CONNECTIONS``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "too_many_connections",
+            f"A user may hold at most {limit} connections at once. Close another tab or device.",
+        )
 
 
 #: The answer to every heartbeat: a client that hears nothing for a whole heartbeat interval

@@ -14,6 +14,11 @@ validation, ``CAN_JOIN``, limits and rate limit). Its outcome comes back to this
 404   ``gone``: the stream is closed (or its process died): open a new one
 409   ``limit``, ``not_joined``; 429: ``rate_limited``; 503: ``unavailable``
 ====  ==========================================================================
+
+A call to a stream known to have ended is answered ``gone`` at once: one of this process
+(:func:`presence_app.realtime.lifecycle.stream_ended`), or one a call already waited for in
+vain. A user's calls are rate limited before they reach any stream (``MAX_FRAMES_PER_SECOND``
+per process, as a stream limits its own), and at most ``MAX_WAITING`` of them wait at once.
 """
 
 from __future__ import annotations
@@ -30,13 +35,19 @@ from django.views.decorators.http import require_POST
 
 from .. import conf
 from ..core import rules
+from ..core.limits import KeyedBuckets
 from ..store import UNAVAILABLE
-from . import frames, protocol
+from . import frames, lifecycle, protocol
 from .protocol import FrameError
 from .sse import let_go, stream_channel
 
 #: How long a call waits for its stream's answer (a busy process, a slow CAN_JOIN hook).
 REPLY_TIMEOUT = 15.0
+#: A user's calls waiting for their streams' answers at once, per process.
+MAX_WAITING = 8
+
+_calls = KeyedBuckets()  # each user's calls, per process
+_waiting: dict[str, int] = {}
 
 STATUS = {
     "bad_frame": 400,
@@ -91,6 +102,25 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _gone() -> JsonResponse:
+    return _error("gone", "the stream is closed; open a new one", status=404)
+
+
+def _rate_refusal(uid: str) -> JsonResponse | None:
+    """A 429 when ``uid`` called too often (a token bucket per user) or has ``MAX_WAITING``
+    calls waiting already; None when the call may go on."""
+    limit = float(conf.get("MAX_FRAMES_PER_SECOND"))
+    wait = _calls.take(uid, limit, limit)
+    if not wait and _waiting.get(uid, 0) < MAX_WAITING:
+        return None
+    response = _error(
+        "rate_limited",
+        f"A user may make at most {limit:g} stream calls a second, {MAX_WAITING} at once.",
+    )
+    response["Retry-After"] = str(max(1, int(-(-wait // 1))))
+    return response
+
+
 @never_cache
 @require_POST
 async def command(request: HttpRequest, frame_type: str) -> JsonResponse:
@@ -100,20 +130,32 @@ async def command(request: HttpRequest, frame_type: str) -> JsonResponse:
         return JsonResponse({"detail": _("Authentication required.")}, status=401)
     if frame_type not in frames.HANDLERS:
         return _error("unknown_type", "unknown frame type")
-    channel = stream_channel(request.headers.get("X-Presence-Stream", ""), rules.user_id(user))
+    uid = rules.user_id(user)
+    channel = stream_channel(request.headers.get("X-Presence-Stream", ""), uid)
     if channel is None:
         return _error("forbidden", "X-Presence-Stream does not name a stream of yours")
+    refusal = _rate_refusal(uid)
+    if refusal is not None:
+        return refusal
     try:
         frame = _frame(request.body, frame_type)
     except FrameError as exc:
         return _error(exc.code, exc.detail)
+    if lifecycle.stream_ended(channel):
+        return _gone()
     layer = get_channel_layer()
+    _waiting[uid] = _waiting.get(uid, 0) + 1
     try:
         answer = await _ask(layer, channel, frame)
     except UNAVAILABLE:
         return _error("unavailable", "presence is temporarily unavailable; try again")
+    finally:
+        _waiting[uid] -= 1
+        if not _waiting[uid]:
+            del _waiting[uid]
     if answer is None:
-        return _error("gone", "the stream is closed; open a new one", status=404)
+        lifecycle.ended(channel)  # the next calls to it are answered at once
+        return _gone()
     error = answer.get("error")
     if error:
         return JsonResponse(error, status=STATUS.get(error.get("code"), 400))

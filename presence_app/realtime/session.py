@@ -17,6 +17,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from channels.db import database_sync_to_async
+
 from .. import conf, presence, tenants
 from ..access import audience, visibility
 from ..core import dispatch, rules
@@ -24,20 +26,24 @@ from ..core.limits import Throttle
 from ..core.tasks import spawn
 from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
-from ..store import UNAVAILABLE, UnknownConnection
+from ..store import ONLINE_STATES, UNAVAILABLE, UnknownConnection
 from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
 from .collector import collector
 from .liveness import Liveness
-from .protocol import FrameError
-from .subscriptions import RecentUpdates, Subscriptions
+from .protocol import ConnectionLimit, FrameError
+from .subscriptions import Hidden, RecentUpdates, Subscriptions
 
 logger = logging.getLogger("presence_app")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 #: How often a connection may warn its browser about an outage found in the background.
 OUTAGE_NOTICE_INTERVAL = 30.0
+#: The AUDIENCE answers one connection remembers (the least recently used go first).
+AUDIENCE_ANSWERS = 512
+#: Its own states in which a connection's typing and room states may go out.
+PUBLISHING_STATES = ONLINE_STATES - {"invisible"}
 
 
 def activity_interval(settings: dict[str, Any]) -> float:
@@ -78,7 +84,10 @@ class PresenceSession:
         self.rooms: set[str] = set()
         self.owed: set[str] = set()  # unasked joins an outage refused (owe)
         self.watched: set[str] = set()
-        self.own_state = "online"
+        # Unknown (None) until read from the store: nothing is published meanwhile (a socket
+        # opened while Redis blinked must not believe its invisible user online).
+        self.own_state: str | None = None
+        self.hidden = Hidden()  # users known offline or invisible: their typing is dropped
         self.closed = False
         self.recover_retried = False
         self.recovery_due = self.recovering = False
@@ -91,7 +100,9 @@ class PresenceSession:
         self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
         self.groups = Subscriptions(layer, channel_name, self.user_id)
         # Who reads through this connection, with the AUDIENCE answers it got, for a while.
-        self.viewer = visibility.viewer_of(self.user_id, audience.Decisions())
+        self.viewer = visibility.viewer_of(
+            self.user_id, audience.Decisions(max_entries=AUDIENCE_ANSWERS)
+        )
         self.recent = RecentUpdates()  # an update comes once per group it concerns
         self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
         self.published: set[str] = set()  # rooms this connection set a state in
@@ -105,16 +116,60 @@ class PresenceSession:
 
     @property
     def publishes(self) -> bool:
-        """May this connection's room state go out? Never from an invisible user."""
-        return self.own_state != "invisible"
+        """May this connection's typing and room state go out? Only once its own state is
+        known (read from the store), and never from an invisible (or offline) user."""
+        return self.own_state in PUBLISHING_STATES
+
+    async def read_own_state(self) -> str | None:
+        """The user's own state read from the store (None: Redis did not answer; it stays
+        unknown, and nothing is published until a later read or a ``self`` event)."""
+        try:
+            me = await presence.aget(self.user_id, viewer=self.viewer)
+        except UNAVAILABLE as exc:
+            log_outage(exc)
+            return None
+        await self.own_state_is(me.state)
+        return me.state
+
+    async def own_state_is(self, state: str | None) -> None:
+        """The user's own state is ``state`` now; gone invisible, its room states go."""
+        self.own_state = state
+        if state is not None and not self.publishes and self.published:
+            try:
+                await self.clear_states(self.published)
+            except UNAVAILABLE as exc:
+                log_outage(exc)  # the room's members got the offline, which drops them
+
+    async def over_limit(self) -> bool:
+        """Does the user hold ``MAX_CONNECTIONS_PER_USER`` connections already in this
+        session's workspace (this one not counted: a resumed stream takes its own back)? Read
+        through the front door's export, which lists the store's connections of the user."""
+        limit = conf.get("MAX_CONNECTIONS_PER_USER")
+        if not limit:
+            return False
+        held = await database_sync_to_async(presence.export)(self.user_id)
+        here = held.get("workspaces", {}).get(self.tenant or "", {})
+        others = [c for c in here.get("connections", ()) if c != self.conn_id]
+        return len(others) >= int(limit)
 
     # -- life --------------------------------------------------------------------------------
     @in_tenant
     async def open(self) -> dict[str, Any]:
-        """Takes the lease and the groups; returns the ``hello`` frame to send first."""
+        """Takes the lease and the groups; returns the ``hello`` frame to send first. Raises
+        :class:`~presence_app.realtime.protocol.ConnectionLimit`, having taken nothing, when the
+        user holds ``MAX_CONNECTIONS_PER_USER`` connections already."""
+        s, me = conf.get_settings(), None
+        try:
+            limited = await self.over_limit()
+        except UNAVAILABLE:
+            limited = False  # the outage is met, and told, below
+        if limited:
+            self.closed = True  # nothing taken, nothing to close
+            self.send = self.outbox.send = _sent_nowhere
+            limit = s["MAX_CONNECTIONS_PER_USER"]
+            raise ConnectionLimit(limit)
         ensure_sweeper()
         collector.opened()
-        s, me = conf.get_settings(), None
         try:
             await self.groups.add_all(self.rooms, self.watched)
             await presence.aconnect(self.conn_id, self.user_id, device=self.device)
@@ -122,8 +177,7 @@ class PresenceSession:
             self.own_state = me.state
         except UNAVAILABLE as exc:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
-        if int(s["STORE_LAYOUT"]) == 3:
-            self.liveness = Liveness(self, self.end)
+        self.liveness = Liveness(self, self.end)
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 
     @in_tenant
@@ -246,8 +300,14 @@ class PresenceSession:
 
     @in_tenant
     async def set_status(self, **fields: Any) -> None:
-        # The front door tells the user's own sockets (this one included) their true state.
+        """The front door tells the user's own sockets (this one included) their true state;
+        this connection applies it before its next frame: unknown from the change on (nothing
+        goes out), then read back (a typing frame right after ``invisible`` sends nothing)."""
+        if fields.get("state") is not None:
+            self.own_state = None
         await presence.aset_status(self.user_id, **fields)
+        if self.own_state is None:
+            await self.read_own_state()
 
     @in_tenant
     async def set_privacy(self, last_seen: str | None, approximate: bool | None) -> None:
@@ -260,9 +320,13 @@ class PresenceSession:
         room = rules.room(room)
         if room not in self.rooms:
             raise FrameError("not_joined", "Join the room before typing in it.")
-        # Ephemeral and best effort: throttled, never from an invisible user (a giveaway).
-        if self.own_state != "invisible" and self.typing_throttle.ready(room):
-            await dispatch.typing(self.layer, room, self.user_id, self.own_state, self.channel_name)
+        # Ephemeral and best effort: throttled, never from an invisible user (a giveaway), nor
+        # while this connection does not know its own state.
+        if self.own_state is None:
+            await self.read_own_state()
+        if self.publishes and self.typing_throttle.ready(room):
+            state = str(self.own_state)
+            await dispatch.typing(self.layer, room, self.user_id, state, self.channel_name)
 
     @in_tenant
     async def set_room_state(self, room: str, data: Any) -> None:
@@ -272,8 +336,10 @@ class PresenceSession:
         if room not in self.rooms:
             raise FrameError("not_joined", "Join the room before setting a state in it.")
         text = roomstate.encode(data)
+        if self.own_state is None:
+            await self.read_own_state()
         if not self.publishes:
-            return  # an invisible user publishes nothing (a giveaway)
+            return  # an invisible user publishes nothing (a giveaway), nor an unknown one
         self.published.add(room)
         roomstate.get_coalescer().put(self, room, text)
 
@@ -304,6 +370,8 @@ class PresenceSession:
         self.watched = target
         if shown:
             presences = await presence.aget_many(shown, viewer=self.viewer, activity=True)
+            for p in presences.values():
+                self.hidden.learn(p.user_id, p.state)
             await self.send(protocol.state_frame(presences.values(), watch=True))
 
     @in_tenant
@@ -320,6 +388,8 @@ class PresenceSession:
             presences = (
                 await presence.aget_many(page, viewer=self.viewer, activity=True) if page else {}
             )
+            for p in presences.values():
+                self.hidden.learn(p.user_id, p.state)
             shown = [p for p in presences.values() if p.is_online]
             # Only states of members this page shows online: none of anyone the viewer does not
             # see (an invisible user, one outside the audience), nor this connection's own.
@@ -336,26 +406,30 @@ class PresenceSession:
     # -- events from the channel layer ----------------------------------------------------------
     @in_tenant
     async def event(self, event: dict[str, Any]) -> None:
-        """Relays a ``presence.*`` group event to the browser: once, and only about users
-        this viewer may see (``AUDIENCE``)."""
+        """Relays a ``presence.*`` group event to the browser: once, only about users this
+        viewer may see (``AUDIENCE``), nothing of a room this connection is not in (left,
+        revoked: already queued events of it included), and no typing or room state of a user
+        it knows to be offline or invisible."""
+        if self.closed:
+            return
         if event.get("type") == "presence.roomstate":
             await self.room_state_event(event)
             return
         if event.get("type") == "presence.typing":
             if event.get("sender") == self.channel_name:
                 return  # not echoed to the typist
+            if event.get("user") in self.hidden or event.get("state") not in PUBLISHING_STATES:
+                return  # whatever its sender believed: offline or invisible here
             event = {k: v for k, v in event.items() if k != "sender"}
         elif event.get("self"):
-            self.own_state = event["state"]
-            if not self.publishes and self.published:
-                try:
-                    await self.clear_states(self.published)  # gone invisible: its states go
-                except UNAVAILABLE as exc:
-                    log_outage(exc)  # the room's members got the offline, which drops them
+            await self.own_state_is(event.get("state"))
             await self.send(event)
             return
-        if event.get("type") == "presence.leave" and event.get("room") not in self.rooms:
-            return  # left (its own leave came from leave()), or not in yet (the snapshot is next)
+        else:
+            self.hidden.learn(event.get("user", ""), event.get("state"))
+        if "room" in event and event.get("room") not in self.rooms:
+            return  # left or revoked (its own leave came from leave()), or not in yet (the
+            # snapshot is next)
         # The subject's privacy matters only when the event tells when they were last seen.
         seen = await visibility.asight(
             self.viewer, [str(event.get("user", ""))], last_seen=event.get("state") == "offline"
@@ -379,6 +453,8 @@ class PresenceSession:
             for st in event.get("states") or ()
             if isinstance(st, dict)
             and (st.get("conn") != mine or str(st.get("user")) != self.user_id)
+            # A state (not its removal) of a user known offline: it followed their offline.
+            and (st.get("data") is None or str(st.get("user")) not in self.hidden)
         ]
         if not states:
             return
@@ -476,6 +552,8 @@ class PresenceSession:
             # invisible user's connect and joins below announce nothing (a no-op otherwise).
             await presence.aset_status(self.user_id, self.own_state)
         await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+        if self.own_state is None:  # opened while Redis was away: learnt now
+            await self.read_own_state()
         for room in sorted(self.rooms):
             # A connection taken again is let into its rooms again only as a new one would be.
             if not await presence.acan_join(self.user, room):
@@ -485,8 +563,11 @@ class PresenceSession:
         self.recovery_due = False
 
     async def refused(self, room: str) -> None:
-        """``CAN_JOIN`` no longer admits this connection to ``room``: out of it, browser told."""
+        """``CAN_JOIN`` no longer admits this connection to ``room``: out of it, browser told;
+        nothing more of it reaches the browser (event() drops what is queued)."""
         self.rooms.discard(room)
+        self.typing_throttle.forget(room)
+        self.outbox.drop(room)
         await self.groups.discard([dispatch.room_group(room)])
         await self.send(
             protocol.error_frame(

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core import dispatch
 from ..failopen import log_outage
-from ..store import UNAVAILABLE
+from ..store import ONLINE_STATES, UNAVAILABLE
 
 logger = logging.getLogger("presence_app")
 
@@ -120,3 +120,29 @@ class RecentUpdates:
         if len(self.seen) > self.size:
             self.seen.popitem(last=False)
         return True
+
+
+class Hidden:
+    """The users this connection knows to be offline (an invisible user reads so to others):
+    their typing and room states are dropped on arrival, whatever their sending connection
+    believed (it may not have heard of the change yet). Learned from the events and snapshots
+    the connection receives, forgotten when they show online again; the ``size`` most recent
+    are kept."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self.users: OrderedDict[str, None] = OrderedDict()
+
+    def learn(self, user_id: Any, state: Any) -> None:
+        """``user_id`` was seen in ``state`` (an event's, a snapshot's)."""
+        uid = str(user_id)
+        if state == "offline":
+            self.users[uid] = None
+            self.users.move_to_end(uid)
+            if len(self.users) > self.size:
+                self.users.popitem(last=False)
+        elif state in ONLINE_STATES:
+            self.users.pop(uid, None)
+
+    def __contains__(self, user_id: object) -> bool:
+        return str(user_id) in self.users

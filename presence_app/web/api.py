@@ -134,7 +134,7 @@ def privacy(request: HttpRequest) -> dict[str, Any]:
     if request.method == "POST":
         try:
             body = json.loads(request.body or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than Python's recursion limit
             raise BadRequest(_("The body is not valid JSON.")) from None
         if not isinstance(body, dict):
             raise BadRequest(_("The body must be a JSON object."))
@@ -189,11 +189,15 @@ def can_view_room(user: Any, room: str) -> bool:
 
 def _raw_path_is_utf8(request: HttpRequest) -> bool:
     """Django re-percent-encodes bytes that are not UTF-8 ("%FF" stays "%FF"): the raw path
-    tells a broken name from one that really holds "%FF"."""
+    tells a broken name from one that really holds "%FF". Under WSGI Django has already decoded
+    the path (any character, "€" included: it is text, not Latin-1 bytes), so it is read back as
+    UTF-8, and the bytes it re-percent-encoded come out broken again."""
     scope = getattr(request, "scope", None)
-    raw = scope.get("raw_path") if scope else request.META.get("PATH_INFO", "").encode("latin-1")
+    raw = scope.get("raw_path") if scope else None
+    if raw is None:
+        raw = request.path_info.encode("utf-8", "surrogatepass")
     try:
-        unquote_to_bytes(raw or b"").decode()
+        unquote_to_bytes(raw).decode()
     except UnicodeDecodeError:
         return False
     return True
