@@ -86,9 +86,7 @@ def test_staff_who_are_not_superusers_see_no_raw_row(client, staff, site, admin_
     assert "tablet" in rows.content.decode()
 
 
-def test_the_chart_is_withheld_from_staff_under_an_audience_policy(
-    client, staff, site, admin_user
-):
+def test_the_chart_is_withheld_from_staff_under_an_audience_policy(client, staff, site, admin_user):
     ann, cy = site
     RELATION.clear()
     RELATION[str(staff.pk)] = set()  # the viewer's audience: nobody

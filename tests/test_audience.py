@@ -128,7 +128,7 @@ def test_every_read_matches_the_model(redis_client, site):
             CALLS.clear()
             many = presence.get_many(USERS, viewer=viewer, now=t)
             assert len(CALLS) <= (1 if site["policy"] else 0)  # one call for the whole list
-            # get reads the last activity, as get_many does when asked (store layout 3 keeps a
+            # get reads the last activity, as get_many does when asked (the store keeps a
             # plain connected user's apart); without it, the same presences save for that
             full = presence.get_many(USERS, viewer=viewer, now=t, activity=True)
             for subject in USERS:

@@ -169,7 +169,7 @@ def test_online_only_filter(client, crowd, redis_calls):
     expected = sorted(u.get_username() for u in crowd[::3] if u != crowd[6])  # not the invisible
     assert [r["username"] for r in rows] == expected
     assert all(r["presence"]["state"] in ("online", "dnd") for r in rows)
-    # The online ids (layout 3: the connected's and the HTTP-only's), then the page's presences.
+    # The online ids (the connected's and the HTTP-only's), then the page's presences.
     assert redis_calls.total == 3
     assert len(client.get("/members/", {"online": "0"}).json()) == 60
 

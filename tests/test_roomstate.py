@@ -288,9 +288,6 @@ async def test_server_state_from_python_reaches_the_room(users):
         await s.close()
 
 
-
-
-
 async def test_a_projects_own_consumer_carries_room_state_through_the_mixin(users):
     """The demo's chat socket (PresenceConsumerMixin) and the presence socket, both ways."""
     (_, ca), (_, cb), _ = users

@@ -77,7 +77,7 @@ async def test_async_store_from_settings_takes_the_default_options(on_cluster):
 
 @pytest.mark.cluster
 async def test_a_new_async_cluster_store_takes_calls_at_once(on_cluster):
-    """A new client's first calls at once (a read is a call a shard and index on layout 3)
+    """A new client's first calls at once (a read is a call a shard and index)
     used to meet redis-py's lazy learning of the topology: it disconnected connections under
     their feet ("connection closed by a topology refresh"), about one new client in six here.
     The store has the client learn it first."""

@@ -28,6 +28,8 @@ def test_touch_many_equals_the_touches_one_by_one(make_store, shards):
     many = make_store(prefix="many", shards=shards)
     for s in (one, many):
         s.connect("c", 4, now=T)  # 4 is online by socket, idle by T + 300
+        s.heartbeat("c", 4, now=T + 300)
+        s.idle(4, now=T + 300)  # announced by the process that saw the activity stop
         s.touch(5, activity=False, now=T)
     items = [(1, True), (2, False), (3, True), (1, False), (4, True), (5, True)]
 

@@ -76,8 +76,13 @@ def test_concurrent_changes_end_in_the_semantic_state(store):
     assert dict(store.rooms()) == {r: len(m) for r, m in members.items() if m}
     assert {t.user_id for t in swept if t.kind == "offline"}.isdisjoint(online)
 
-    # And when everything expires, nothing is left but profile data.
+    # And when everything expires, nothing is left but profile data: the records (a status, no
+    # connection), the offline users' last seens, the process's lease and the cleaner's place;
+    # no listing, registry field, process set or room.
     store.sweep(now=T + 1000)
     assert store.online_count(now=T + 1000) == 0
     assert store.rooms() == []
-    assert all(":u:" in key for key in all_keys(store.client))
+    left = {key.rpartition(":")[2] for key in all_keys(store.client)}
+    assert left <= {"recs", "rexp", "last", "procs", "clean"}, left
+    for user in USERS:
+        assert store.export(user)["connections"] == [], user

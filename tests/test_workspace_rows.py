@@ -51,7 +51,7 @@ def seen_then_gone(user, workspace: str, seconds_ago: float) -> None:
 def seen_text(html: str, user) -> str:
     """The "last seen" text of ``user``'s entry in a demo room page."""
     entry = html.split(f'data-user="{user.pk}"', 1)[1].split("</li>", 1)[0]
-    found = re.search(r'data-seen>(.*?)</span>\s*$', entry, re.S)
+    found = re.search(r"data-seen>(.*?)</span>\s*$", entry, re.S)
     text = re.sub(r"<[^>]+>", "", found.group(1)) if found else entry
     return " ".join(text.split())  # "10&nbsp;minutes": one space
 

@@ -434,13 +434,15 @@ class Planner:
         hold connections in). The result lists the (conn, user) pairs the store no longer
         holds, whose owners should connect and join again."""
         members = lease_members(pairs)
-        groups: dict[str, list[str]] = {tag: [] for tag in self.keys.all_tags()}
+        groups: dict[str, list[str]] = {}  # the shards in the order of their first member
         if self.keys.shards == 1:
             groups[self.keys.tag(0)] = members
         else:
             for member in members:
                 uid = member.rpartition(CONN_SEP)[0]
-                groups[self.keys.tag_for_user(uid)].append(member)
+                groups.setdefault(self.keys.tag_for_user(uid), []).append(member)
+        for tag in self.keys.all_tags():
+            groups.setdefault(tag, [])
         calls = [self.call("heartbeat", tag, now, *group) for tag, group in groups.items()]
 
         def finish(replies: list[Any]) -> list[tuple[str, str]]:

@@ -2,9 +2,7 @@
 (``store.keys``, presence_app/store/keys.py, and ``store.housekeeping_keys()``), not against
 today's key names, so that it follows a change of layout.
 
-Relies on: ``KeySpace.all_tags()``; layout 2's per-shard indexes ``seen``/``until``/``hidden``/
-``leases``/``active``/``rooms`` and ``user(tag, id)`` (a user's record, a string); layout 3's
-(``keys.layout == 3``) ``seen``/``until``/``hidden``/``procs``/``last``/``rooms``/
+Relies on: ``KeySpace.all_tags()``; the per-shard ``seen``/``until``/``hidden``/``procs``/``last``/``rooms``/
 ``record_expiry``/``web``/``graces`` (sorted sets), ``records`` (a hash), ``cleaner`` (a
 string), ``registry(tag, bucket)`` and ``room_states(tag, room)`` (hashes) and
 ``process_users(tag, process)`` (sets), as prefixes where they name a family; ``room(tag, name)``;

@@ -94,9 +94,6 @@ async def test_a_stream_cancelled_while_it_applies_a_call_lets_its_channel_go(
     assert stream.channel.encode() not in redis_client.pubsub_channels()
 
 
-
-
-
 async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_lease(redis_client):
     """A socket's heartbeat is written in a batch a moment after it came (the coalescer). A
     close that lands in Redis while that batch is on its way cuts the lease to the grace, and the

@@ -94,7 +94,7 @@ def lease_deadline(server: AsgiServer, user_ids: list[str]) -> float:
 
 
 def processes(client: redis.Redis, tag: str, uid: str) -> set[str]:
-    """Layout 3: the processes holding the user's connections: a plain user's one in their
+    """The processes holding the user's connections: a plain user's one in their
     registry field (``process \x1f conn \x1f ...``), others' in their record's ``conns``
     (``{conn: [process, room, ...]}``)."""
     bucket = registry_bucket(uid, conf.get("REGISTRY_BUCKETS"))

@@ -1,7 +1,7 @@
-"""Store layout 3, the default (docs/store-layout-3.md), on real Redis (one server and the
-3-master cluster): ``Store(client, config)``.
+"""The store's key layout (docs/store-layout.md), on real Redis (one server and the 3-master
+cluster): ``Store(client, config)``.
 
-Built: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
+Covered: connect, heartbeat_many, disconnect, get_many, online, online_count and sweep, for users
 without rooms or a status: the registry for a plain user's one connection, the record for
 several, process leases (kill -9), the grace, the stale-listing sweep and the registry cleaner;
 rooms, statuses, idle, HTTP-only users, live room state, erasure and export.
@@ -14,7 +14,6 @@ import redis
 
 from presence_app.store import (
     AsyncStore,
-    PresenceError,
     Store,
     StoreConfig,
     UnknownConnection,

@@ -1,7 +1,6 @@
-"""Store layout 3 behind the front door (``STORE_LAYOUT = 3``): what the sessions now do that
-Redis no longer does for a connection (presence_app.realtime.liveness), on real sockets, a real
-channel layer and Redis. The rest of the socket suite runs on layout 3 in nox's ``layout3``
-session."""
+"""What the sessions do that Redis does not do for a connection (presence_app.realtime.liveness:
+a process holds one lease for all its connections and closes a silent one itself), on real
+sockets, a real channel layer and Redis."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-async def layout3(redis_client):
+async def liveness(redis_client):
     channel_layers.backends.clear()
     with presence_settings(IDLE_AFTER=2, ONLINE_WINDOW=2):
         try:
@@ -28,7 +27,7 @@ async def layout3(redis_client):
             await shutdown()
 
 
-async def test_the_front_door_runs_on_layout_3_with_one_process_lease(layout3, redis_client):
+async def test_the_front_door_runs_with_one_process_lease(liveness, redis_client):
     _, cookie = await make_user("ann")
     sock = await Socket.open(cookie)
     store = get_async_store()
@@ -40,7 +39,7 @@ async def test_the_front_door_runs_on_layout_3_with_one_process_lease(layout3, r
     await sock.close()
 
 
-async def test_a_socket_silent_for_the_lease_is_closed(layout3):
+async def test_a_socket_silent_for_the_lease_is_closed(liveness):
     _, cookie = await make_user("ann")
     quiet = await Socket.open(cookie, name="quiet")  # no heartbeat at all
     beating = await Socket.open(cookie, name="beating")
@@ -52,7 +51,7 @@ async def test_a_socket_silent_for_the_lease_is_closed(layout3):
     await beating.close()
 
 
-async def test_idle_waits_for_every_device_and_ends_with_activity(layout3):
+async def test_idle_waits_for_every_device_and_ends_with_activity(liveness):
     (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
     phone, laptop = await Socket.open(ann, name="phone"), await Socket.open(ann, name="laptop")
     watcher = await Socket.open(bob, name="bob")
@@ -74,8 +73,8 @@ async def test_idle_waits_for_every_device_and_ends_with_activity(layout3):
         await sock.close()
 
 
-async def test_the_reads_that_show_a_last_activity_read_it(layout3):
-    """A plain connected user's last activity lives in their registry field on layout 3: get,
+async def test_the_reads_that_show_a_last_activity_read_it(liveness):
+    """A plain connected user's last activity lives in their registry field : get,
     the room's presence.state frame and the reads with ``activity=True`` read it; a plain
     get_many (a page of dots) does without."""
     (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
