@@ -40,11 +40,60 @@ class Row:
     presence: Presence
     rooms: list[str] = field(default_factory=list)
 
+    @property
+    def name(self) -> str:
+        """The user's name as people know it: their full name, else what the model prints."""
+        return display_name(self.user) if self.user is not None else f"#{self.user_id}"
+
+    @property
+    def login(self) -> str:
+        """What they log in with (``USERNAME_FIELD``: a name, an email address)."""
+        return self.user.get_username() if self.user is not None else ""
+
+
+def display_name(user: Any) -> str:
+    """``get_full_name()`` where the model has one and it is not blank, else ``str(user)``."""
+    full = getattr(user, "get_full_name", None)
+    name = full() if callable(full) else ""
+    return (name or "").strip() or str(user)
+
+
+#: Fields of the user model the search looks in, where the model has them (text fields).
+NAME_FIELDS = ("first_name", "last_name", "full_name", "name", "display_name")
+
+
+def _search_fields(User: Any) -> list[str]:
+    from django.core.exceptions import FieldDoesNotExist
+    from django.db import models
+
+    wanted = [User.USERNAME_FIELD, getattr(User, "EMAIL_FIELD", None), *NAME_FIELDS]
+    found: list[str] = []
+    for name in wanted:
+        if not name or name in found:
+            continue
+        try:
+            model_field = User._meta.get_field(name)
+        except FieldDoesNotExist:
+            continue
+        if isinstance(model_field, (models.CharField, models.TextField)):
+            found.append(name)
+    return found
+
 
 def _usernames_matching(query: str) -> list[str]:
+    """Users whose login, email or name holds every word of ``query`` (each word in any of
+    them: "ann lee" finds Ann Lee, "lee@" her address)."""
+    from django.db.models import Q
+
     User = get_user_model()
-    lookup = {f"{User.USERNAME_FIELD}__icontains": query}
-    pks = User._default_manager.filter(**lookup).order_by(User.USERNAME_FIELD)
+    fields = _search_fields(User)
+    where = Q()
+    for word in query.split():
+        anywhere = Q()
+        for name in fields:
+            anywhere |= Q(**{f"{name}__icontains": word})
+        where &= anywhere
+    pks = User._default_manager.filter(where).order_by(User.USERNAME_FIELD)
     return [str(pk) for pk in pks.values_list("pk", flat=True)[:SEARCH_LIMIT]]
 
 
