@@ -12,9 +12,8 @@
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
   erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
   (tests/settings_uuid.py), on the newest pair.
-- ``layout2``: the socket, room, status, erasure and visibility suites on store layout 2
-  (tests/settings_layout2.py: the layout before the default 3, kept for the sites that upgrade
-  from it), on the newest pair.
+- ``soak``: the soak, shortened (tests/reliability/test_soak.py at ``SOAK_SECONDS`` of churn on
+  each channel layer): the store ends holding exactly the live users.
 - ``lint``, ``docs``, ``package``: ruff, the Sphinx site (warnings are errors), and the wheel and
   sdist (twine check, then the sdist's own tests).
 - ``drf``: ``presence_app[drf]`` with Django REST framework, on the oldest and newest Django.
@@ -199,24 +198,6 @@ UUID_USER_TESTS = [
 ]
 
 
-#: What nox's ``layout2`` session runs on store layout 2.
-LAYOUT2_TESTS = [
-    "tests/test_consumer.py",
-    "tests/test_front_door.py",
-    "tests/test_rooms.py",
-    "tests/test_roomstate.py",
-    "tests/test_erasure.py",
-    "tests/test_api.py",
-    "tests/test_templatetags.py",
-    "tests/test_send_to_user.py",
-    "tests/test_tutorial_consumer.py",
-    "tests/test_visibility.py",
-    "tests/test_visibility_model.py",
-    "tests/test_privacy.py",
-    "tests/test_audience.py",
-]
-
-
 def pinned(name: str) -> str:
     """requirements.txt's pin of ``name`` (what `make test` uses)."""
     for line in Path("requirements.txt").read_text().splitlines():
@@ -254,13 +235,25 @@ def uuid_users(session: nox.Session) -> None:
     settings_tests(session, "tests.settings_uuid", UUID_USER_TESTS)
 
 
-@nox.session(python=NEWEST[0])
-def layout2(session: nox.Session) -> None:
-    """The front door on store layout 2 (tests/settings_layout2.py; the default is 3): the
-    socket, room, status, erasure and visibility suites (the model-based one included) through
-    it. The store's own layout-2 suite runs in every cell (tests/test_store.py)."""
-    install_cell(session, NEWEST[1])
-    settings_tests(session, "tests.settings_layout2", LAYOUT2_TESTS)
+#: Seconds of churn in nox's shortened soak (the slow test's own: 90).
+SOAK_SECONDS = "30"
+
+
+@nox.session(python=CELLS[0][0])
+def soak(session: nox.Session) -> None:
+    """The soak, shortened, on both channel layers (tests/reliability/test_soak.py; bench row 15
+    is the 30-minute one)."""
+    install_cell(session, CELLS[0][1])
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--run-slow",
+        "tests/reliability/test_soak.py",
+        *session.posargs,
+        env={"REDIS_URL": "", "PRESENCE_SOAK_SECONDS": SOAK_SECONDS},
+    )
 
 
 @nox.session(python=CELLS[0][0])

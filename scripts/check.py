@@ -25,7 +25,7 @@ LOGS = ROOT / ".nox" / "logs"
 
 # Started first: the sessions that take longest (the Cluster variants, coverage), so that the
 # short ones fill in beside them instead of leaving a long one to run alone at the end.
-FIRST = ("layout2", "py3.13-django6.1", "servers", "lowest", "package")
+FIRST = ("py3.13-django6.1", "soak", "servers", "lowest", "package")
 
 
 def sessions() -> list[str]:

@@ -70,11 +70,13 @@ CLUSTER_RETRY = 1.0
 _UNREACHABLE = ("Redis Cluster cannot be connected", "All slots are not covered")
 
 _sync: Store | None = None  # the default key space's; the tenants' stores share its client
-_tenant_sync: dict[str, Store] = {}
+# The tenants' stores, for the most recently used workspaces only (tenants.limit()).
+_tenant_sync: tenants.Bounded[Store] = tenants.Bounded("stores")
 _sync_down_until = 0.0  # the sync cluster client could not be built: when to try again
-_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, AsyncStore]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Per event loop: its default store, and its tenants' stores (bounded as ``_tenant_sync``).
+_async: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[AsyncStore, tenants.Bounded[AsyncStore]]
+] = weakref.WeakKeyDictionary()
 
 
 def store_config(tenant: str | None = None) -> StoreConfig:
@@ -322,9 +324,8 @@ def get_store() -> Store:
     tenant = tenants.current()
     if tenant is None:
         return _sync
-    store = _tenant_sync.get(tenant)
-    if store is None:
-        store = _tenant_sync[tenant] = _store(Store, _sync.client, tenant)
+    client = _sync.client
+    store = _tenant_sync.get(tenant, lambda: _store(Store, client, tenant))
     tenants.mark(_sync, tenant)  # the registry is the base prefix's
     return store
 
@@ -335,21 +336,20 @@ def get_async_store() -> AsyncStore:
     loop = asyncio.get_running_loop()
     stores = _async.get(loop)
     if stores is None:
-        stores = _async[loop] = {None: _store(AsyncStore, _async_client())}
+        stores = _async[loop] = (_store(AsyncStore, _async_client()), tenants.Bounded("stores"))
+    default, of_tenants = stores
     tenant = tenants.current()
-    store = stores.get(tenant)
-    if store is None:
-        store = stores[tenant] = _store(AsyncStore, stores[None].client, tenant)
-    if tenant is not None:
-        tenants.mark_async(stores[None], tenant)
-    return store
+    if tenant is None:
+        return default
+    tenants.mark_async(default, tenant)
+    return of_tenants.get(tenant, lambda: _store(AsyncStore, default.client, tenant))
 
 
 async def aclose_async_store() -> None:
     """Close and forget the running loop's stores (for short-lived loops: asyncio.run)."""
     stores = _async.pop(asyncio.get_running_loop(), None)
     if stores is not None:
-        await stores[None].aclose()  # the tenants' stores share its client
+        await stores[0].aclose()  # the tenants' stores share its client
 
 
 @receiver(setting_changed)

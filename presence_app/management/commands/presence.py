@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ... import conf, presence
 from ...core import rules
 from ...core.connection import get_store
-from ...jobs import lastseen, sweeper
+from ...jobs import sweeper
 from ...models import LastSeen
 from ...store import UNAVAILABLE
 
@@ -44,8 +44,7 @@ class Command(BaseCommand):
         User = get_user_model()
         found = User._default_manager.filter(**{User.USERNAME_FIELD: user}).first()
         uid = rules.user_id(found) if found is not None else user
-        stored = {**presence.export(uid), **lastseen.stored_rows(uid)}
-        self.stdout.write(json.dumps(stored, indent=2, sort_keys=True))
+        self.stdout.write(json.dumps(presence.export(uid), indent=2, sort_keys=True))
 
     def do_stats(self, **options: Any) -> None:
         reads = presence.Reads()
@@ -65,7 +64,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  {room}: {members}")
         peak = max((count for _, count in samples), default=0)
         self.stdout.write(f"samples (24 h): {len(samples)}, peak {peak}")
-        self.stdout.write(f"last seen rows: {LastSeen.objects.count()}")
+        self.stdout.write(f"last seen rows: {LastSeen.all_workspaces.count()}")
 
     def do_sweep(self, loop: bool = False, **options: Any) -> None:
         if loop:
@@ -84,7 +83,7 @@ class Command(BaseCommand):
 
     def do_flush(self, loop: bool = False, **options: Any) -> None:
         while True:
-            self.stdout.write(f"flushed: {lastseen.flush()} last seen rows")
+            self.stdout.write(f"flushed: {sweeper.flush_all()} last seen rows")
             if not loop:
                 return
             time.sleep(float(conf.get("FLUSH_INTERVAL")))

@@ -26,6 +26,6 @@ def dashboard_url(context) -> str:
     if request is None or not admin.site.is_registered(LastSeen):
         return ""
     model_admin = admin.site.get_model_admin(LastSeen)
-    if not (admin.site.has_permission(request) and model_admin.has_view_permission(request)):
+    if not (admin.site.has_permission(request) and model_admin.has_dashboard_permission(request)):
         return ""
     return reverse(f"{admin.site.name}:presence_app_lastseen_dashboard")
