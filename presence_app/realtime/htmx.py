@@ -79,6 +79,10 @@ class HtmlEventStream(EventStream):
         self.language = language
         self.members: dict[str, dict[str, Presence]] = {}  # room -> user -> presence
         self.names: dict[str, str] = {}
+        # event name -> the HTML last sent under it. The opening sends each once: the hello,
+        # the room's snapshot and the stream's own join event all say the same of its user
+        # (and the snapshot and the join the same of the room), and each was sent 2-3 times.
+        self.sent: dict[str, str] = {}
 
     async def start(self, resume: tuple[str, list[str]] | None) -> None:
         await super().start(resume)
@@ -97,6 +101,12 @@ class HtmlEventStream(EventStream):
         if not events:
             return b""
         event_id = self.next_id()
+        # What the page shows already is not sent again (a swap of the same HTML is a no-op).
+        events = [(name, html) for name, html in events if self.sent.get(name) != html]
+        self.sent.update(events)
+        if not events:
+            # An id alone still moves the browser's Last-Event-ID (the rooms to resume).
+            return f"id: {event_id}\n\n".encode() if event_id else b""
         out = [sse_event(name, html, event_id if i == 0 else None) for i, (name, html) in
                enumerate(events)]  # fmt: skip
         return "".join(out).encode()
