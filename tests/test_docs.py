@@ -197,3 +197,20 @@ def test_every_documented_import_path_imports(path):
     """Each ``presence_app...`` path the README and the docs teach names something real, so a
     moved module cannot leave a page pointing at nothing."""
     assert resolve(path) is not None
+
+
+def test_the_drf_sample_shows_every_key_of_a_presence():
+    """docs/drf.md's sample member has the keys PresenceField gives (last_seen_approx was
+    missing), and so does the field's docstring."""
+    import json
+
+    from presence_app.store import Presence
+
+    from .doc_blocks import code_blocks
+
+    (sample,) = code_blocks("drf.md", "json")
+    keys = list(Presence("7").as_dict())
+    assert list(json.loads(sample)["presence"]) == keys
+    source = (ROOT / "presence_app/contrib/drf.py").read_text()
+    docstring = source.split("class PresenceField", 1)[1].split('"""')[1]
+    assert all(f'"{key}"' in docstring for key in keys)

@@ -68,7 +68,8 @@ def read_many(user_ids: Iterable[str], viewer: Any) -> dict[str, Presence]:
 
 class PresenceField(serializers.Field):
     """A user's presence, read-only: ``{"user", "state", "last_seen", "last_active",
-    "message", "emoji", "device"}`` (``last_seen``, ``last_active``: unix seconds or null).
+    "message", "emoji", "device", "last_seen_approx"}`` (``last_seen``, ``last_active``: unix
+    seconds or null; ``last_seen_approx``: "" or the rough bucket a user's privacy shows instead).
 
     ``source`` names the user or the user's id (``"*"`` when the serialized object is the
     user). ``fields`` picks the keys, e.g. ``PresenceField(source="*", fields=["state"])``.
