@@ -101,3 +101,34 @@ def test_export_prints_what_is_stored_about_one_user(redis_client, django_user_m
     presence.forget(ann)
     assert presence.export(ann) == {"user": str(ann.pk), "workspaces": {}}
     assert get_store().online() == []
+
+
+def test_a_request_that_deletes_its_own_user_does_not_write_them_back(redis_client):
+    """The view deletes the signed-in user (erasure runs as the deletion commits); the
+    middleware's touch of that request, and a heartbeat or status still on its way, are written
+    after it: none of them brings the user back, and no key names them."""
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from presence_app.jobs.touches import batcher
+    from presence_app.middleware import PresenceMiddleware
+
+    user = create_user("gone")
+    uid = str(user.pk)
+    presence.connect("gone-1", uid)
+    presence.touch(uid)
+
+    def delete_me(request):
+        type(user).objects.filter(pk=user.pk).delete()  # request.user keeps its pk
+        return HttpResponse("bye")
+
+    request = RequestFactory().get("/account/delete/")
+    request.user = user
+    assert PresenceMiddleware(delete_me)(request).status_code == 200
+    batcher.flush()  # the request's touch, after the forget
+    presence.set_status(uid, "dnd", message="late")  # a status on its way
+    assert presence.heartbeat("gone-1", uid) is False  # a socket not closed yet: nothing held
+    presence.connect("gone-1", uid)
+    assert presence.get(uid, viewer=presence.TRUSTED).state == "offline"
+    assert keys_naming(redis_client, uid) == []
+    assert not LastSeen.all_workspaces.filter(user_id=user.pk).exists()

@@ -788,3 +788,29 @@ def test_a_client_that_decodes_replies_reads_the_same(make3, presence_redis_url,
     read = text.get_many(ids, now=now, activity=True)
     assert [read[u].state for u in ids] == ["online", "online", "offline", "online", "offline"]
     assert (read["u2"].message, read["u2"].emoji) == ("lunch", "🥪")
+
+
+def test_no_late_write_undoes_an_erasure_until_the_hold_ends(make3):
+    """For LEASE_TTL (or ONLINE_WINDOW, the longer) plus DISCONNECT_GRACE after a forget, the
+    user's touches, connections and statuses write nothing (they were on their way: another
+    process's batch, a socket not closed yet); then the user may be seen again. The hold keeps
+    no id in clear."""
+    a, b = make3(), make3()
+    a.connect("c1", "u1", now=T)
+    a.touch("u2", now=T)
+    a.forget("u1", now=T + 1)
+    hold = max(a.config.lease_ttl, a.config.online_window) + a.config.disconnect_grace
+    late = T + hold  # still within it
+    assert b.touch_many([("u1", True), ("u2", True)], now=late) == []  # u2 is online already
+    assert b.connect("c2", "u1", now=late) == []
+    assert b.set_status("u1", "dnd", "late", now=late) == []
+    assert b.heartbeat_many([("c1", "u1")], now=late) == [("c1", "u1")]
+    assert b.get("u1", now=late).state == "offline"
+    assert a.export("u1") == {"user": "u1", "record": {}, "indexes": {}, "connections": []}
+    assert not any(
+        b"u1" in m
+        for k in keys_of(a.client)
+        if a.client.type(k) == b"zset"
+        for m in a.client.zrange(k, 0, -1)
+    )
+    assert kinds(b.touch("u1", now=T + 1 + hold + 1)) == [("online", "u1")]  # over

@@ -3,6 +3,7 @@
 -- (an idle user is active again).
 local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 renew_proc()
+if erased(uid) then return transitions() end  -- nothing is held: its heartbeat reports it missing
 local u = load_user(uid)
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false

@@ -2,9 +2,13 @@
 -- connections are left and, when the public saw them online, they go offline: both announced),
 -- then everything the store keeps of them goes: their record, their registry field, their place
 -- in every index and process set, their graces and their entries in their rooms' live state
--- (matched exactly: a field is "user|public id", and a user id may itself hold a '|').
+-- (matched exactly: a field is "user|public id", and a user id may itself hold a '|'). For HOLD
+-- after it, no write of theirs is taken (lib.lua's erased).
 renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
+redis.call('ZREMRANGEBYSCORE', K_GONE, '-inf', sc(NOW))
+redis.call('ZADD', K_GONE, sc(NOW + HOLD), redis.sha1hex(uid))  -- no late write undoes it
+redis.call('PEXPIRE', K_GONE, math.ceil(HOLD * 1000))
 local u = decode(record(uid))
 local shown = redis.call('ZSCORE', K_SEEN, uid) or redis.call('ZSCORE', K_WEB, uid)
 for _, room in ipairs(rooms_in(conns_of(u))) do

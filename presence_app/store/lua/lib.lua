@@ -69,6 +69,19 @@ end
 
 local function load_user(uid) return decode(record(uid)) end
 
+-- Erased users (forget.lua): the user -> when their erasure's hold ends. Until then no write lists
+-- them or keeps anything of them again: a touch, a connection or a status of theirs still on its
+-- way (a request that deleted its own user, a batch of another process, a socket not closed yet)
+-- is dropped, so a late write cannot undo the erasure. The hold outlasts what can be on its way:
+-- a window or a lease, and a grace. Members are the ids' SHA-1: no id is kept in clear.
+local K_GONE = TAG .. ':gone'
+local HOLD = REACH + GRACE
+local any_gone = nil
+local function erased(uid)
+  if any_gone == nil then any_gone = redis.call('EXISTS', K_GONE) == 1 end
+  return any_gone and (num(redis.call('ZSCORE', K_GONE, redis.sha1hex(uid))) or -1) > NOW
+end
+
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
 local function span_of(idx) if idx == K_WEB then return WINDOW end return SPAN end
 

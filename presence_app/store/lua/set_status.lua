@@ -5,6 +5,7 @@
 -- back, as online and joining them again.
 renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
+if erased(uid) then return transitions() end
 local u = load_user(uid)
 local old_idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', old_idx, uid))

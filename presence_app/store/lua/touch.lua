@@ -18,6 +18,7 @@ local function note(uid, u, activity, window)
   if window and not plain_conn then u.w = window end
 end
 local function touch_one(uid, activity)
+  if erased(uid) then return end
   local u = load_user(uid)
   local idx = index_of(u.st)
   local s = redis.call('ZSCORE', idx, uid)
