@@ -168,28 +168,21 @@ class Soak:
 
 def expected_keys(store: Store, live: dict[str, list[str]]) -> set[str]:
     """Every key the store may hold for these live users ({user: rooms}), by its own names:
-    each shard's indexes, each live user's record (layout 2) or registry bucket (layout 3),
-    each live process's user set (layout 3), each live room, and the jobs' keys."""
+    each shard's indexes, each live user's registry bucket, each live process's user set, each
+    live room, and the jobs' keys."""
     space = store.keys
     out = {space.lock(job) for job in KeySpace.JOBS} | {space.history(), space.tenants()}
-    if space.layout == 3:
-        indexes = (
-            "seen", "until", "hidden", "web", "procs", "last", "records", "record_expiry",
-            "graces", "rooms", "cleaner",
-        )  # fmt: skip
-    else:
-        indexes = ("seen", "until", "hidden", "leases", "active", "rooms")
+    indexes = (
+        "seen", "until", "hidden", "web", "procs", "last", "records", "record_expiry",
+        "graces", "erased", "rooms", "cleaner",
+    )  # fmt: skip
     for tag in space.all_tags():
         out.update(getattr(KeySpace, index)(tag) for index in indexes)
-        if space.layout == 3:  # the processes whose lease runs
-            for proc in store.client.zrange(KeySpace.procs(tag), 0, -1):
-                out.add(KeySpace.process_users(tag, proc.decode()))
+        for proc in store.client.zrange(KeySpace.procs(tag), 0, -1):  # whose lease runs
+            out.add(KeySpace.process_users(tag, proc.decode()))
     for user, rooms in live.items():
         tag = space.tag_for_user(user)
-        if space.layout == 3:
-            out.add(KeySpace.registry(tag, registry_bucket(user, store.config.registry_buckets)))
-        else:
-            out.add(KeySpace.user(tag, user))
+        out.add(KeySpace.registry(tag, registry_bucket(user, store.config.registry_buckets)))
         out.update(KeySpace.room(t, room) for room in rooms for t in space.all_tags())
     return out
 
@@ -199,9 +192,8 @@ def end_state(
 ) -> dict[str, Any]:
     """How the store differs from ``live`` ({user: rooms}); every list empty: it holds exactly
     that. Room keys are per shard, so a live room's key may be absent in some shards (not
-    missing). Layout 2: every live user has a record, and a lease a connection. Layout 3: a
-    live user in a room has a record (a plain one a registry field), and their connections
-    are counted from the registry and the records (``export``)."""
+    missing). A live user in a room has a record (a plain one a registry field), and their
+    connections are counted from the registry and the records (``export``)."""
     space = store.keys
     prefix = space.prefix
     present = {
@@ -210,17 +202,13 @@ def end_state(
         if k.decode().startswith((f"{{{prefix}:", f"{prefix}:"))
     }
     expected = expected_keys(store, live)
-    if space.layout == 3:  # records are fields of one hash a shard; only a room needs one
-        missing = sorted(
-            u
-            for u, rs in live.items()
-            if rs and not client.hexists(KeySpace.records(space.tag_for_user(u)), u)
-        )
-        indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.web)
-    else:
-        records = {KeySpace.user(space.tag_for_user(u), u) for u in live}
-        missing = sorted(records - present)
-        indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.active)
+    # records are fields of one hash a shard; only a room needs one
+    missing = sorted(
+        u
+        for u, rs in live.items()
+        if rs and not client.hexists(KeySpace.records(space.tag_for_user(u)), u)
+    )
+    indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.web)
     online = set(store.online(include_invisible=True))
     members: dict[str, list[str]] = {}
     for room in rooms:
@@ -230,18 +218,12 @@ def end_state(
             members[room] = sorted(got ^ want)[:5]
     want_rooms = {room: sum(room in rs for rs in live.values()) for room in rooms}
     counted = dict(store.rooms(limit=100_000))
-    # Users the store still lists or keeps who are not live (layout 2's lease set holds
-    # "user|conn" members).
+    # Users the store still lists or keeps who are not live.
     indexed = set()
     for tag in space.all_tags():
         for index in indexes:
             indexed.update(m.decode() for m in client.zrange(index(tag), 0, -1))
-        if space.layout != 3:
-            indexed.update(
-                m.decode().rpartition("|")[0] for m in client.zrange(KeySpace.leases(tag), 0, -1)
-            )
-            continue
-        # layout 3: offline users past METADATA_TTL, records, registry fields, process sets
+        # offline users past METADATA_TTL, records, registry fields, process sets
         indexed.update(m.decode() for m in client.zrange(KeySpace.last(tag), 0, -1))
         indexed.update(f.decode() for f in client.hkeys(KeySpace.records(tag)))
         registries, process_sets = KeySpace.registry(tag, ""), KeySpace.process_users(tag, "")
@@ -267,36 +249,21 @@ def end_state(
         "leases": connections(store, client, set(live) | online),
         "index_strays": sorted(indexed - set(live))[:20],
         # what the store holds of the first ghosts, and the time, to tell why they are there
-        "ghost_records": [
-            {**store.export(u), "leases": _leases_of(client, space, u)}
-            for u in sorted(online - set(live))[:3]
-        ],
+        "ghost_records": [store.export(u) for u in sorted(online - set(live))[:3]],
         "now": time.time(),
     }
 
 
 def connections(store: Store, client: redis.Redis, users: set[str]) -> int:
-    """The connections the store holds: layout 2's leases; layout 3's connections of
-    ``users`` (their registry field or record: ``export``)."""
-    if store.keys.layout == 3:
-        return sum(len(store.export(u)["connections"]) for u in users)
-    return sum(client.zcard(KeySpace.leases(t)) for t in store.keys.all_tags())
+    """The connections the store holds of ``users`` (their registry field or record:
+    ``export``)."""
+    return sum(len(store.export(u)["connections"]) for u in users)
 
 
 def processes_or_leases(store: Store, client: redis.Redis) -> int:
-    """What the sampler counts as it goes: layout 3's process leases, layout 2's connection
-    leases (layout 3 has no key of a connection's own to count cheaply)."""
-    name = KeySpace.procs if store.keys.layout == 3 else KeySpace.leases
-    return sum(client.zcard(name(t)) for t in store.keys.all_tags())
-
-
-def _leases_of(client: redis.Redis, space: KeySpace, user: str) -> dict[str, float]:
-    tag = space.tag_for_user(user)
-    return {
-        m.decode(): score
-        for m, score in client.zrange(KeySpace.leases(tag), 0, -1, withscores=True)
-        if m.decode().rpartition("|")[0] == user
-    }
+    """What the sampler counts as it goes: the process leases (a connection has no key of its
+    own to count cheaply)."""
+    return sum(client.zcard(KeySpace.procs(t)) for t in store.keys.all_tags())
 
 
 def exact(state: dict[str, Any]) -> bool:

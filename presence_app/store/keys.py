@@ -132,6 +132,12 @@ class KeySpace:
         return f"{tag}:graces"
 
     @staticmethod
+    def erased(tag: str) -> str:
+        """Erased users' ids (their SHA-1) by the end of their erasure's hold (lib.lua's
+        K_GONE): no write of theirs is taken until then."""
+        return f"{tag}:gone"
+
+    @staticmethod
     def cleaner(tag: str) -> str:
         """The registry cleaner's next bucket (sweep.lua)."""
         return f"{tag}:clean"

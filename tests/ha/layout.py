@@ -41,7 +41,12 @@ def layout_problems(store: Store) -> list[str]:
         indexes[keys.record_expiry(tag)] = "zset"
         indexes[keys.records(tag)] = "hash"
         indexes.update(
-            {keys.web(tag): "zset", keys.graces(tag): "zset", keys.cleaner(tag): "string"}
+            {
+                keys.web(tag): "zset",
+                keys.graces(tag): "zset",
+                keys.erased(tag): "zset",
+                keys.cleaner(tag): "string",
+            }
         )
         families += [
             (keys.registry(tag, 0)[:-1], "hash"),
