@@ -43,7 +43,7 @@ class WorkspaceRow(models.Model):
     )
 
     objects = InWorkspace()
-    all_workspaces = models.Manager()
+    all_workspaces = models.Manager()  # noqa: DJ012 (a manager, after the default one)
 
     class Meta:
         abstract = True

@@ -100,10 +100,16 @@ def idle(user: User, now: float | None = None) -> list[Transition]:
 
 
 def connect(
-    conn_id: str, user: User, now: float | None = None, device: str | None = None
+    conn_id: str,
+    user: User,
+    now: float | None = None,
+    device: str | None = None,
+    max_connections: int = 0,
 ) -> list[Transition]:
-    """A connection (socket, stream) opened: it takes a lease of ``LEASE_TTL``."""
-    return _change("connect", conn_id, rules.user_id(user), now, device)
+    """A connection (socket, stream) opened: it is held while its process lives. With
+    ``max_connections``, raises :class:`~presence_app.store.TooManyConnections` (taking
+    nothing) while the user holds that many open connections in this workspace already."""
+    return _change("connect", conn_id, rules.user_id(user), now, device, max_connections)
 
 
 def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
@@ -703,9 +709,13 @@ async def aidle(user: User, now: float | None = None) -> list[Transition]:
 
 
 async def aconnect(
-    conn_id: str, user: User, now: float | None = None, device: str | None = None
+    conn_id: str,
+    user: User,
+    now: float | None = None,
+    device: str | None = None,
+    max_connections: int = 0,
 ) -> list[Transition]:
-    return await _achange("connect", conn_id, rules.user_id(user), now, device)
+    return await _achange("connect", conn_id, rules.user_id(user), now, device, max_connections)
 
 
 async def aheartbeat(conn_id: str, user: User, now: float | None = None) -> bool:

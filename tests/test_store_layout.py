@@ -16,6 +16,7 @@ from presence_app.store import (
     AsyncStore,
     Store,
     StoreConfig,
+    TooManyConnections,
     UnknownConnection,
 )
 from presence_app.store.keys import KeySpace, registry_bucket
@@ -814,3 +815,20 @@ def test_no_late_write_undoes_an_erasure_until_the_hold_ends(make3):
         for m in a.client.zrange(k, 0, -1)
     )
     assert kinds(b.touch("u1", now=T + 1 + hold + 1)) == [("online", "u1")]  # over
+
+
+def test_a_connection_past_the_users_limit_is_refused_and_takes_nothing(make3):
+    """connect(..., max_connections=N) counts the user's open connections as it takes one
+    (atomically: two processes' opens at once cannot both pass): past N it raises and writes
+    nothing; a connection in its grace, or the same connection again, does not count."""
+    a, b = make3(), make3()
+    assert kinds(a.connect("c1", "u1", now=T, max_connections=2)) == [("online", "u1")]
+    b.connect("c2", "u1", now=T, max_connections=2)
+    with pytest.raises(TooManyConnections):
+        a.connect("c3", "u1", now=T, max_connections=2)
+    assert a.export("u1")["connections"] == ["c1", "c2"]
+    a.connect("c1", "u1", now=T + 1, max_connections=2)  # the same one again (a resumed stream)
+    b.disconnect("c2", "u1", now=T + 1)  # in its grace: not open
+    a.connect("c3", "u1", now=T + 1, max_connections=2)
+    assert kinds(a.connect("c9", "u2", now=T + 1, max_connections=1)) == [("online", "u2")]
+    assert sorted(a.export("u1")["connections"]) == ["c1", "c3"]  # c2 closed: its grace only

@@ -17,8 +17,6 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from .. import conf, presence, tenants
 from ..access import audience, visibility
 from ..core import dispatch, rules
@@ -26,7 +24,7 @@ from ..core.limits import Throttle
 from ..core.tasks import spawn
 from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
-from ..store import ONLINE_STATES, UNAVAILABLE, UnknownConnection
+from ..store import ONLINE_STATES, UNAVAILABLE, TooManyConnections, UnknownConnection
 from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
@@ -140,18 +138,6 @@ class PresenceSession:
             except UNAVAILABLE as exc:
                 log_outage(exc)  # the room's members got the offline, which drops them
 
-    async def over_limit(self) -> bool:
-        """Does the user hold ``MAX_CONNECTIONS_PER_USER`` connections already in this
-        session's workspace (this one not counted: a resumed stream takes its own back)? Read
-        through the front door's export, which lists the store's connections of the user."""
-        limit = conf.get("MAX_CONNECTIONS_PER_USER")
-        if not limit:
-            return False
-        held = await database_sync_to_async(presence.export)(self.user_id)
-        here = held.get("workspaces", {}).get(self.tenant or "", {})
-        others = [c for c in here.get("connections", ()) if c != self.conn_id]
-        return len(others) >= int(limit)
-
     # -- life --------------------------------------------------------------------------------
     @in_tenant
     async def open(self) -> dict[str, Any]:
@@ -159,24 +145,25 @@ class PresenceSession:
         :class:`~presence_app.realtime.protocol.ConnectionLimit`, having taken nothing, when the
         user holds ``MAX_CONNECTIONS_PER_USER`` connections already."""
         s, me = conf.get_settings(), None
-        try:
-            limited = await self.over_limit()
-        except UNAVAILABLE:
-            limited = False  # the outage is met, and told, below
-        if limited:
-            self.closed = True  # nothing taken, nothing to close
-            self.send = self.outbox.send = _sent_nowhere
-            limit = s["MAX_CONNECTIONS_PER_USER"]
-            raise ConnectionLimit(limit)
-        ensure_sweeper()
-        collector.opened()
+        limit = int(s["MAX_CONNECTIONS_PER_USER"] or 0)
         try:
             await self.groups.add_all(self.rooms, self.watched)
-            await presence.aconnect(self.conn_id, self.user_id, device=self.device)
+            # the store counts the user's connections as it takes this one: two opens at once
+            # cannot both pass the limit
+            await presence.aconnect(
+                self.conn_id, self.user_id, device=self.device, max_connections=limit
+            )
             me = await presence.aget(self.user_id, viewer=self.viewer)
             self.own_state = me.state
+        except TooManyConnections:
+            await self.groups.discard(self.groups.all(self.rooms, self.watched))
+            self.closed = True  # nothing else taken, nothing to close
+            self.send = self.outbox.send = _sent_nowhere
+            raise ConnectionLimit(limit) from None
         except UNAVAILABLE as exc:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
+        ensure_sweeper()
+        collector.opened()
         self.liveness = Liveness(self, self.end)
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 

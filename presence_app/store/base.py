@@ -14,13 +14,21 @@ from typing import Any
 from . import roomstate
 from .keys import KeySpace
 from .plans import _UNSET, Call, Plan, Planner, room_of, user_id_of
-from .types import InvalidInput, PresenceError, StoreConfig, UnknownConnection
+from .types import (
+    InvalidInput,
+    PresenceError,
+    StoreConfig,
+    TooManyConnections,
+    UnknownConnection,
+)
 
 
 def translate_error(exc: Exception) -> Exception:
     text = str(exc)
     if "PRESENCE unknown connection" in text:
         return UnknownConnection("the connection holds no lease; connect it first")
+    if "PRESENCE too many connections" in text:
+        return TooManyConnections("the user holds as many connections as they may")
     if "PRESENCE " in text:
         return PresenceError(text.split("PRESENCE ", 1)[1])
     return exc
@@ -64,9 +72,18 @@ class BaseStore(roomstate.RoomStates):
         IDLE_AFTER; the user goes idle when no other device of theirs was active since."""
         return self.run(self.plans.idle(user_id, now))
 
-    def connect(self, conn_id: str, user_id, now: float | None = None, device: str | None = None):
-        """A WebSocket opened: the connection takes a lease of LEASE_TTL."""
-        return self.run(self.plans.connect(conn_id, user_id, device, now))
+    def connect(
+        self,
+        conn_id: str,
+        user_id,
+        now: float | None = None,
+        device: str | None = None,
+        max_connections: int = 0,
+    ):
+        """A WebSocket opened: the connection is held while its process lives. With
+        ``max_connections``, raises TooManyConnections (writing nothing) while the user holds
+        that many open connections already."""
+        return self.run(self.plans.connect(conn_id, user_id, device, now, max_connections))
 
     def heartbeat(self, conn_id: str, user_id, now: float | None = None):
         """Renews one lease; returns False when the connection holds none, or its user is

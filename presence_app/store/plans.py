@@ -415,9 +415,17 @@ class Planner:
     def forget(self, user_id: Any, now: float | None) -> Plan:
         return self.transitions("forget", user_id, now)
 
-    def connect(self, conn_id: str, user_id: Any, device: str | None, now: float | None) -> Plan:
+    def connect(
+        self,
+        conn_id: str,
+        user_id: Any,
+        device: str | None,
+        now: float | None,
+        max_connections: int = 0,
+    ) -> Plan:
         dev = _text(device or "", MAX_DEVICE_LENGTH, "device")
-        return self.transitions("connect", user_id, now, conn_id_of(conn_id), dev)
+        most = int(max_connections or 0)
+        return self.transitions("connect", user_id, now, conn_id_of(conn_id), dev, most)
 
     def disconnect(self, conn_id: str, user_id: Any, now: float | None) -> Plan:
         return self.transitions("disconnect", user_id, now, conn_id_of(conn_id))

@@ -26,6 +26,10 @@ class UnknownConnection(PresenceError):
     """join() for a connection that holds no lease (never connected, or already swept)."""
 
 
+class TooManyConnections(PresenceError):
+    """connect() of a user who holds ``max_connections`` open connections already."""
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     """The store's settings; ``presence_app.conf`` builds one from ``settings.PRESENCE``."""

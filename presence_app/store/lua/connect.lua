@@ -1,13 +1,22 @@
--- connect(user, conn, device): a WebSocket opened on this process. A plain user's one connection
--- goes into the registry; a second one (or rooms) moves them into the record. Counts as activity
--- (an idle user is active again).
-local uid, cid, device = ARGV[A], ARGV[A + 1], ARGV[A + 2]
+-- connect(user, conn, device, most): a WebSocket opened on this process. A plain user's one
+-- connection goes into the registry; a second one (or rooms) moves them into the record. Counts
+-- as activity (an idle user is active again). With `most` > 0, refused (an error, nothing
+-- written) while the user holds that many open connections already, this one not counted (a
+-- resumed stream takes its own back): counted here, two opens at once cannot both pass.
+local uid, cid, device, most = ARGV[A], ARGV[A + 1], ARGV[A + 2], num(ARGV[A + 3]) or 0
 renew_proc()
 if erased(uid) then return transitions() end  -- nothing is held: its heartbeat reports it missing
 local u = load_user(uid)
 local idx = index_of(u.st)
 local listed = redis.call('ZSCORE', idx, uid) ~= false
 local conns = live_conns(uid, u, listed)
+if most > 0 then
+  local open = 0
+  for c, e in pairs(conns) do
+    if c ~= cid and string.sub(e[1], 1, 1) ~= '~' then open = open + 1 end  -- not in a grace
+  end
+  if open >= most then return redis.error_reply('PRESENCE too many connections') end
+end
 -- a user seen by HTTP only so far is connected now: listed by their connections from here on
 local web = idx == K_SEEN and num(redis.call('ZSCORE', K_WEB, uid)) or nil
 local by_web = web ~= nil
