@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .common import ROOT, Context, Row, benchmark, median, rates, run_worker
-from .dataset import T0, bulk_connect, conn_ids
+from .dataset import T0, conn_ids, connect_all
 
 BATCH = 1000
 
@@ -34,11 +34,11 @@ def ours_rates(ctx: Context, n: int, seconds: float) -> dict[str, float]:
     from presence_app.store import Store, StoreConfig
 
     client = ctx.redis.client()
-    store = Store(client, StoreConfig(prefix="bpeer"), layout=2)
+    store = Store(client, StoreConfig(prefix="bpeer"))
     uids = [str(i) for i in range(1, n + 1)]
     pairs = list(zip(conn_ids(n, seed=8), uids, strict=True))
     if "peer:filled" not in ctx.cache:
-        bulk_connect(store, pairs, T0)
+        connect_all(store, pairs, T0)
         ctx.cache["peer:filled"] = True
     batches = [pairs[i : i + BATCH] for i in range(0, n, BATCH)]
     clock = [T0 + 1.0]

@@ -3,10 +3,8 @@
 write ``bench/<name>.py`` and list it here."""
 
 MODULES = [
-    "bench.store_heartbeat",  # 1
-    "bench.store_reads",  # 2, 3
-    "bench.store_sweep",  # 4
-    "bench.store_memory",  # 5
+    "bench.front_door",  # 2: reads and page tags on 1 M users of every kind; 16: sync writes
+    "bench.store_reads",  # 3
     "bench.sockets",  # 6 (uvicorn, daphne)
     "bench.middleware",  # 7
     "bench.peer",  # 8 (SQLite, PostgreSQL)
@@ -15,6 +13,6 @@ MODULES = [
     "bench.sse",  # 11: SSE streams beside WebSockets (issue 15)
     "bench.rolling",  # 12: a rolling deploy of 2 uvicorn behind one address
     "bench.roomstate",  # 13: live room state, 100 cursors at 30 Hz, coalesced vs naive
-    "bench.store_layout3",  # 14: store layout 3, the default, through Store and the front door
+    "bench.store_layout3",  # 14: the store's memory, heartbeats and sweep through Store
     "bench.soak",  # 15: 30 minutes of churn: memory flat, the key space exact (issue 31)
 ]

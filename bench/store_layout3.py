@@ -1,6 +1,6 @@
-"""14. Store layout 3, the store's default (``Store(client, config, layout=3)``:
-docs/store-layout-3.md), through its public ``Store`` methods, side by side with raw Redis
-on the same 1,000,000-user data set in the same run:
+"""14. The store's layout (store layout 3: docs/store-layout.md) through its public ``Store``
+methods, side by side with raw Redis on the same 1,000,000-user data set in the same run (its
+reads are benchmark 2's, ``bench/front_door.py``):
 
 - memory: ``used_memory`` growth for N users connected through ``Store.connect`` (one
   WebSocket each, 12-character conn ids, no room, no status), against a bare sorted set of the
@@ -8,16 +8,6 @@ on the same 1,000,000-user data set in the same run:
   and what a status (message, emoji, device) adds to a user;
 - ``heartbeat_many`` in batches of 1,000 against one raw ``ZADD`` of the same batch into a bare
   sorted set of the same ids (alternating rounds, a clock that renews each user every 30 s);
-- ``get_many(200)``, each presence's state, emoji and message read (a dot's fields: the
-  derivation included), against a raw ``ZMSCORE`` of the same ids (alternating blocks); the
-  same through the front door (``presence.get_many`` of 200 user objects, ``STORE_LAYOUT = 3``),
-  and with ``activity=True`` (the reads that show a last activity: a registry field a user more);
-  100 connected users and 100 never seen; and 200 users with a status message, emoji and device
-  against 200 plain ones, through the front door (the target) and through the store; and the
-  layout's floors, side by side in the same run: lua3/get_many.lua's call alone (the reply as
-  hiredis parses it, nothing derived), and that call with 200 presences made from it with no
-  logic at all (a plain user's three fields; a status user's record decoded and split, and its
-  six): the least a derivation of this layout's reply into presences pays;
 - ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
   its lease run out) among N, every ``offline`` checked, against ``ZRANGEBYSCORE`` +
   ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn).
@@ -29,11 +19,10 @@ import gc
 import random
 from itertools import repeat
 
-from presence_app.store import Presence, Store, StoreConfig, scripts
+from presence_app.store import Store, StoreConfig
 from presence_app.store.keys import KeySpace
-from presence_app.store.types import SEP
 
-from .common import Check, Context, Row, benchmark, latencies, median, rates, timed
+from .common import Check, Context, Row, benchmark, median, rates, timed
 from .dataset import T0, conn_ids, settle, used_memory
 
 PREFIX = "b3"
@@ -41,16 +30,16 @@ BARE = "bench:raw:l3"
 RAW_SWEEP = "bench:raw:l3sweep"
 
 
-@benchmark("layout3", "14. store layout 3 (the default) through Store, vs raw Redis")
+@benchmark("layout3", "14. the store's memory, heartbeats and sweep through Store, vs raw Redis")
 def run(ctx: Context) -> list[Row]:
     n = ctx.size(1_000_000, 100_000)
     client = ctx.redis.client()
     config = StoreConfig(prefix=PREFIX, registry_buckets=max(1, n // 64))
-    store = Store(client, config, layout=3)
+    store = Store(client, config)
     uids = [str(i) for i in range(1, n + 1)]
     cids = conn_ids(n, seed=1)
     tag = store.keys.tag(0)
-    ctx.log(f"connecting {n:,} users through Store(layout=3).connect, 1,000 per round trip")
+    ctx.log(f"connecting {n:,} users through Store.connect, 1,000 per round trip")
     settle(client)
     before = used_memory(client)
     plans = store.planned
@@ -65,7 +54,7 @@ def run(ctx: Context) -> list[Row]:
     rows = [
         Row(
             bench="14 layout3",
-            metric=f"bytes per plain online user, {n:,} users (Store(layout=3).connect)",
+            metric=f"bytes per plain online user, {n:,} users (Store.connect)",
             ours=ours_bytes / n,
             unit="B",
             baseline=bare_bytes / n,
@@ -107,18 +96,16 @@ def run(ctx: Context) -> list[Row]:
             unit="/s",
             baseline=w,
             baseline_label="ZADD",
-            checks=[Check(">= 0.5x raw", o / w, ">=", 0.5)],
+            checks=[
+                Check(">= 0.5x raw", o / w, ">=", 0.5),
+                Check(">= 250k hb/s", o, ">=", 250_000),
+            ],
             details={"ours": r["ours"], "raw": r["raw"]},
         )
     )
 
-    # get_many(200), a dot's fields read, against raw ZMSCORE; 200 users with a status
-    rng = random.Random(2)
-    custom = rng.sample(uids, 64 * 200)
-    chosen = set(custom)
-    plain = [u for u in uids if u not in chosen]
-    sets = [rng.sample(plain, 200) for _ in range(64)]
-    status_sets = [custom[i * 200 : (i + 1) * 200] for i in range(64)]
+    # what a status adds to a user (12,800 users drawn from the whole population)
+    custom = random.Random(2).sample(uids, 64 * 200)
     now = clock[0]
     status = {"message": "In a meeting until 3 pm", "emoji": "📅", "device": "Firefox"}
     settle(client)
@@ -141,253 +128,6 @@ def run(ctx: Context) -> list[Row]:
             details={"users": len(custom)},
         )
     )
-    it = dict.fromkeys(
-        (
-            "ours",
-            "status",
-            "raw",
-            "public",
-            "public_status",
-            "public_activity",
-            "mixed",
-            "script",
-            "script_status",
-            "floor",
-            "floor_status",
-        ),
-        0,
-    )
-    # the front door on this store: presence.get_many of 200 user objects, a dot's fields read
-    from .store_reads import front_door
-
-    presence = front_door(ctx.redis.url, PREFIX)
-    from django.contrib.auth.models import User
-    from django.test import override_settings
-
-    layout3 = override_settings(
-        PRESENCE={
-            "REDIS_URL": ctx.redis.url,
-            "KEY_PREFIX": PREFIX,
-            "STORE_LAYOUT": 3,
-            "REGISTRY_BUCKETS": config.registry_buckets,
-        }
-    )
-    layout3.enable()
-    user_sets = [[User(pk=int(uid), username=f"user{uid}") for uid in ids] for ids in sets]
-    status_users = [
-        [User(pk=int(uid), username=f"user{uid}") for uid in ids] for ids in status_sets
-    ]
-    # 100 connected users and 100 never seen: the script reads the others' indexes too
-    mixed_sets = [ids[:100] + [f"x{i}-{j}" for j in range(100)] for i, ids in enumerate(sets)]
-
-    def read(found: dict) -> None:
-        for p in found.values():
-            p.state, p.emoji, p.message  # noqa: B018
-
-    def ours() -> None:
-        i = it["ours"] = (it["ours"] + 1) % len(sets)
-        read(store.get_many(sets[i], now=now))
-
-    def status() -> None:
-        i = it["status"] = (it["status"] + 1) % len(status_sets)
-        read(store.get_many(status_sets[i], now=now))
-
-    def raw() -> None:
-        i = it["raw"] = (it["raw"] + 1) % len(sets)
-        client.zmscore(KeySpace.seen(tag), sets[i])
-
-    def public() -> None:
-        i = it["public"] = (it["public"] + 1) % len(user_sets)
-        read(presence.get_many(user_sets[i], now=now))
-
-    def public_status() -> None:
-        i = it["public_status"] = (it["public_status"] + 1) % len(status_users)
-        read(presence.get_many(status_users[i], now=now))
-
-    def public_activity() -> None:  # the dashboard's, the API's and the snapshots' read
-        i = it["public_activity"] = (it["public_activity"] + 1) % len(user_sets)
-        read(presence.get_many(user_sets[i], now=now, activity=True))
-
-    def mixed() -> None:
-        i = it["mixed"] = (it["mixed"] + 1) % len(mixed_sets)
-        read(store.get_many(mixed_sets[i], now=now))
-
-    # The floors: the script's call as the store sends it (its arguments made beforehand), and
-    # presences made from its reply with no logic (no liveness, no grace, no invisible).
-    store.get_many(sets[0], now=now)  # the script loaded
-    sha = scripts.load()["3/get_many"].sha
-
-    def evalsha_args(ids: list[str]) -> tuple:
-        call = store.plans.get_many(ids, None, False, now).calls[0]
-        return (sha, len(call.keys), *call.keys, *call.args)
-
-    script_args = {
-        "plain": [evalsha_args(ids) for ids in sets],
-        "status": [evalsha_args(ids) for ids in status_sets],
-    }
-    new = object.__new__
-
-    def script() -> None:
-        i = it["script"] = (it["script"] + 1) % len(sets)
-        client.evalsha(*script_args["plain"][i])
-
-    def script_status() -> None:
-        i = it["script_status"] = (it["script_status"] + 1) % len(status_sets)
-        client.evalsha(*script_args["status"][i])
-
-    def floor() -> None:
-        i = it["floor"] = (it["floor"] + 1) % len(sets)
-        client.evalsha(*script_args["plain"][i])
-        out = {}
-        for uid in sets[i]:
-            out[uid] = p = new(Presence)
-            d = p.__dict__
-            d["user_id"], d["state"], d["last_seen"] = uid, "online", now
-        read(out)
-
-    def floor_status() -> None:
-        i = it["floor_status"] = (it["floor_status"] + 1) % len(status_sets)
-        records = client.evalsha(*script_args["status"][i])[2]  # every one has one
-        out = {}
-        for uid, raw in zip(status_sets[i], records, strict=True):
-            _, _, _, _, msg, emo, dev, _, _, _, _, _ = raw.decode().split(SEP, 11)
-            out[uid] = p = new(Presence)
-            d = p.__dict__
-            d["user_id"], d["state"], d["last_seen"] = uid, "online", now
-            d["message"], d["emoji"], d["device"] = msg, emo, dev
-        read(out)
-
-    if not all(p.state == "online" for p in store.get_many(sets[0], now=now).values()):
-        raise RuntimeError("the population is not online")
-    if not all(p.message for p in store.get_many(status_sets[0], now=now).values()):
-        raise RuntimeError("the status users have no status")
-    try:
-        for users, ids in ((user_sets[0], sets[0]), (status_users[0], status_sets[0])):
-            if presence.get_many(users, now=now) != store.get_many(ids, now=now):
-                raise RuntimeError("the front door does not read what the store does")
-        fns = {
-            "ours": ours,
-            "status": status,
-            "raw": raw,
-            "public": public,
-            "public_status": public_status,
-            "public_activity": public_activity,
-            "mixed": mixed,
-            "script": script,
-            "script_status": script_status,
-            "floor": floor,
-            "floor_status": floor_status,
-        }
-        lat = latencies(fns, ctx.size(10_000, 1000))
-    finally:
-        layout3.disable()  # the benchmarks after this one see the settings they had
-    w = lat["raw"]
-
-    def read_row(name: str, metric: str, target: bool = True) -> Row:
-        """A read's p99 against the raw ZMSCORE's, in the same run."""
-        r = lat[name]
-        return Row(
-            bench="14 layout3",
-            metric=metric,
-            ours=r["p99_ms"],
-            unit="ms",
-            baseline=w["p99_ms"],
-            baseline_label="ZMSCORE",
-            checks=[Check("<= 2x raw", r["p99_ms"] / w["p99_ms"], "<=", 2.0)] if target else [],
-            details={"ours": r, "raw": w, "ratio_p50": r["p50_ms"] / w["p50_ms"]},
-        )
-
-    def status_row(name: str, plain: str, metric: str, target: bool = True) -> Row:
-        """200 users with a status against 200 plain ones, p50, read the same way."""
-        r, o = lat[name], lat[plain]
-        return Row(
-            bench="14 layout3",
-            metric=metric,
-            ours=r["p50_ms"],
-            unit="ms",
-            baseline=o["p50_ms"],
-            baseline_label="200 plain users",
-            checks=[Check("<= 1.2x plain", r["p50_ms"] / o["p50_ms"], "<=", 1.2)] if target else [],
-            details={"ours": r, "plain": o, "ratio": r["p50_ms"] / o["p50_ms"]},
-        )
-
-    def status_extra_row() -> Row:
-        """What a status adds to 200 users through the front door (status p50 - plain p50),
-        against what it adds at least: the floors' difference (the records read, decoded and
-        split, three fields more, with no logic). 1.2x plain leaves it 0.2x the plain read."""
-        extra = lat["public_status"]["p50_ms"] - lat["public"]["p50_ms"]
-        least = lat["floor_status"]["p50_ms"] - lat["floor"]["p50_ms"]
-        return Row(
-            bench="14 layout3",
-            metric="what a status adds to 200 users through the front door, p50, against what "
-            "it adds at least (the floors' difference)",
-            ours=extra,
-            unit="ms",
-            baseline=least,
-            baseline_label="the floors' difference",
-            checks=[],
-            details={
-                "budget_ms": 0.2 * lat["public"]["p50_ms"],
-                "plain_ms": lat["public"]["p50_ms"],
-            },
-        )
-
-    rows += [
-        read_row("ours", f"get_many(200) p99, a dot's fields read, {n:,} users"),
-        read_row(
-            "public",
-            f"presence.get_many(200 user objects) p99, a dot's fields read, {n:,} users",
-        ),
-        read_row(
-            "public_activity",
-            "presence.get_many(200 user objects, activity=True) p99 (the dashboard's, the API's)",
-            target=False,
-        ),
-        read_row(
-            "mixed",
-            "get_many(200) p99, 100 connected and 100 never seen (read further)",
-            target=False,
-        ),
-        status_row(
-            "public_status",
-            "public",
-            "presence.get_many(200 user objects) p50, every user with a status message, emoji "
-            "and device",
-        ),
-        status_row(
-            "status",
-            "ours",
-            "get_many(200) p50 (the store's part), every user with a status message, emoji and "
-            "device",
-            target=False,
-        ),
-        read_row(
-            "script",
-            "the layout's floor: lua3/get_many.lua's call alone for 200 plain users, p99 (its "
-            "reply as hiredis parses it, nothing derived)",
-            target=False,
-        ),
-        read_row(
-            "floor",
-            "the layout's floor: that call and 200 presences made from it with no logic, p99",
-            target=False,
-        ),
-        status_row(
-            "script_status",
-            "script",
-            "the layout's floor for status users: the script's call alone, p50, against plain "
-            "users'",
-            target=False,
-        ),
-        status_row(
-            "floor_status",
-            "floor",
-            "the layout's floor for status users: the call and presences made with no logic "
-            "(each record decoded and split), p50, against plain users'",
-            target=False,
-        ),
-        status_extra_row(),
-    ]
     for i in range(0, len(custom), 500):  # plain again
         store.gather(
             *(
@@ -399,7 +139,7 @@ def run(ctx: Context) -> list[Row]:
     # sweep(): 10,000 users of a killed process among n
     expired = 10_000
     stale = [(cid, f"x{i}") for i, cid in enumerate(conn_ids(expired, seed=99))]
-    killed = Store(client, config, layout=3)  # another process
+    killed = Store(client, config)  # another process
     sweep_at = now + 1
     ours_ms: list[float] = []
     raw_ms: list[float] = []
