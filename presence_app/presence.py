@@ -224,35 +224,52 @@ def set_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
     when the user is not a visible member of the room (an invisible user publishes nothing); the
     state ends when the user leaves the room."""
     uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
-    entry = (uid, SERVER_STATE, "", text)
-    if not get_store().set_room_states(name, [entry]):
+    taken = get_store().set_room_states(name, [(uid, SERVER_STATE, "", text)])
+    if not taken:
         return False
-    async_to_sync(dispatch.room_states)(name, _state_entries([entry]))
+    async_to_sync(dispatch.room_states)(name, _state_entries(taken))
     return True
 
 
 async def aset_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
     """:func:`set_room_state` for async code."""
     uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
-    entry = (uid, SERVER_STATE, "", text)
-    if not await get_async_store().set_room_states(name, [entry]):
+    taken = await get_async_store().set_room_states(name, [(uid, SERVER_STATE, "", text)])
+    if not taken:
         return False
-    await dispatch.room_states(name, _state_entries([entry]))
+    await dispatch.room_states(name, _state_entries(taken))
     return True
 
 
 async def apublish_room_states(rooms: dict[str, list[tuple[str, str, str, str | None]]]) -> None:
     """One tick of a process's coalesced room states: ``{room: [(user_id, public id, conn_id,
-    JSON or None)]}`` written in one round trip (the latest values, for snapshots; a connection
-    without a lease writes nothing) and sent as one event per room."""
+    JSON or None)]}`` written in one round trip (the latest values, for snapshots), and what the
+    store took sent as one event per room. The store refuses a connection out of the room or
+    without a lease, and a user the room does not list (an invisible one): what it refuses
+    reaches nobody. A joiner listens before it reads its snapshot, so it misses neither."""
     store = get_async_store()
-    names = {rules.room(room): entries for room, entries in rooms.items() if entries}
-    # The write (for snapshots) and the event at once: a joiner listens before it reads its
-    # snapshot, so it misses neither, and the event does not wait a round trip.
+    named = {rules.room(room): entries for room, entries in rooms.items() if entries}
+    taken = await store.gather(*(store.planned.set_room_states(r, e) for r, e in named.items()))
     await asyncio.gather(
-        store.gather(*(store.planned.set_room_states(r, e) for r, e in names.items())),
-        *(dispatch.room_states(r, _state_entries(e)) for r, e in names.items()),
+        *(dispatch.room_states(r, _state_entries(t)) for r, t in zip(named, taken, strict=True))
     )
+
+
+def typing(room: str, conn_id: str, user: User, *, sender: str = "") -> bool:
+    """Tells ``room`` that ``user`` is typing on ``conn_id`` (``sender``: a channel not to tell,
+    the typist's own). The store decides: False, and nothing sent, when the connection is not in
+    the room or the user is invisible (a typing would give them away)."""
+    return async_to_sync(atyping)(room, conn_id, user, sender=sender)
+
+
+async def atyping(room: str, conn_id: str, user: User, *, sender: str = "") -> bool:
+    """:func:`typing` for async code."""
+    uid, name = rules.user_id(user), rules.room(room)
+    state = await get_async_store().typing(name, conn_id, uid)
+    if state is None:
+        return False
+    await dispatch.typing(name, uid, state, sender)
+    return True
 
 
 # -- who may be in a room ----------------------------------------------------------------------

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from channels.layers import channel_layers, get_channel_layer
+from channels.db import database_sync_to_async
+from channels.layers import channel_layers
 
 from presence_app import presence
 from presence_app.core import dispatch
+from presence_app.core.connection import get_async_store
 from presence_app.realtime import roomstate
 
 from .ws import Socket, make_user, presence_settings, shutdown
@@ -153,9 +155,16 @@ async def test_receivers_drop_typing_and_states_that_follow_an_offline(users):
     await presence.aset_status(alice, "invisible")  # her phone
     await shows(b, a.user, online=False)
 
-    late = (a.user, roomstate.public_id("alice-tab"), "alice-tab", json.dumps({"cursor": 2}))
+    # her socket's own connection (the store takes a state only from a connection in the room)
+    held = await database_sync_to_async(presence.export)(alice)
+    (conn,) = held["workspaces"][""]["connections"]
+    late = (a.user, roomstate.public_id(conn), conn, json.dumps({"cursor": 2}))
+    # the store refuses it (she is listed in no room now), and an event already on its way (a
+    # process that wrote before her change and sends after it) is dropped by every receiver
+    assert await get_async_store().set_room_states(ROOM, [late]) == []
     await presence.apublish_room_states({ROOM: [late]})
-    await dispatch.typing(get_channel_layer(), ROOM, a.user, "online", "elsewhere")
+    await dispatch.room_states(ROOM, [{"user": a.user, "conn": late[1], "data": {"cursor": 2}}])
+    await dispatch.typing(ROOM, a.user, "online", "elsewhere")
     await mark(c)
     frames = await until_marked(b, c.user)
     assert states_of(frames, a.user) == [] and about(frames, a.user, "presence.typing") == []
@@ -166,7 +175,7 @@ async def test_receivers_drop_typing_and_states_that_follow_an_offline(users):
     frame = await b.wait_for("presence.roomstate", room=ROOM)
     while not states_of([frame], a.user):
         frame = await b.wait_for("presence.roomstate", room=ROOM)
-    await dispatch.typing(get_channel_layer(), ROOM, a.user, "online", "elsewhere")
+    await dispatch.typing(ROOM, a.user, "online", "elsewhere")
     await b.wait_for("presence.typing", user=a.user, room=ROOM)
     for sock in (a, b, c):
         await sock.close()

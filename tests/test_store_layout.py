@@ -454,12 +454,13 @@ def test_room_state_lives_with_its_connection_in_the_room(make3):
     a.join("doc", "c1", "u1", now=T)
     b.join("doc", "c2", "u2", now=T)
     entries = [("u1", "p1", "c1", '{"x":1}'), ("u2", "p2", "c2", '{"x":2}')]
-    assert a.set_room_states("doc", entries, now=T) == 2
+    assert a.set_room_states("doc", entries, now=T) == entries
     assert sorted(b.room_states("doc", now=T)) == [("u1", "p1", '{"x":1}'), ("u2", "p2", '{"x":2}')]
     b.leave("doc", "c2", "u2", now=T + 1)  # left: not written, not read, and pruned
-    assert b.set_room_states("doc", [("u2", "p2", "c2", '{"x":3}')], now=T + 1) == 0
+    assert b.set_room_states("doc", [("u2", "p2", "c2", '{"x":3}')], now=T + 1) == []
     assert b.room_states("doc", now=T + 1) == [("u1", "p1", '{"x":1}')]
-    assert a.set_room_states("doc", [("u1", "p1", "c1", None)], now=T + 2) == 1  # removed
+    removal = [("u1", "p1", "c1", None)]
+    assert a.set_room_states("doc", removal, now=T + 2) == removal  # removed
     assert a.room_states("doc", now=T + 2) == []
     # a's process is killed: past its lease, b's read ignores and prunes a's connection's entry
     a.set_room_states("doc", [("u1", "p1", "c1", '{"x":4}')], now=T + 3)
@@ -468,11 +469,17 @@ def test_room_state_lives_with_its_connection_in_the_room(make3):
     assert a.room_states("doc", now=T + 4) == []  # pruned, not just hidden
     # server state lives while its user is in the room
     b.join("doc", "c2", "u2", now=T + 100)
-    assert b.set_room_states("doc", [("u2", "server", "", '{"r":1}')], now=T + 100) == 1
-    assert b.set_room_states("doc", [("u9", "server", "", '{"r":1}')], now=T + 100) == 0
+    server = [("u2", "server", "", '{"r":1}')]
+    assert b.set_room_states("doc", server, now=T + 100) == server
+    assert b.set_room_states("doc", [("u9", "server", "", '{"r":1}')], now=T + 100) == []
     assert b.room_states("doc", now=T + 100) == [("u2", "server", '{"r":1}')]
     b.set_status("u2", "invisible", now=T + 101)  # an invisible user's states are not read
     assert b.room_states("doc", now=T + 101) == []
+    # nor taken: neither their connection's nor the server's for them
+    refused = [("u2", "p2", "c2", '{"x":5}'), ("u2", "server", "", '{"r":2}')]
+    assert b.set_room_states("doc", refused, now=T + 102) == []
+    b.set_status("u2", "auto", now=T + 103)  # visible again, in the room: nothing was kept
+    assert b.room_states("doc", now=T + 103) == []
 
 
 def test_rooms_live_as_long_as_their_connections_and_a_reload_shows_nothing(make3):

@@ -151,15 +151,19 @@ def announce_self_sync(me: Presence) -> None:
     async_to_sync(announce_self)(me)
 
 
-async def typing(layer: Any, room: str, user_id: str, own_state: str, sender: str) -> None:
-    """Tells ``room`` that ``user_id`` is typing; ``sender`` (the typist's channel) is not told."""
+async def typing(room: str, user_id: str, state: str, sender: str, *, layer: Any = None) -> None:
+    """Tells ``room`` that ``user_id`` is typing (``state``: "online" or "dnd", as the store
+    said); ``sender`` (the typist's channel) is not told."""
+    layer = layer or get_channel_layer()
+    if layer is None:
+        return
     await layer.group_send(
         room_group(room),
         {
             "type": "presence.typing",
             "user": user_id,
             "room": room,
-            "state": "dnd" if own_state == "dnd" else "online",
+            "state": state,
             "sender": sender,
         },
     )

@@ -312,8 +312,9 @@ class PresenceSession:
         if self.own_state is None:
             await self.read_own_state()
         if self.publishes and self.typing_throttle.ready(room):
-            state = str(self.own_state)
-            await dispatch.typing(self.layer, room, self.user_id, state, self.channel_name)
+            # the store has the last word: an invisible user, or a connection out of the room,
+            # is refused there whatever this connection believes
+            await presence.atyping(room, self.conn_id, self.user_id, sender=self.channel_name)
 
     @in_tenant
     async def set_room_state(self, room: str, data: Any) -> None:
