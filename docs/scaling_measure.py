@@ -55,7 +55,7 @@ def per_call(client: redis.Redis, fn, n: int, command: str = "evalsha") -> float
 def store_figures(url: str, users: int, shards: int = 1) -> dict:
     client = redis.Redis.from_url(url)
     client.flushall()
-    store = Store(client, StoreConfig(shards=shards), layout=2)
+    store = Store(client, StoreConfig(shards=shards))
     rooms = users // 16
     t = T0
     for start in range(0, users, 1000):  # 1,000 connects + joins per round trip

@@ -1,4 +1,4 @@
-"""System checks for ``settings.PRESENCE`` (ids presence_app.E0xx / W0xx, see the README)."""
+"""System checks for ``settings.PRESENCE`` (ids presence_app.E0xx / W0xx: docs/settings.md)."""
 
 from __future__ import annotations
 

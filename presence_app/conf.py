@@ -1,7 +1,7 @@
 """Settings: ``PRESENCE = {...}`` in the project's settings, merged over ``DEFAULTS``.
 
 Read through :func:`get_settings` (cached; cleared when ``override_settings`` changes
-``PRESENCE``), never at import time. The defaults are documented in the README's table.
+``PRESENCE``), never at import time. The defaults are documented in docs/settings.md.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     # the number of small hashes per shard holding plain users' connections (keep ~100 users a
     # bucket: 16,384 for 1 M a shard).
     "REGISTRY_BUCKETS": 4096,
-    # Semantics (seconds); see docs/architecture.md and README.md.
+    # Semantics (seconds); see docs/settings.md and docs/guarantees.md.
     "HEARTBEAT_INTERVAL": 30,
     "LEASE_TTL": 90,
     "ONLINE_WINDOW": 60,

@@ -45,7 +45,7 @@ from .realtime.session import PresenceSession
 from .rooms import permanent_rooms_to_join
 
 CLOSE_UNAUTHENTICATED = 4401
-#: Store layout 3: the socket sent no heartbeat for LEASE_TTL (presence.js reconnects).
+#: The socket sent no heartbeat for LEASE_TTL (presence.js reconnects).
 CLOSE_SILENT = 4408
 #: The user holds MAX_CONNECTIONS_PER_USER connections already (presence.js backs off).
 CLOSE_TOO_MANY_CONNECTIONS = 4429
@@ -139,7 +139,7 @@ class PresenceConsumerMixin:
         return True
 
     async def _presence_silent(self) -> None:
-        """No heartbeat for LEASE_TTL (store layout 3): the browser is gone or stuck; closing
+        """No heartbeat for LEASE_TTL: the browser is gone or stuck; closing
         ends the lease with the grace, and a live presence.js connects again."""
         await self.close(code=CLOSE_SILENT)  # type: ignore[attr-defined]
 

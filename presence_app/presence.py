@@ -94,7 +94,7 @@ def activity(user: User, now: float | None = None) -> list[Transition]:
 
 
 def idle(user: User, now: float | None = None) -> list[Transition]:
-    """Store layout 3: a connection of ``user`` saw no activity for ``IDLE_AFTER`` (its
+    """A connection of ``user`` saw no activity for ``IDLE_AFTER`` (its
     session calls this); they go idle unless another device of theirs was active since."""
     return _change("idle", rules.user_id(user), now)
 
@@ -462,8 +462,7 @@ def _get_many(
 ) -> Read:
     """``{user_id: Presence}`` for any number of users, in one round trip, in the order given
     (and one ``AUDIENCE`` call). ``activity=True`` reads every connected user's
-    ``last_active`` on store layout 3 too, at the cost of a further read a user (layout 2
-    always has it; a page of dots does without)."""
+    ``last_active`` too, at the cost of a further read a user (a page of dots does without)."""
     ids, v = rules.user_ids(users), viewer_of(viewer)
     found = yield lambda s: s.get_many(ids, **v.store_args, now=now, activity=bool(activity))
     return visibility.redact_all(v, found, (yield from _sight(v, ids)), now)

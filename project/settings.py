@@ -1,4 +1,4 @@
-"""Settings of the demo project (see README). Redis comes from REDIS_URL."""
+"""Settings of the demo project (see docs/development.md). Redis comes from REDIS_URL."""
 
 import os
 from pathlib import Path

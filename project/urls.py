@@ -7,7 +7,7 @@ from django.urls import include, path, re_path
 
 from project.demo.users import ADMIN, DEMO_PASSWORD, DEMO_USERS, login_name
 
-# The login page lists the demo's users (it is a demo: their passwords are in the README).
+# The login page lists the demo's users (it is a demo: their passwords are in docs/development.md).
 login = auth_views.LoginView.as_view(
     redirect_authenticated_user=True,
     extra_context={

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make soak`: the whole suite (`make test`) RUNS times in a row (default 10) while a CPU hog
-# takes one core, the load the timing promises are held to (README, "Guarantees"; the slack is
+# takes one core, the load the timing promises are held to (docs/guarantees.md; the slack is
 # tests/timing.py's SLACK times each promise). Stops at the first failed run and keeps every
 # run's output in soak-logs/ (git-ignored), one file per run; prints a line per run.
 #

@@ -12,8 +12,8 @@ import pytest
 
 APP = Path(__file__).resolve().parent.parent / "presence_app"
 #: The only modules that reach the Redis connection: the front door, and the jobs that work on
-#: the store itself rather than on presence (the sweep's locks and samples, the command's clear
-#: and upgrade, the checks' ping, the test plugin's clear).
+#: the store itself rather than on presence (the sweep's locks and samples, the command's clear,
+#: the checks' ping, the test plugin's clear).
 CONNECTION_USERS = {
     "presence_app.presence",
     "presence_app.checks",

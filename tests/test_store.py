@@ -1,4 +1,4 @@
-"""The store against a real redis-server: every row of the semantics table (README).
+"""The store against a real redis-server: every promise of docs/guarantees.md the store keeps.
 
 Time is injected with ``now`` (the defaults: lease 90 s, grace 20 s, window 60 s, idle 300 s).
 """

@@ -129,7 +129,7 @@ def test_a_heartbeat_written_after_its_connection_closed_does_not_outlive_the_gr
     assert a.get("u2", now=T + 1 + GRACE + 2).state == "online"
 
     # A connection in a room closes and beats again (a resumed stream whose old one closed
-    # late): open again, in its room, as layout 2's heartbeat renews a cut lease; the process
+    # late): open again, in its room; the process
     # closes it for good with another disconnect (the coalescer's, for a closed owner).
     store.connect("stream", "u3", now=T)
     store.join("doc", "stream", "u3", now=T)
@@ -722,7 +722,7 @@ def test_an_offline_user_s_record_expires_after_the_metadata_ttl(make3):
 
 
 def test_a_read_presence_is_what_its_fields_say_whatever_is_read_first(make3):
-    """Layout 3's presences (a plain user's a copy of shared fields, ``meta`` made when first
+    """The store's presences (a plain user's a copy of shared fields, ``meta`` made when first
     read): in whatever order their fields are read, compared, printed, pickled or copied, each
     is the presence built with the fields a first read found."""
     import copy

@@ -1,6 +1,6 @@
-"""Store layout 3's two deadlines of a connection, kept by its process (docs/store-layout-3.md).
+"""A connection's two deadlines, kept by its process (docs/store-layout.md).
 
-Layout 3 leases processes, not connections, and has no idle pass in its sweep: the process that
+The store leases processes, not connections, and has no idle pass in its sweep: the process that
 holds a connection sees its heartbeats and its activity, so it is the one that ends a connection
 that stopped beating (``LEASE_TTL`` without a heartbeat: the browser is gone or stuck) and that
 announces idle once the connection saw no activity for ``IDLE_AFTER`` (the store makes the user

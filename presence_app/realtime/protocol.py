@@ -1,7 +1,7 @@
 """The WebSocket protocol: parsing and validating client frames, and the server's own frames.
 
 Every rule here raises :class:`FrameError`, which the consumer turns into an ``error`` frame, so
-a bad frame is answered and changes nothing. The codes are part of the protocol (README):
+a bad frame is answered and changes nothing. The codes are part of the protocol (docs/websocket.md):
 
 ``bad_frame``     not a JSON object with a string ``type`` (or a binary frame)
 ``too_large``     longer than ``MAX_FRAME_BYTES``; a room state over ``ROOM_STATE_MAX_BYTES``

@@ -56,7 +56,7 @@ async def _sent_nowhere(frame: dict[str, Any]) -> None:
 class PresenceSession:
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
     (default: the current one) is the key space it lives in for its whole life. ``end`` closes
-    the transport: store layout 3 ends a connection that stopped beating (realtime.liveness)."""
+    the transport: the session ends a connection that stopped beating (realtime.liveness)."""
 
     def __init__(
         self,
@@ -105,7 +105,7 @@ class PresenceSession:
         self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
         self.published: set[str] = set()  # rooms this connection set a state in
         self.end = end
-        self.liveness: Liveness | None = None  # store layout 3's deadlines, from open()
+        self.liveness: Liveness | None = None  # its deadlines, from open()
 
     @property
     def public_id(self) -> str:

@@ -35,7 +35,7 @@ def translate_error(exc: Exception) -> Exception:
 
 
 class BaseStore(roomstate.RoomStates):
-    """The semantics: README.md and docs/architecture.md. ``now`` (unix seconds) replaces the
+    """The semantics: docs/guarantees.md and docs/store-layout.md. ``now`` (unix seconds) replaces the
     Redis clock."""
 
     def __init__(self, config: StoreConfig | None = None, process: str | None = None) -> None:

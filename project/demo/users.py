@@ -1,4 +1,4 @@
-"""The demo's users: printed by `make run` and listed in the README."""
+"""The demo's users: printed by `make run` and listed in docs/development.md."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 names in the environment.
 
 - ``HA_SENTINELS`` (JSON [[host, port], ...]) and ``HA_SERVICE``: presence, the channel layer and
-  the cache all find the primary through Sentinel, as the README's Sentinel section configures
+  the cache all find the primary through Sentinel, as docs/scaling.md's Sentinel section configures
   them (PRESENCE["SENTINELS"], channels-redis' ``master_name``/``sentinels`` hosts, django-redis'
   SentinelClient);
 - ``HA_CLUSTER`` (JSON [url, ...]): presence on that Redis Cluster; the channel layer stays on

@@ -5,7 +5,7 @@ JSON, wrong types, huge strings, control characters and odd Unicode (lone surrog
 JSON-escaped as the wire requires), room names with ``{ } : * %`` and newlines, NaN, Infinity
 and negative numbers, unknown types, binary frames.
 
-``Model`` is the protocol (README, presence_app/realtime/protocol.py) restated independently: fed the
+``Model`` is the protocol (docs/websocket.md, presence_app/realtime/protocol.py) restated independently: fed the
 frames one by one, it says what each must get back (an ``error`` with a code, a
 ``presence.state``, a status confirmation or nothing) and what the socket's state in the store
 must then be. ``Conversation`` drives a socket (real server or in-process) through both and

@@ -72,7 +72,7 @@ async def test_thousands_of_joins_meet_the_rate_and_room_limits(db, servers, sto
             replies.append(frame)
     elapsed = loop.time() - started
     # Heartbeats from now on, as presence.js sends them (a socket silent for LEASE_TTL is
-    # closed on store layout 3), and under the rate with the paced joins below.
+    # closed), and under the rate with the paced joins below.
     flooder.beat(1.0)
     joined = [f["room"] for f in replies if f["type"] == "presence.state"]
     codes = [f["code"] for f in replies if f["type"] == "error"]

@@ -85,8 +85,8 @@ async def hostile(request, redis_client):
     """One signed-in socket for a whole Hypothesis run, with the frame rate limit out of the
     way (it has a test of its own) and the room pattern of the parameter. Its lease outlasts
     the pauses between examples, in which the event loop stands still and the socket's
-    heartbeats with it: on a loaded machine a pause of seconds closed it as silent (4408, store
-    layout 3) in the middle of a run."""
+    heartbeats with it: on a loaded machine a pause of seconds closed it as silent (4408) in the
+    middle of a run."""
     channel_layers.backends.clear()
     pattern = request.param
     with presence_settings(MAX_FRAMES_PER_SECOND=100_000, ROOM_NAME_PATTERN=pattern, LEASE_TTL=60):

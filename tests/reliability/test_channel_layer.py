@@ -3,7 +3,7 @@ RELIABILITY_LAYER=core-defaults) loses bursts; the project uses the pub/sub laye
 reliability tests run on both it and RedisChannelLayer sized for bursts ("max_connections" on
 the host, "capacity" raised: tests/reliability/settings.py). The two xfail tests show the
 losses (with --run-slow: they cost 15 s and prove a library's defaults, not presence_app); they
-are strict, so a channels-redis whose defaults take bursts makes them fail, and the README's
+are strict, so a channels-redis whose defaults take bursts makes them fail, and docs/scaling.md's
 advice can go. What one socket can do to the pool is bounded by the consumer itself (the first
 test)."""
 
