@@ -131,7 +131,9 @@ class PresenceConsumerMixin:
         await self.presence_send(hello)
         # The rooms asked for here (a URL's) and the permanent rooms of a member, unasked.
         wanted = list(dict.fromkeys(rooms))
-        for room in [*wanted, *await permanent_rooms_to_join(user, wanted)]:
+        with tenants.activate(self.presence.tenant):  # the memberships of its workspace
+            permanent = await permanent_rooms_to_join(user, wanted)
+        for room in [*wanted, *permanent]:
             # The browser did not ask: a join an outage refused is owed (frames.join_unasked).
             error = await frames.join_unasked(self.presence, room)
             if error is not None:

@@ -153,11 +153,6 @@ async def test_a_socket_joins_the_permanent_rooms_of_its_own_workspace_only(redi
         channel_layers.backends.clear()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="consumers.py reads the permanent rooms outside the socket's workspace (issue 41: "
-    "it must enter tenants.activate(self.presence.tenant) around permanent_rooms_to_join)",
-)
 async def test_a_socket_joins_the_permanent_rooms_of_its_workspace(redis_client):
     channel_layers.backends.clear()
     try:

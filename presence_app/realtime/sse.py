@@ -34,7 +34,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .. import conf, rooms
+from .. import conf, rooms, tenants
 from ..core import rules
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
@@ -154,7 +154,9 @@ class EventStream:
         # The resumed lease still holds, in Redis, the rooms it was in: those refused now
         # are left, with a leave to their members.
         await self.session.drop_stale(wanted)
-        for room in await rooms.permanent_rooms_to_join(self.session.user, wanted):
+        with tenants.activate(self.session.tenant):  # the memberships of its workspace
+            permanent = await rooms.permanent_rooms_to_join(self.session.user, wanted)
+        for room in permanent:
             error = await frames.join_unasked(self.session, room)  # owed through an outage
             if error is not None:
                 await self.push(error)
