@@ -41,3 +41,49 @@ def test_user_rooms_many_and_gather_in_one_round_trip(store):
     assert rooms == {"1": ["design", "lobby"]} and count == 2
     assert [p.state for p in presences.values()] == ["online", "online"]
     assert store.gather() == []
+
+
+def test_one_read_of_every_kind_of_user_reads_each_as_alone(store):
+    """A page mixes every kind of user; get_many codes each (connected, connected with a record,
+    HTTP-only within their window with none, and the rest) and sends each code's own fields, so
+    one read of all of them in any order is each one's read alone."""
+    store.connect("c1", "sock", now=T)  # connected, no record
+    store.connect("c2", "stat", now=T)
+    store.set_status("stat", message="Lunch", emoji="🍔", now=T)  # connected, a record
+    store.touch("web", now=T - 10)  # HTTP only, within the window, no record
+    store.touch("webmsg", now=T - 5)
+    store.set_status("webmsg", message="Travelling", now=T - 5)  # HTTP only, a record
+    store.touch("webidle", activity=False, now=T - 20)  # HTTP only, a record (last activity)
+    store.touch("gone", now=T - 200)  # HTTP only, the window over, not swept yet
+    store.touch("swept", now=T - 500)
+    store.sweep(now=T - 400)  # their last seen in K_LAST
+    store.touch("hid", now=T - 3)
+    store.set_status("hid", "invisible", now=T - 3)  # HTTP only and invisible
+    store.connect("c3", "dnd", now=T)
+    store.set_status("dnd", "dnd", now=T)
+    store.connect("c4", "closed", now=T - 50)
+    store.disconnect("c4", "closed", now=T - 40)  # in K_UNTIL, its grace over
+    ids = ["web", "sock", "never", "gone", "stat", "hid", "swept", "webmsg", "dnd", "webidle"]
+    ids += ["closed"]
+    now = T + 1
+    for viewer in (None, "hid"):
+        alone = {uid: store.get_many([uid], viewer=viewer, now=now)[uid] for uid in ids}
+        for order in (ids, ids[::-1], ids[3:] + ids[:3]):
+            assert store.get_many(order, viewer=viewer, now=now) == {u: alone[u] for u in order}
+    found = store.get_many(ids, now=now)
+    assert {u for u, p in found.items() if p.is_online} == {
+        "web",
+        "sock",
+        "stat",
+        "webmsg",
+        "dnd",
+        "webidle",
+    }
+    assert (found["web"].last_active, found["web"].last_seen) == (T - 10, now)
+    assert (found["webmsg"].message, found["webmsg"].last_active) == ("Travelling", T - 5)
+    assert (found["stat"].message, found["stat"].emoji) == ("Lunch", "🍔")
+    assert found["gone"].last_seen == T - 200 and found["swept"].last_seen == T - 500
+    assert found["never"].last_seen is None and found["dnd"].state == "dnd"
+    assert found["closed"].state == "offline"
+    assert found["hid"].state == "offline"  # to others
+    assert store.get_many(ids, viewer="hid", now=now)["hid"].state == "invisible"

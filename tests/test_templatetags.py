@@ -82,14 +82,21 @@ def test_a_dot_s_label_follows_the_active_language(people, monkeypatch):
 
     monkeypatch.setitem(tags.LABELS, "online", gettext_lazy("Yes"))
     tags._label.cache_clear()
+    tags._dot_parts.cache_clear()
     source = "{% presence_dot u %}"
     try:
         with translation.override("fr"):
             assert render(source, u=people["ann"]) == dot(people["ann"].pk, "online", "Oui")
         with translation.override("en"):
             assert render(source, u=people["ann"]) == dot(people["ann"].pk, "online", "Yes")
+            # a page that switches language part-way draws each dot in its own
+            page = "{% load i18n %}{% presence_dot u %}{% language 'fr' %}{% presence_dot u %}"
+            assert render(page + "{% endlanguage %}", u=people["ann"]) == dot(
+                people["ann"].pk, "online", "Yes"
+            ) + dot(people["ann"].pk, "online", "Oui")
     finally:
         tags._label.cache_clear()
+        tags._dot_parts.cache_clear()
 
 
 def test_a_dot_escapes_the_user_s_own_text(people):

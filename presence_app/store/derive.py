@@ -10,8 +10,8 @@ from typing import Any
 from .types import ONLINE_STATES, SEP, Presence, StoreConfig
 
 # get_many.lua's codes: a user connected and within their lease, with no record (online) or
-# with one
-PLAIN, LIVE = ord("1"), ord("2")
+# with one; an HTTP-only user within their window, with no record (online)
+PLAIN, LIVE, WEB = ord("1"), ord("2"), ord("3")
 
 
 def deriver(
@@ -20,7 +20,9 @@ def deriver(
     """A get_many reply (lua/get_many.lua) to ``{user_id: Presence}``. The script
     tells which users are connected and within their lease (no K_UNTIL end), and sends no score
     for them, and nothing at all for those of them with no record (online: the most common
-    user); the others' scores and records come as they are. A connected user's
+    user); which users are HTTP-only within their window with no record, and sends their web
+    score alone (online, their last activity); the others' scores and records come as they
+    are. A connected user's
     presence runs LEASE_TTL after their score unless K_UNTIL says otherwise (a grace's sooner
     end, or a long ONLINE_WINDOW's later one); idle is the record's flag (announced by the
     process that saw the activity stop); an offline user's last seen is the latest of their
@@ -31,13 +33,14 @@ def deriver(
     span, window = float(config.lease_ttl), float(config.online_window)
 
     def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
-        clock, codes, records, seen_, ends_, hidden_, web_, last_, *registry = reply
+        clock, codes, records, webs, seen_, ends_, hidden_, web_, last_, *registry = reply
         now = float(clock)
         # the script coded each user: "1" connected and within their lease with no record (it
-        # sent nothing else: online), "2" the same with a record (it sent that), "0" the others
-        # (it sent, in their order, their record, seen score and end, and for those with no
-        # seen score, in their order, a hidden, a web and a last score)
-        records_ = iter(records)
+        # sent nothing else: online), "2" the same with a record (it sent that), "3" HTTP-only
+        # within their window with no record (it sent their web score), "0" the others (it
+        # sent, in their order, their record, seen score and end, and for those with no seen
+        # score, in their order, a hidden, a web and a last score)
+        records_, webs_ = iter(records), iter(webs)
         rest = zip(seen_, ends_ or repeat(None), strict=False)
         others = zip(
             hidden_ or repeat(None), web_ or repeat(None), last_ or repeat(None), strict=False
@@ -51,6 +54,10 @@ def deriver(
             d = p.__dict__
             if code == PLAIN:  # most users: online, three fields of their own
                 d["user_id"], d["state"], d["last_seen"] = uid, "online", now
+                continue
+            if code == WEB:  # HTTP only: online, active at their last request
+                d["user_id"], d["state"], d["last_seen"] = uid, "online", now
+                d["last_active"] = float(next(webs_))
                 continue
             raw = next(records_)
             if code == LIVE:  # connected and within their lease, with a record

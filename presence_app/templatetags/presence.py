@@ -11,23 +11,71 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 from html import escape
+from inspect import getfullargspec, unwrap
 from typing import Any
 
 from django import template
 from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.template.library import SimpleNode, parse_bits
 from django.utils import translation
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeData, SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import presence
-from ..core.rules import user_key, users_in_order
+from ..core.rules import MAX_USER_ID_LENGTH, user_key, users_in_order
 from ..failopen import breaker
 from ..middleware import TOUCHED, is_activity
-from ..store import UNAVAILABLE, Presence
-from ..web.lookup import PresenceBatch, batch_for, user_keys
+from ..store import ONLINE_STATES, UNAVAILABLE, Presence
+from ..web.lookup import ATTR, PresenceBatch, batch_for, user_keys
 
 register = template.Library()
+
+
+class PageTagNode(SimpleNode):
+    """A simple tag a page repeats, once a user (a dot, a last seen): simple_tag's arguments
+    and ``as``, resolved without a list and a dict a call, and the output escaped only when it
+    is not safe already (``conditional_escape`` of a safe string is most of simple_tag's own
+    time a call)."""
+
+    def render(self, context: template.Context) -> str:
+        args, kwargs = self.args, self.kwargs
+        if len(args) == 1 and not kwargs:
+            output = self.func(context, args[0].resolve(context))
+        else:
+            output = self.func(
+                context,
+                *[a.resolve(context) for a in args],
+                **{k: v.resolve(context) for k, v in kwargs.items()},
+            )
+        if self.target_var is not None:
+            context[self.target_var] = output
+            return ""
+        if context.autoescape and not isinstance(output, SafeData):
+            return conditional_escape(output)
+        return output
+
+
+def page_tag(func: Any) -> Any:
+    """Registers ``func(context, ...)`` as :func:`register.simple_tag` would (takes_context),
+    compiled into a :class:`PageTagNode`."""
+    params, varargs, varkw, defaults, kwonly, kwonly_defaults, _ = getfullargspec(unwrap(func))
+    name = func.__name__
+
+    def compile_func(parser: Any, token: Any) -> PageTagNode:
+        bits = token.split_contents()[1:]
+        target = None
+        if len(bits) >= 2 and bits[-2] == "as":
+            target, bits = bits[-1], bits[:-2]
+        args, kwargs = parse_bits(
+            parser, bits, params, varargs, varkw, defaults, kwonly, kwonly_defaults, True, name
+        )
+        return PageTagNode(func, True, args, kwargs, target)
+
+    register.tag(name, compile_func)
+    return func
+
 
 LABELS = {
     "online": gettext_lazy("Online"),
@@ -42,6 +90,16 @@ def _batch(context: template.Context) -> PresenceBatch:
     return batch_for(context.get("request"), holder=context)
 
 
+def _key(user: Any) -> str | None:
+    """:func:`user_key` of a tag's argument, a user object's integer key at once."""
+    pk = getattr(user, "pk", user)
+    if type(pk) is int:
+        text = str(pk)
+        if len(text) <= MAX_USER_ID_LENGTH:
+            return text
+    return user_key(user)
+
+
 def _presence(context: template.Context, uid: str) -> Presence:
     """``uid``'s presence from the request's batch; the request's own user is not offline.
 
@@ -51,9 +109,13 @@ def _presence(context: template.Context, uid: str) -> Presence:
     touch is written now (one round trip, once a request, only then) and read again: their
     true state (online, or the invisible or dnd they had set) on the very first page.
     """
-    batch = _batch(context)
-    found = batch.get(uid)
     request = context.get("request")
+    batch = getattr(request if request is not None else context, ATTR, None)
+    if batch is None:
+        batch = _batch(context)
+    found = batch.presences.get(uid)
+    if found is None:
+        found = batch.get(uid)
     if (
         found.state != "offline"
         or uid != batch.viewer.id
@@ -78,6 +140,13 @@ def _label(state: str, language: str | None) -> str:
         return str(LABELS.get(state, state))
 
 
+@lru_cache(maxsize=256)
+def _dot_parts(state: str, language: str | None) -> tuple[str, str]:
+    """The start of a dot of ``state`` (its class, escaped) and its label, escaped: once per
+    state and language, not once per dot."""
+    return f'<span class="presence-dot presence-{escape(state)}" ', escape(_label(state, language))
+
+
 def state_label(presence: Presence) -> str:
     label = _label(presence.state, translation.get_language())
     if not (presence.is_online and (presence.emoji or presence.message)):
@@ -89,13 +158,18 @@ def state_label(presence: Presence) -> str:
 def dot_html(presence: Presence) -> SafeString:
     """The dot of one presence; presence.js keeps its class, title and aria-label live.
 
-    Each value escaped once, by the function Django's ``escape`` calls: ``format_html`` would
-    run its four arguments through Django's lazy-text wrappers, most of a 200-dot page's time.
+    Each value escaped once, by the function Django's ``escape`` calls (``format_html`` would
+    run its arguments through Django's lazy-text wrappers); the parts a state shares in a
+    language made once (:func:`_dot_parts`); an integer id needs no escaping.
     """
-    label = escape(state_label(presence))
-    return mark_safe(  # every value is escaped above or here
-        f'<span class="presence-dot presence-{escape(presence.state)}" '
-        f'data-presence-user="{escape(presence.user_id)}" role="img" '
+    state, uid = presence.state, presence.user_id
+    start, label = _dot_parts(state, translation.get_language())
+    emoji, message = presence.emoji, presence.message
+    if (emoji or message) and state in ONLINE_STATES:
+        status = f"{emoji} {message}" if emoji and message else emoji or message
+        label = f"{label}: {escape(status)}"
+    return SafeString(  # every value is escaped above or here
+        f'{start}data-presence-user="{uid if uid.isdigit() else escape(uid)}" role="img" '
         f'title="{label}" aria-label="{label}"></span>'
     )
 
@@ -119,17 +193,33 @@ def last_seen_text(presence: Presence) -> str:
     return _("last seen %(when)s") % {"when": naturaltime(presence.last_seen_at)}
 
 
+@lru_cache(maxsize=64)
+def _last_seen_parts(language: str | None) -> tuple[str, str]:
+    """The texts presence.js swaps in, as a span's attributes, and "online now", escaped: once
+    per language, not once per tag."""
+    with translation.override(language):
+        texts = (
+            f'data-presence-text-online="{escape(_("online now"))}" '
+            f'data-presence-text-offline="{escape(_("last seen just now"))}" '
+            f'data-presence-text-hidden="{escape(_("offline"))}" '
+            f'data-presence-text-ago="{escape(_("last seen %(when)s"))}">'
+        )
+        return texts, escape(_("online now"))
+
+
 def last_seen_html(presence: Presence) -> SafeString:
     """The "last seen" text in a span presence.js keeps live: "online now" when the user
     comes online, "last seen just now" when they go (both translated here, on the server)."""
-    state = "online" if presence.is_online else "offline"
-    return mark_safe(  # every value is escaped here
-        f'<span class="presence-last-seen" data-presence-last-seen="{escape(presence.user_id)}" '
-        f'data-presence-state="{state}" data-presence-text-online="{escape(_("online now"))}" '
-        f'data-presence-text-offline="{escape(_("last seen just now"))}" '
-        f'data-presence-text-hidden="{escape(_("offline"))}" '
-        f'data-presence-text-ago="{escape(_("last seen %(when)s"))}">'
-        f"{escape(last_seen_text(presence))}</span>"
+    texts, online_now = _last_seen_parts(translation.get_language())
+    uid = presence.user_id
+    if presence.is_online:
+        state, shown = "online", online_now
+    else:
+        state, shown = "offline", escape(last_seen_text(presence))
+    return SafeString(  # every value is escaped here
+        f'<span class="presence-last-seen" '
+        f'data-presence-last-seen="{uid if uid.isdigit() else escape(uid)}" '
+        f'data-presence-state="{state}" {texts}{shown}</span>'
     )
 
 
@@ -143,12 +233,12 @@ def presence_prefetch(context: template.Context, users: Any, attr: str = "") -> 
     return ""
 
 
-@register.simple_tag(takes_context=True)
+@page_tag
 def presence_dot(context: template.Context, user: Any) -> str:
     """The dot of a user (object or id), or of a Presence already read."""
     if isinstance(user, Presence):
         return dot_html(user)
-    uid = user_key(user)
+    uid = _key(user)
     return "" if uid is None else dot_html(_presence(context, uid))
 
 
@@ -179,16 +269,18 @@ def presence_state(presence: Presence) -> str:
     return str(LABELS.get(presence.state, presence.state)) if isinstance(presence, Presence) else ""
 
 
-@register.simple_tag(takes_context=True)
+@page_tag
 def last_seen(context: template.Context, user: Any, live: bool = True) -> str:
     """ "online now", "last seen 3 minutes ago" (Redis, else the LastSeen row) or "not seen yet",
     in a ``<span class="presence-last-seen">`` that presence.js keeps live (``live=False``: the
     text alone, e.g. for an attribute)."""
-    uid = user_key(user)
+    uid = _key(user)
     if uid is None:
         return ""
-    _presence(context, uid)  # the request's own user: online on their first page too
-    found = _batch(context).with_last_seen(uid)
+    found = _presence(context, uid)  # the request's own user: online on their first page too
+    batch = _batch(context)
+    if found.last_seen is None or uid in batch.durable:  # Redis has none: the LastSeen row's
+        found = batch.with_last_seen(uid)
     return last_seen_html(found) if live else last_seen_text(found)
 
 
