@@ -56,11 +56,13 @@ breaker = Breaker()
 _log_outage = Throttle(10.0)
 
 
-def log_outage(exc: BaseException) -> None:
-    """One warning per 10 s for Redis or the channel layer being away, from code that carries
-    on without them (a connection's calls, the channel layer's group calls)."""
+def log_outage(exc: BaseException, what: str = "") -> None:
+    """The one outage log: one warning per 10 s, process-wide, for Redis or the channel layer
+    being away, from code that carries on without them (a connection's calls, the channel
+    layer's group calls, the batches and the sweep, which retry). ``what`` names what waits."""
     if _log_outage.ready():
-        logger.warning("presence: Redis or the channel layer is unavailable: %r", exc)
+        waiting = f" ({what}: retried)" if what else ""
+        logger.warning("presence: Redis or the channel layer is unavailable%s: %r", waiting, exc)
 
 
 @receiver(setting_changed)

@@ -18,7 +18,6 @@ inside it, so its flush writes that workspace's ``LastSeen`` rows.
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import weakref
 from collections.abc import Awaitable, Callable
@@ -26,15 +25,11 @@ from typing import TypeVar
 
 from .. import conf, presence, tenants
 from ..core.connection import aclose_async_store, get_async_store, get_store
-from ..core.limits import Throttle
 from ..core.tasks import raise_if_cancelling
+from ..failopen import log_outage
 from ..store import UNAVAILABLE, Transition
 
-logger = logging.getLogger("presence_app")
-
 OnSweep = Callable[[list[Transition]], None]
-#: A Redis outage fails every round: one warning per this many seconds, not one per round.
-_log_failure = Throttle(10.0)
 T = TypeVar("T")
 
 
@@ -104,8 +99,7 @@ async def arun_sweeper(
         except UNAVAILABLE as exc:
             if not loop:
                 raise
-            if _log_failure.ready():
-                logger.warning("presence: sweep failed (%s); retrying", exc)
+            log_outage(exc, "the sweep")
             transitions = None
         if transitions is not None and on_sweep is not None:
             on_sweep(transitions)

@@ -14,23 +14,18 @@ time (a slow Redis delays the next, it does not stack them), and a flush writes 
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Protocol
 
 from .. import conf, presence, tenants
-from ..core.limits import Throttle
 from ..core.tasks import per_loop, raise_if_cancelling
+from ..failopen import log_outage
 from ..store import UNAVAILABLE
-
-logger = logging.getLogger("presence_app")
 
 #: Quiet flush rounds after which the task ends (the next heartbeat starts a new one).
 IDLE_ROUNDS = 30
 #: Leases per heartbeat_many call: benchmark 1's fastest batch (docs/benchmarks.md: ~4 ms of
 #: Redis per call; a batch of 10,000 holds Redis ~50 ms, and other clients wait meanwhile).
 MAX_BATCH = 1000
-#: A Redis outage fails every flush: one warning per this many seconds, not one per flush.
-_log_failure = Throttle(10.0)
 
 
 class Beating(Protocol):
@@ -89,12 +84,7 @@ class HeartbeatCoalescer:
             try:
                 missing = await presence.aheartbeat_many(pairs[start : start + MAX_BATCH])
             except UNAVAILABLE as exc:
-                if _log_failure.ready():
-                    logger.warning(
-                        "presence: %d heartbeats not written (%s); retrying",
-                        len(pairs) - start,
-                        exc,
-                    )
+                log_outage(exc, f"{len(pairs) - start} heartbeats")
                 for key in pairs[start:]:
                     if not getattr(batch[key], "closed", False):  # a closed one needs no beat
                         self.pending.setdefault(key, batch[key])

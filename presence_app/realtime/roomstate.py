@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -32,12 +31,10 @@ from django.conf import settings
 
 from .. import conf, tenants
 from ..core import rules
-from ..core.limits import Throttle
 from ..core.tasks import per_loop, raise_if_cancelling
+from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from .protocol import FrameError
-
-logger = logging.getLogger("presence_app")
 
 #: The public id of state set from Python (:func:`presence_app.presence.set_room_state`).
 SERVER = "server"
@@ -45,7 +42,6 @@ SERVER = "server"
 IDLE_TICKS = 20
 #: The part of a tick a receiving socket waits to gather the sending processes' flushes.
 GATHER = 0.4
-_log_failure = Throttle(10.0)
 
 
 @lru_cache(maxsize=4096)
@@ -148,8 +144,7 @@ class RoomStateCoalescer:
                 try:
                     await presence.apublish_room_states(entries)
                 except UNAVAILABLE as exc:
-                    if _log_failure.ready():
-                        logger.warning("presence: room states not sent (%s)", exc)
+                    log_outage(exc, "room states not sent")
 
 
 _coalescer = per_loop(RoomStateCoalescer)
