@@ -36,8 +36,8 @@ from channels.security.websocket import (
     WebsocketDenier,
 )
 
-from . import conf, tenants
-from .core import dispatch, rules
+from . import conf
+from .core import dispatch, rules, tenants
 from .realtime import frames, protocol, subscriptions
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer

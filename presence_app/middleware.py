@@ -20,7 +20,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.functional import LazyObject, empty
 
-from . import conf, tenants
+from . import conf
+from .core import tenants
 from .core.limits import Throttle
 from .core.rules import user_key
 from .failopen import breaker

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from . import tenants
+from .core import tenants
 from .core.rules import pk_of
 from .store import MAX_DEVICE_LENGTH
 

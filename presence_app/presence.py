@@ -321,7 +321,7 @@ def forget(user: User) -> list[Transition]:
 
 async def aforget(user: User) -> list[Transition]:
     """:func:`forget` for async code."""
-    from . import tenants
+    from .core import tenants
     from .models import aworkspaces_with_rows
 
     uid = rules.user_id(user)
@@ -341,7 +341,7 @@ def export(user: User) -> dict[str, Any]:
     "workspaces": {key ("" for the default space): {...}}}``, for each workspace that holds
     something of theirs: Redis' record, index scores and connections, and the rows (last seen,
     permanent rooms, privacy choice)."""
-    from . import tenants
+    from .core import tenants
     from .models import rows_of, workspaces_with_rows
 
     uid = rules.user_id(user)

@@ -12,7 +12,8 @@ from channels.layers import channel_layers
 from django.conf import settings
 from django.test import override_settings
 
-from presence_app import presence, tenants
+from presence_app import presence
+from presence_app.core import tenants
 from presence_app.jobs import sweeper
 from presence_app.jobs.touches import batcher
 from presence_app.store import InvalidInput

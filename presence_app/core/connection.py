@@ -54,8 +54,9 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
-from .. import conf, tenants
+from .. import conf
 from ..store import AsyncStore, Store, StoreConfig
+from . import tenants
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 #: Async clients: connections per process (single Redis: the blocking pool's size) and per
@@ -341,7 +342,7 @@ def get_async_store() -> AsyncStore:
     tenant = tenants.current()
     if tenant is None:
         return default
-    tenants.mark_async(default, tenant)
+    tenants.mark_in_background(default, tenant)
     return of_tenants.get(tenant, lambda: _store(AsyncStore, default.client, tenant))
 
 

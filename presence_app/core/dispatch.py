@@ -25,8 +25,9 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from .. import signals, tenants
+from .. import signals
 from ..store import UNAVAILABLE, Presence, Transition
+from . import tenants
 from .limits import Throttle
 
 logger = logging.getLogger("presence_app")

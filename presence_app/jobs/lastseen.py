@@ -20,7 +20,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .. import presence, tenants
+from .. import presence
+from ..core import tenants
 from ..models import LastSeen, forget_rows, rows_of
 from ..store import MAX_DEVICE_LENGTH, UNAVAILABLE
 

@@ -23,7 +23,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .. import conf, presence, tenants
+from .. import conf, presence
+from ..core import tenants
 from ..core.connection import aclose_async_store, get_async_store, get_store
 from ..core.tasks import raise_if_cancelling
 from ..failopen import log_outage

@@ -13,7 +13,8 @@ import time
 
 from django.db import close_old_connections
 
-from .. import conf, presence, tenants
+from .. import conf, presence
+from ..core import tenants
 from ..failopen import breaker
 from ..store import UNAVAILABLE, Transition
 

@@ -6,13 +6,13 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import presence_app.tenants
+import presence_app.core.tenants
 
 
 def workspace():
     return models.CharField(
         blank=True,
-        default=presence_app.tenants.column,
+        default=presence_app.core.tenants.column,
         editable=False,
         help_text="The tenant key the row belongs to; empty for a site without workspaces.",
         max_length=64,

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from .. import conf, presence, tenants
+from .. import conf, presence
+from ..core import tenants
 from ..core.tasks import per_loop, raise_if_cancelling
 from ..failopen import log_outage
 from ..store import UNAVAILABLE

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import rooms, tenants
+from .. import rooms
+from ..core import tenants
 from ..failopen import log_outage
 from ..store import UNAVAILABLE, InvalidInput
 from . import protocol

@@ -14,7 +14,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from .. import conf, presence, tenants
+from .. import conf, presence
+from ..core import tenants
 from ..core.tasks import spawn
 from ..failopen import log_outage
 from ..store import UNAVAILABLE

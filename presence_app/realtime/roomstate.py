@@ -29,8 +29,8 @@ from typing import Any
 
 from django.conf import settings
 
-from .. import conf, tenants
-from ..core import rules
+from .. import conf
+from ..core import rules, tenants
 from ..core.tasks import per_loop, raise_if_cancelling
 from ..failopen import log_outage
 from ..store import UNAVAILABLE

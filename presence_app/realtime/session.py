@@ -17,15 +17,15 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import conf, presence, tenants
+from .. import conf, presence
 from ..access import audience, visibility
-from ..core import dispatch, rules
+from ..core import dispatch, rules, tenants
 from ..core.limits import Throttle
 from ..core.tasks import spawn
+from ..core.tenants import in_tenant
 from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
 from ..store import ONLINE_STATES, UNAVAILABLE, TooManyConnections, UnknownConnection
-from ..tenants import in_tenant
 from . import protocol, roomstate
 from .coalescer import get_coalescer
 from .collector import collector

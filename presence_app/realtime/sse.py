@@ -34,8 +34,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .. import conf, rooms, tenants
-from ..core import rules
+from .. import conf, rooms
+from ..core import rules, tenants
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import frames, lifecycle, protocol
