@@ -25,13 +25,10 @@ from .core import tenants
 from .core.limits import Throttle
 from .core.rules import user_key
 from .failopen import breaker
-from .jobs.touches import batcher
+from .jobs.touches import TOUCHED, batcher, is_activity
 
 #: Users whose last touch this process remembers (more are forgotten early: an extra touch).
 THROTTLE_SIZE = 50_000
-#: Set on a request this middleware keeps its user online by: the template tags then read the
-#: request's own user as online on the page it renders, before the background write lands.
-TOUCHED = "_presence_touched"
 
 
 class PresenceMiddleware:
@@ -116,14 +113,3 @@ def _loaded_user(request: HttpRequest) -> Any:
         user = user._wrapped
         return None if user is empty else user
     return user
-
-
-def is_activity(request: HttpRequest) -> bool:
-    """Did a person do this? Navigations and form posts yes; a page's own background requests
-    (fetch/XHR polling, auto-refresh) keep the user online but must not keep them from idle."""
-    if request.method not in ("GET", "HEAD"):
-        return True
-    if request.headers.get("X-Requested-With") == "XMLHttpRequest":
-        return False
-    mode = request.headers.get("Sec-Fetch-Mode")
-    return mode is None or mode == "navigate"

@@ -12,6 +12,7 @@ import threading
 import time
 
 from django.db import close_old_connections
+from django.http import HttpRequest
 
 from .. import conf, presence
 from ..core import tenants
@@ -19,6 +20,21 @@ from ..failopen import breaker
 from ..store import UNAVAILABLE, Transition
 
 logger = logging.getLogger("presence_app")
+
+#: Set on a request the middleware keeps its user online by: the template tags then read the
+#: request's own user as online on the page it renders, before the background write lands.
+TOUCHED = "_presence_touched"
+
+
+def is_activity(request: HttpRequest) -> bool:
+    """Did a person do this? Navigations and form posts yes; a page's own background requests
+    (fetch/XHR polling, auto-refresh) keep the user online but must not keep them from idle."""
+    if request.method not in ("GET", "HEAD"):
+        return True
+    if request.headers.get("X-Requested-With") == "XMLHttpRequest":
+        return False
+    mode = request.headers.get("Sec-Fetch-Mode")
+    return mode is None or mode == "navigate"
 
 
 class TouchBatcher:

@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy
 from .. import presence
 from ..core.rules import MAX_USER_ID_LENGTH, user_key, users_in_order
 from ..failopen import breaker
-from ..middleware import TOUCHED, is_activity
+from ..jobs.touches import TOUCHED, is_activity
 from ..store import ONLINE_STATES, UNAVAILABLE, Presence
 from ..web.lookup import ATTR, PresenceBatch, batch_for, user_keys
 
