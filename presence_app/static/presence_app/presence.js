@@ -131,11 +131,20 @@
       this._onActivity = this._onActivity.bind(this);
       this._onVisibility = this._onVisibility.bind(this);
       this._onOnline = this._onOnline.bind(this);
+      this._onWake = this._onWake.bind(this);
+      this._onPageShow = (event) => {
+        if (event.persisted) this._onWake(); // back from the back-forward cache
+      };
       for (const name of ACTIVITY_EVENTS) {
         global.addEventListener(name, this._onActivity, {capture: true, passive: true});
       }
       global.document.addEventListener("visibilitychange", this._onVisibility);
       global.addEventListener("online", this._onOnline);
+      // A frozen tab (Chrome freezes background tabs; a phone, a page restored from the
+      // back-forward cache) runs nothing, heartbeats included: it wakes to a socket the server
+      // may have ended a lease ago. It reconnects at once rather than after its backoff.
+      global.document.addEventListener("resume", this._onWake);
+      global.addEventListener("pageshow", this._onPageShow);
       if (this.autoWatch && global.MutationObserver) {
         // Dots added later (a new chat message, a list page) are watched and painted too.
         this.observer = new MutationObserver(() => this._scheduleScan());
@@ -249,6 +258,8 @@
       }
       global.document.removeEventListener("visibilitychange", this._onVisibility);
       global.removeEventListener("online", this._onOnline);
+      global.document.removeEventListener("resume", this._onWake);
+      global.removeEventListener("pageshow", this._onPageShow);
       if (this.observer) this.observer.disconnect();
       if (this.socket) this.socket.close(1000);
     }
@@ -282,7 +293,7 @@
       this._send({type: "heartbeat"});
     }
 
-    _onClose(ws, event) {
+    _onClose(ws, event, now) {
       if (ws !== this.socket) return;
       this.socket = null;
       this.queue = [];
@@ -309,10 +320,11 @@
         this._open();
         return;
       }
-      // Exponential backoff with jitter, so a restarted server is not hit by every tab at once.
+      // Exponential backoff with jitter, so a restarted server is not hit by every tab at once;
+      // none for a tab that woke up to a dead socket (the server is not the one in trouble).
       const cap = Math.min(this.maxDelay, this.minDelay * 2 ** this.attempt);
-      const delay = Math.round(cap / 2 + Math.random() * cap / 2);
-      this.attempt += 1;
+      const delay = now ? 0 : Math.round(cap / 2 + Math.random() * cap / 2);
+      if (!now) this.attempt += 1;
       this._emit("close", {code: event.code, reconnectIn: delay});
       this.timers.retry = setTimeout(() => {
         this.timers.retry = null;
@@ -326,6 +338,28 @@
         this._clearTimer("retry");
         this._open();
       }
+    }
+
+    // The tab woke (resume, pageshow, visible again). A socket that heard nothing for two
+    // heartbeat intervals slept through them: the server ends a socket silent for a lease, so
+    // it is dropped and a new one opened now (the server's own close, if it comes, is ignored);
+    // a fresher one gets a heartbeat now, whose answer (or its absence) settles it.
+    _onWake() {
+      if (this.closed) return;
+      const ws = this.socket;
+      if (!ws) {
+        this._onOnline();
+        return;
+      }
+      if (ws.sse || !this.helloSeen || ws.readyState !== WebSocket.OPEN) return;
+      if (Date.now() - (this.heardAt || 0) > 2 * this.heartbeatMs) {
+        ws.onclose = null;
+        ws.onmessage = null;
+        ws.close(CLOSE_STALE);
+        this._onClose(ws, {code: CLOSE_STALE}, true);
+        return;
+      }
+      this._send({type: "heartbeat"});
     }
 
     _hello(msg) {
@@ -343,7 +377,8 @@
       this.tokensAt = Date.now();
       this._clearTimer("heartbeat");
       this.beatAt = 0;
-      this.timers.heartbeat = setInterval(() => this._beat(), msg.heartbeat * 1000);
+      this.heartbeatMs = msg.heartbeat * 1000;
+      this.timers.heartbeat = setInterval(() => this._beat(), this.heartbeatMs);
       // A new connection knows nothing: join the rooms and watch the users again.
       for (const room of this.rooms) this._send({type: "join", room});
       // A new connection has no state: yours goes again after the joins.
@@ -702,7 +737,7 @@
 
     _onVisibility() {
       if (global.document.visibilityState !== "visible") return;
-      if (!this.socket && !this.closed && this.timers.retry) this._onOnline();
+      this._onWake();
       this._onActivity();
     }
 

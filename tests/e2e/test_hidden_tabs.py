@@ -1,0 +1,106 @@
+"""A frozen tab, in headless Chromium against a real uvicorn. Bob has the room open in two
+places, and the one tab is frozen (the DevTools protocol's ``Page.setWebLifecycleState``, as
+Chrome freezes a background tab: no timer, no event, no heartbeat) for longer than the lease, so
+the server ends that tab's socket. Alice, in the room, sees no flicker of Bob: no leave, no
+offline, his dot green throughout, since his other tab is live. When the tab wakes it
+reconnects at once (no backoff) and is back in the room on a WebSocket.
+
+The frozen tab is a Chromium of its own driven over the DevTools protocol (tests/e2e/cdp_tab.py):
+a page Playwright attached to cannot be frozen. Timers: tests/e2e/settings.py's (heartbeat 1 s,
+lease 4 s, grace 2 s, sweep 0.5 s)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .cdp_tab import CdpTab
+from .settings import TIMERS
+from .test_restart import ROOM, server  # noqa: F401 - the fixture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+JOINED = (
+    "window.presence && presence.transport === 'websocket'"
+    f" && presence.members('{ROOM}').some(m => m.user === presence.userId)"
+)
+
+# Alice's page keeps every sign of Bob it gets: events, and each class his dot takes.
+WATCH = """bob => {
+    window.aboutBob = [];
+    for (const name of ["leave", "update", "join"]) {
+        presence.on(name, (e) => { if (e.user === bob) aboutBob.push([name, e.state || null]); });
+    }
+    const dot = () => document.querySelector('#here [data-presence-user="' + bob + '"]');
+    window.bobDots = [dot() && dot().className];
+    new MutationObserver(() => bobDots.push(dot() && dot().className)).observe(
+        document.body, {subtree: true, attributes: true, childList: true,
+                        attributeFilter: ["class"]});
+}"""
+
+RECORD = """(() => {
+    window.seen = [];
+    presence.on("close", (e) => seen.push(["close", e.code, e.reconnectIn, Date.now()]));
+    presence.on("open", () => seen.push(["open", null, null, Date.now()]));
+    return true;
+})()"""
+
+
+def test_a_frozen_tab_shows_no_flicker_and_wakes_at_once(browser, server):  # noqa: F811
+    asgi, users = server
+    contexts = []
+    try:
+        pages = {}
+        for name in ("alice", "bob"):
+            context = browser.new_context()
+            contexts.append(context)
+            context.add_cookies(
+                [{"name": "sessionid", "value": users[name].session, "url": asgi.url}]
+            )
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{asgi.url}/rooms/{ROOM}/")
+            page.wait_for_function(JOINED)
+            pages[name] = page
+        alice, bob_live = pages["alice"], pages["bob"]
+        bob = users["bob"].id
+        cookie = {"name": "sessionid", "value": users["bob"].session, "url": asgi.url}
+        with CdpTab(f"{asgi.url}/rooms/{ROOM}/", cookies=[cookie]) as frozen:
+            frozen.wait_for(JOINED)
+            assert frozen.evaluate("presence.userId") == bob
+            frozen.evaluate(RECORD)
+            alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob)
+            alice.evaluate(WATCH, bob)
+
+            frozen.freeze()
+            frozen_at = time.monotonic()
+            # Frozen past the lease (the server ends the tab's socket), the grace and a sweep
+            # (its connection leaves the room). A window in which nothing may happen: a sleep.
+            # Bob keeps using his live tab meanwhile (input is activity: not idle).
+            window = TIMERS["LEASE_TTL"] + TIMERS["DISCONNECT_GRACE"] + TIMERS["SWEEP_INTERVAL"]
+            while time.monotonic() - frozen_at < window + 2:
+                bob_live.keyboard.press("Shift")
+                time.sleep(0.5)
+            frozen.resume()
+            woke_at = time.time() * 1000
+
+            # Back at once: the old socket is dropped as it wakes, a new one opens without a
+            # backoff, and the room is joined again.
+            frozen.wait_for("seen.some(e => e[0] === 'open')")
+            frozen.wait_for(JOINED)
+            seen = frozen.evaluate("seen")
+            closes = [e for e in seen if e[0] == "close"]
+            assert closes and closes[0][2] == 0, seen  # reconnect in 0 ms
+            opened = next(e for e in seen if e[0] == "open")
+            print(f"the frozen tab reopened {opened[3] - woke_at:.0f} ms after it woke: {seen}")
+            assert frozen.evaluate("presence.transport") == "websocket"
+
+        # Alice saw nothing of it: no leave, no offline, no idle; his dot green all along.
+        assert alice.evaluate("aboutBob") == []
+        dots = alice.evaluate("bobDots")
+        assert dots and all(d and "presence-online" in d for d in dots), dots
+        assert asgi.tracebacks() == 0, asgi.log()
+    finally:
+        for context in contexts:
+            context.close()
