@@ -30,7 +30,6 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from . import presence
-from .access import visibility
 from .failopen import breaker
 from .models import LastSeen, PresenceDashboard, RoomMembership
 from .store import UNAVAILABLE
@@ -133,7 +132,7 @@ class LastSeenAdmin(ReadOnly):
         except UNAVAILABLE as exc:
             breaker.trip(exc, "the admin dashboard")
             context["unavailable"] = True
-        if not request.user.is_superuser and visibility.viewer_of(request.user).filtered:
+        if not request.user.is_superuser and presence.viewer(request.user).filtered:
             # The chart's samples count the whole site: under a policy, users outside this
             # viewer's audience too. No chart rather than one per viewer it cannot be.
             context["chart"] = None

@@ -36,8 +36,9 @@ from asgiref.sync import async_to_sync
 
 from . import conf
 from .access import audience, privacy, visibility
-from .access.visibility import ANONYMOUS, Viewer, redact, viewer_of
+from .access.visibility import ANONYMOUS, redact, viewer_of
 from .access.visibility import TRUSTED as TRUSTED
+from .access.visibility import Viewer as Viewer
 from .core import dispatch, hooks, rules
 from .core.connection import get_async_store, get_store
 from .store import InvalidInput, StateCounts, Transition
@@ -367,6 +368,59 @@ def can_join(user: Any, room: str) -> bool:
 async def acan_join(user: Any, room: str) -> bool:
     """:func:`can_join` for async code."""
     return await hooks.acan_join(user, rules.room(room))
+
+
+# -- who reads: the viewer of a page, a request or a connection ---------------------------------
+#: The AUDIENCE answers a page's or a request's viewer remembers (a connection: a few hundred).
+PAGE_ANSWERS = 20_000
+
+
+def viewer(user: Any, *, remember: int = PAGE_ANSWERS) -> Viewer:
+    """The viewer a page, a request or a connection reads as: ``user`` (``ANONYMOUS``, None or
+    a signed-out user read as the public; ``TRUSTED`` as the site's own code), remembering up
+    to ``remember`` ``AUDIENCE`` answers for its reads (each read asks only about the users it
+    has not asked about yet)."""
+    return viewer_of(user, audience.Decisions(max_entries=remember))
+
+
+def with_last_seen(
+    presences: dict[str, Presence], durable: dict[str, Any], *, viewer: Any = ANONYMOUS
+) -> dict[str, Presence]:
+    """``presences`` (as ``viewer`` read them) with the database's last seen (``durable``:
+    ``{user_id: datetime or None}``, the current workspace's ``LastSeen`` rows) where Redis
+    knows none, redacted as every read is: never the row of a user the viewer may not see
+    (the flush writes it while the user is online, so "last seen 2 minutes ago" would say
+    "online"), and only as exactly as the user's privacy choice allows. One ``AUDIENCE`` call
+    and one privacy query for the whole list."""
+    v = viewer_of(viewer)
+    wanted = [u for u, at in durable.items() if at is not None and u in presences]
+    if not wanted:
+        return presences
+    seen = visibility.sight(v, wanted)
+    out = dict(presences)
+    for uid in wanted:
+        out[uid] = visibility.with_durable(v, presences[uid], seen, durable[uid])
+    return out
+
+
+async def aredact_event(event: dict[str, Any], *, viewer: Any) -> dict[str, Any] | None:
+    """An event about a user (``presence.update``, a join, a leave, a typing) as ``viewer``
+    may receive it, or None: the one redaction, as every read's. The user's privacy matters
+    only when the event tells when they were last seen."""
+    v = viewer_of(viewer)
+    last_seen = event.get("state") == "offline"
+    seen = await visibility.asight(v, [str(event.get("user", ""))], last_seen=last_seen)
+    return visibility.redact_event(v, event, seen)
+
+
+async def aredact_states(states: list[dict[str, Any]], *, viewer: Any) -> list[dict[str, Any]]:
+    """Members' room states as ``viewer`` may receive them: only those of users the viewer
+    may see (only a policy decides: a state tells no last seen)."""
+    v = viewer_of(viewer)
+    asks = visibility.needs_sight(v, last_seen=False)
+    ids = list(dict.fromkeys(str(st.get("user", "")) for st in states)) if asks else []
+    seen = await visibility.asight(v, ids, last_seen=False)
+    return visibility.redact_states(v, states, seen)
 
 
 # -- reads: each defined once -----------------------------------------------------------------

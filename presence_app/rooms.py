@@ -33,7 +33,6 @@ from channels.layers import get_channel_layer
 from django.db.models import OuterRef, Subquery
 
 from . import conf, presence
-from .access import audience, visibility
 from .core import dispatch, rules
 from .store import InvalidInput, Presence
 
@@ -137,14 +136,14 @@ def members(
         .order_by("joined_at", "pk")[offset : None if limit is None else offset + limit]
     )
     ids = [rules.user_id(row.user) for row in rows]
-    v = visibility.viewer_of(viewer, audience.Decisions())  # the two reads below: one call
+    v = presence.viewer(viewer)  # the two reads below: one AUDIENCE call
     presences = presence.get_many(ids, viewer=v, activity=True) if ids else {}
-    seen = visibility.sight(v, ids)
-    out = []
-    for row, uid in zip(rows, ids, strict=True):
-        p = visibility.with_durable(v, presences[uid], seen, row.durable_last_seen)
-        out.append(Member(row.user, p, p.last_seen_at, row.joined_at))
-    return out
+    durable = {uid: row.durable_last_seen for row, uid in zip(rows, ids, strict=True)}
+    presences = presence.with_last_seen(presences, durable, viewer=v)
+    return [
+        Member(row.user, presences[uid], presences[uid].last_seen_at, row.joined_at)
+        for row, uid in zip(rows, ids, strict=True)
+    ]
 
 
 def member_count(room: str) -> int:

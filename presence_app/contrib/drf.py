@@ -39,7 +39,6 @@ from rest_framework import serializers
 from rest_framework.filters import BaseFilterBackend
 
 from .. import presence
-from ..access import visibility
 from ..core.rules import user_key
 from ..failopen import breaker
 from ..store import UNAVAILABLE, Presence
@@ -50,9 +49,9 @@ __all__ = ["OnlineFilter", "PresenceField", "viewer_of"]
 CACHE = "_presence_cache"
 
 
-def viewer_of(request: Any) -> visibility.Viewer:
+def viewer_of(request: Any) -> presence.Viewer:
     """Whom the answer is for: the signed-in user, else a signed-out visitor."""
-    return visibility.viewer_of(getattr(request, "user", None))
+    return presence.viewer(getattr(request, "user", None))
 
 
 def read_many(user_ids: Iterable[str], viewer: Any) -> dict[str, Presence]:

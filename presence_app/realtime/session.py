@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import conf, presence
-from ..access import audience, visibility
 from ..core import dispatch, rules, tenants
 from ..core.limits import Throttle
 from ..core.tasks import spawn
@@ -98,9 +97,7 @@ class PresenceSession:
         self.outage_notice = Throttle(OUTAGE_NOTICE_INTERVAL)
         self.groups = Subscriptions(layer, channel_name, self.user_id)
         # Who reads through this connection, with the AUDIENCE answers it got, for a while.
-        self.viewer = visibility.viewer_of(
-            self.user_id, audience.Decisions(max_entries=AUDIENCE_ANSWERS)
-        )
+        self.viewer = presence.viewer(self.user_id, remember=AUDIENCE_ANSWERS)
         self.recent = RecentUpdates()  # an update comes once per group it concerns
         self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
         self.published: set[str] = set()  # rooms this connection set a state in
@@ -418,11 +415,7 @@ class PresenceSession:
         if "room" in event and event.get("room") not in self.rooms:
             return  # left or revoked (its own leave came from leave()), or not in yet (the
             # snapshot is next)
-        # The subject's privacy matters only when the event tells when they were last seen.
-        seen = await visibility.asight(
-            self.viewer, [str(event.get("user", ""))], last_seen=event.get("state") == "offline"
-        )
-        shown = visibility.redact_event(self.viewer, event, seen)
+        shown = await presence.aredact_event(event, viewer=self.viewer)
         if shown is None:
             return
         if shown.get("type") == "presence.update" and not self.recent.first_time(shown):
@@ -446,11 +439,7 @@ class PresenceSession:
         ]
         if not states:
             return
-        # Only a policy decides which members' states a viewer gets (no last seen in a state).
-        filtered = visibility.needs_sight(self.viewer, last_seen=False)
-        ids = list(dict.fromkeys(str(st.get("user", "")) for st in states)) if filtered else []
-        seen = await visibility.asight(self.viewer, ids, last_seen=False)
-        shown = visibility.redact_states(self.viewer, states, seen)
+        shown = await presence.aredact_states(states, viewer=self.viewer)
         if shown:
             await self.outbox.add(room, shown)
 

@@ -20,7 +20,6 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
 from .. import conf, presence, rooms
-from ..access import audience, visibility
 from ..core import rules
 from ..failopen import breaker
 from ..store import UNAVAILABLE, InvalidInput, Presence
@@ -153,7 +152,7 @@ def online(request: HttpRequest) -> dict[str, Any]:
     recently seen."""
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
     reads = presence.Reads()
-    viewer = visibility.viewer_of(request.user, audience.Decisions())
+    viewer = presence.viewer(request.user)
     if "cursor" in request.GET:
         page, cursor = None, _int(request, "cursor", 0, 0, MAX_CURSOR)
         (ids, after), total = presence.batch(
@@ -211,7 +210,7 @@ def room(request: HttpRequest, room: str) -> dict[str, Any]:
         raise InvalidInput(rules.NOT_UTF8_ROOM)
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    viewer = visibility.viewer_of(request.user, audience.Decisions())
+    viewer = presence.viewer(request.user)
     ids = presence.room_members(room, viewer=viewer)
     presences = presence.get_many(ids, viewer=viewer, activity=True) if ids else {}
     return {"room": room, "count": len(ids), "members": _with_names(presences)}

@@ -20,7 +20,6 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
 from .. import presence
-from ..access import audience, visibility
 from ..core import rules
 from ..store import Presence, StateCounts
 
@@ -219,9 +218,7 @@ def build(request: HttpRequest, page: int = 1, query: str = "") -> dict[str, Any
     reveal = bool(request.user.is_superuser)
     # Superusers see the truth; anybody else the users their AUDIENCE shows them, in the lists,
     # the per-state counts and the rooms' counts alike (the chart is the site's own samples).
-    viewer = visibility.viewer_of(
-        presence.TRUSTED if reveal else request.user, audience.Decisions()
-    )
+    viewer = presence.viewer(presence.TRUSTED if reveal else request.user)
     policy = viewer.filtered
     now = time.time()
     offset = (page - 1) * PER_PAGE

@@ -16,7 +16,6 @@ from typing import Any
 from django.http import HttpRequest
 
 from .. import presence
-from ..access import audience, visibility
 from ..core import rules
 from ..failopen import breaker
 from ..store import UNAVAILABLE, Presence
@@ -42,10 +41,9 @@ class PresenceBatch:
 
     def __init__(self, viewer: Any = presence.ANONYMOUS) -> None:
         # The AUDIENCE answers of the prefetches, kept: the LastSeen fallback asks none again.
-        self.viewer = visibility.viewer_of(viewer, audience.Decisions())
+        self.viewer = presence.viewer(viewer)
         self.presences: dict[str, Presence] = {}
         self.durable: dict[str, datetime | None] = {}
-        self.sights: dict[str, visibility.Sight] = {}
         self.available = True
 
     def prefetch(self, user_ids: Iterable[str]) -> None:
@@ -85,13 +83,13 @@ class PresenceBatch:
             rows = LastSeen.objects.filter(user_id__in=list(wanted))
             for pk, at in rows.values_list("user_id", "last_seen_at"):
                 self.durable[wanted[pk]] = at
-            found = [u for u in wanted.values() if self.durable[u] is not None]
-            seen = visibility.sight(self.viewer, found)  # one call, one query for the page
-            self.sights.update(dict.fromkeys(found, seen))
-        durable = self.durable.get(uid)
-        if durable is None:
-            return p
-        return visibility.with_durable(self.viewer, p, self.sights[uid], durable)
+            # the page's fallbacks at once (one AUDIENCE call, one privacy query), redacted by
+            # the front door
+            missing = {u: self.presences[u] for u in wanted.values()}
+            self.presences.update(
+                presence.with_last_seen(missing, self.durable, viewer=self.viewer)
+            )
+        return self.presences[uid]
 
 
 def batch_for(request: HttpRequest | None, holder: Any = None) -> PresenceBatch:
