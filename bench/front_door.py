@@ -201,7 +201,7 @@ class Cycle:
 
 
 def read(found: dict) -> dict:
-    """What a dot reads of each presence (templatetags' dot_html): state, emoji, message."""
+    """What a dot reads of each presence (markup.dot_html): state, emoji, message."""
     for p in found.values():
         p.state, p.emoji, p.message  # noqa: B018
     return found

@@ -31,9 +31,9 @@ from django.utils.translation import gettext_lazy as _
 
 from . import presence
 from .failopen import breaker
+from .markup import dot_html, state_label
 from .models import LastSeen, PresenceDashboard, RoomMembership
 from .store import UNAVAILABLE
-from .templatetags.presence import dot_html, state_label
 from .web import dashboard
 from .web.lookup import PresenceBatch
 

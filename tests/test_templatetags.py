@@ -78,7 +78,7 @@ def test_presence_dot_for_each_state(people):
 def test_a_dot_s_label_follows_the_active_language(people, monkeypatch):
     """Labels are translated once per language and state (not once per dot), so a page in
     another language must still get its own. Django's catalog translates "Yes" ("Oui")."""
-    from presence_app.templatetags import presence as tags
+    from presence_app import markup as tags
 
     monkeypatch.setitem(tags.LABELS, "online", gettext_lazy("Yes"))
     tags._label.cache_clear()

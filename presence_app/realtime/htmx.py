@@ -39,8 +39,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from ..core.rules import users_in_order
+from ..markup import display_name, dot_html, last_seen_text
 from ..store import Presence
-from ..templatetags.presence import display_name, dot_html, last_seen_text
 from . import frames
 from .sse import EventStream, device_of, serve
 
