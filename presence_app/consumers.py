@@ -42,7 +42,7 @@ from .realtime import frames, protocol, subscriptions
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer
 from .realtime.session import PresenceSession
-from .rooms import permanent_rooms_to_join
+from .rooms import apermanent_rooms_to_join
 
 CLOSE_UNAUTHENTICATED = 4401
 #: The socket sent no heartbeat for LEASE_TTL (presence.js reconnects).
@@ -132,7 +132,7 @@ class PresenceConsumerMixin:
         # The rooms asked for here (a URL's) and the permanent rooms of a member, unasked.
         wanted = list(dict.fromkeys(rooms))
         with tenants.activate(self.presence.tenant):  # the memberships of its workspace
-            permanent = await permanent_rooms_to_join(user, wanted)
+            permanent = await apermanent_rooms_to_join(user, wanted)
         for room in [*wanted, *permanent]:
             # The browser did not ask: a join an outage refused is owed (frames.join_unasked).
             error = await frames.join_unasked(self.presence, room)

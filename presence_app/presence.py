@@ -65,13 +65,13 @@ def _status_args(
 
 def _change(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
     transitions = getattr(get_store(), method)(*args, **kwargs)
-    dispatch.publish_sync(transitions)
+    dispatch.publish(transitions)
     return transitions
 
 
 async def _achange(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
     transitions = await getattr(get_async_store(), method)(*args, **kwargs)
-    await dispatch.publish(transitions)
+    await dispatch.apublish(transitions)
     return transitions
 
 
@@ -166,7 +166,7 @@ def set_status(
         **_status_args(state, message, emoji, expires_in, device),
         **meta,
     )
-    dispatch.announce_self_sync(get_store().get(uid, viewer=uid, now=now))
+    dispatch.announce_self(get_store().get(uid, viewer=uid, now=now))
     return transitions
 
 
@@ -203,7 +203,7 @@ def send_to_user(user: User, payload: Any) -> None:
 
 async def asend_to_user(user: User, payload: Any) -> None:
     """:func:`send_to_user` for async code."""
-    await dispatch.send_to_user(rules.user_id(user), _payload(payload))
+    await dispatch.asend_to_user(rules.user_id(user), _payload(payload))
 
 
 # -- live per-member room state (a connection's own is coalesced by presence_app.realtime.roomstate) -----
@@ -228,7 +228,7 @@ def set_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
     taken = get_store().set_room_states(name, [(uid, SERVER_STATE, "", text)])
     if not taken:
         return False
-    async_to_sync(dispatch.room_states)(name, _state_entries(taken))
+    async_to_sync(dispatch.aroom_states)(name, _state_entries(taken))
     return True
 
 
@@ -238,7 +238,7 @@ async def aset_room_state(user: User, room: str, data: dict[str, Any] | None) ->
     taken = await get_async_store().set_room_states(name, [(uid, SERVER_STATE, "", text)])
     if not taken:
         return False
-    await dispatch.room_states(name, _state_entries(taken))
+    await dispatch.aroom_states(name, _state_entries(taken))
     return True
 
 
@@ -252,7 +252,7 @@ async def apublish_room_states(rooms: dict[str, list[tuple[str, str, str, str | 
     named = {rules.room(room): entries for room, entries in rooms.items() if entries}
     taken = await store.gather(*(store.planned.set_room_states(r, e) for r, e in named.items()))
     await asyncio.gather(
-        *(dispatch.room_states(r, _state_entries(t)) for r, t in zip(named, taken, strict=True))
+        *(dispatch.aroom_states(r, _state_entries(t)) for r, t in zip(named, taken, strict=True))
     )
 
 
@@ -269,7 +269,7 @@ async def atyping(room: str, conn_id: str, user: User, *, sender: str = "") -> b
     state = await get_async_store().typing(name, conn_id, uid)
     if state is None:
         return False
-    await dispatch.typing(name, uid, state, sender)
+    await dispatch.atyping(name, uid, state, sender)
     return True
 
 
@@ -283,7 +283,7 @@ def revoke(user: User, room: str) -> None:
 
 async def arevoke(user: User, room: str) -> None:
     """:func:`revoke` for async code."""
-    await dispatch.revoke(rules.user_id(user), rules.room(room))
+    await dispatch.arevoke(rules.user_id(user), rules.room(room))
 
 
 # -- privacy ----------------------------------------------------------------------------------
@@ -331,9 +331,9 @@ async def aforget(user: User) -> list[Transition]:
     transitions: list[Transition] = []
     for key in tenants.everywhere(await aworkspaces_with_rows(uid), live):
         with tenants.activate(key):  # its key space, its groups, its rows
-            await dispatch.end_connections(uid)  # first: no connection takes a lease back
+            await dispatch.aend_connections(uid)  # first: no connection takes a lease back
             transitions += await _achange("forget", uid)
-            await dispatch.announce_forgotten(uid)  # the rows go after the offline wrote its own
+            await dispatch.aannounce_forgotten(uid)  # the rows go after the offline wrote its own
     return transitions
 
 
@@ -829,7 +829,7 @@ async def aset_status(
         **_status_args(state, message, emoji, expires_in, device),
         **meta,
     )
-    await dispatch.announce_self(await get_async_store().get(uid, viewer=uid, now=now))
+    await dispatch.aannounce_self(await get_async_store().get(uid, viewer=uid, now=now))
     return transitions
 
 

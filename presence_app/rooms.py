@@ -151,7 +151,7 @@ def member_count(room: str) -> int:
     return _membership().objects.filter(room=rules.room(room)).count()
 
 
-async def permanent_rooms_to_join(user: Any, skip: list[str]) -> list[str]:
+async def apermanent_rooms_to_join(user: Any, skip: list[str]) -> list[str]:
     """What a connection opening for ``user`` joins by itself (none unless ``PERMANENT_ROOMS``)."""
     if not conf.get("PERMANENT_ROOMS"):
         return []

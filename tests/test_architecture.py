@@ -207,3 +207,98 @@ def test_every_module_is_in_the_architecture_table():
         if not empty and relative not in named:
             missing.append(relative)
     assert missing == []
+
+
+# -- one way down: what the front door shields, and the entry points nobody imports ---------------
+def test_only_the_front_door_reaches_access(graph):
+    """Who may see what is decided in one place: every entry point asks the front door
+    (``presence.viewer``, its reads, ``presence.with_last_seen``, ``presence.aredact_event``)."""
+    reaching = {
+        (importer, module)
+        for module in app_modules(graph)
+        if within(module, "presence_app.access")
+        for importer in graph.find_modules_that_directly_import(module)
+        if not within(importer, "presence_app.access") and importer != "presence_app.presence"
+    }
+    assert reaching == set()
+
+
+#: Entry points no module of the app imports: what they hold that others need lives below them.
+NOT_IMPORTED = (
+    "presence_app.templatetags",
+    "presence_app.middleware",
+    "presence_app.admin",
+    "presence_app.consumers",
+    "presence_app.management",
+    "presence_app.urls",
+)
+
+
+def test_no_entry_point_is_imported(graph):
+    importing = {
+        (importer, module)
+        for module in app_modules(graph)
+        for entry in NOT_IMPORTED
+        if within(module, entry)
+        for importer in graph.find_modules_that_directly_import(module)
+        if not within(importer, entry) and importer != "presence_app.routing"
+    }
+    # routing.py is the consumers' URL list: the path a project's asgi.py names
+    assert importing == set()
+
+
+def test_core_is_one_floor(graph):
+    """core/ imports only itself and what sits under the whole app: the store, the settings and
+    the signals a project connects to."""
+    below = ("presence_app.core", "presence_app.store", "presence_app.conf", "presence_app.signals")
+    climbing = {
+        (module, imported)
+        for module in app_modules(graph)
+        if within(module, "presence_app.core")
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("presence_app") and not any(within(imported, b) for b in below)
+    }
+    assert climbing == set()
+
+
+# -- twins: "a" means a coroutine -------------------------------------------------------------------
+#: Where a function's name says which world it runs in (the front door and what it is built
+#: from): a Django view, a frame handler or a consumer's method keeps the name its framework gives.
+TWIN_MODULES = ("presence_app.presence", "presence_app.rooms", "presence_app.core")
+TWIN_MODULES += ("presence_app.access", "presence_app.jobs", "presence_app.tenants")
+
+
+def _public_functions(module: str) -> dict[str, object]:
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(module)
+    return {
+        name: fn
+        for name, fn in vars(mod).items()
+        if not name.startswith("_")
+        and inspect.isfunction(fn)
+        and getattr(fn, "__module__", None) == module
+    }
+
+
+def test_every_public_coroutine_is_a_prefixed_and_every_a_twin_is_one(graph):
+    import inspect
+
+    wrong = []
+    for module in app_modules(graph):
+        if not any(within(module, m) for m in TWIN_MODULES):
+            continue
+        functions = _public_functions(module)
+        for name, fn in functions.items():
+            coroutine = inspect.iscoroutinefunction(fn)
+            if coroutine and not name.startswith("a"):
+                wrong.append(f"{module}.{name}: a coroutine without the a prefix")
+            if name.endswith(("_sync", "_async")):
+                wrong.append(f"{module}.{name}: the world is said by the a prefix, not a suffix")
+            twin = functions.get(name[1:]) if name.startswith("a") else None
+            if twin is not None and not coroutine:
+                wrong.append(f"{module}.{name}: the a twin of {name[1:]} is not a coroutine")
+            if twin is not None and inspect.iscoroutinefunction(twin):
+                wrong.append(f"{module}.{name[1:]}: the sync twin of {name} is a coroutine")
+    assert wrong == []

@@ -247,7 +247,7 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
         )
         elapsed = loop.time() - start
         print(said("swept", elapsed, promise), "after the socket vanished")
-        # The sweep sends the frames first, then the signal (dispatch.publish); Django 6.1's
+        # The sweep sends the frames first, then the signal (dispatch.apublish); Django 6.1's
         # asend_robust runs the sync receivers (LastSeen's) in a thread before the async ones,
         # so this one may run after the frames arrived.
         await asyncio.wait_for(offline_sent.wait(), timeout=2)

@@ -163,8 +163,8 @@ async def test_receivers_drop_typing_and_states_that_follow_an_offline(users):
     # process that wrote before her change and sends after it) is dropped by every receiver
     assert await get_async_store().set_room_states(ROOM, [late]) == []
     await presence.apublish_room_states({ROOM: [late]})
-    await dispatch.room_states(ROOM, [{"user": a.user, "conn": late[1], "data": {"cursor": 2}}])
-    await dispatch.typing(ROOM, a.user, "online", "elsewhere")
+    await dispatch.aroom_states(ROOM, [{"user": a.user, "conn": late[1], "data": {"cursor": 2}}])
+    await dispatch.atyping(ROOM, a.user, "online", "elsewhere")
     await mark(c)
     frames = await until_marked(b, c.user)
     assert states_of(frames, a.user) == [] and about(frames, a.user, "presence.typing") == []
@@ -175,7 +175,7 @@ async def test_receivers_drop_typing_and_states_that_follow_an_offline(users):
     frame = await b.wait_for("presence.roomstate", room=ROOM)
     while not states_of([frame], a.user):
         frame = await b.wait_for("presence.roomstate", room=ROOM)
-    await dispatch.typing(ROOM, a.user, "online", "elsewhere")
+    await dispatch.atyping(ROOM, a.user, "online", "elsewhere")
     await b.wait_for("presence.typing", user=a.user, room=ROOM)
     for sock in (a, b, c):
         await sock.close()

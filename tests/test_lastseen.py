@@ -31,34 +31,34 @@ def users(django_user_model):
 
 def test_the_offline_transition_writes_last_seen(redis_client, users):
     ann = users[0]
-    dispatch.publish_sync(presence.touch(ann.pk, now=T))
+    dispatch.publish(presence.touch(ann.pk, now=T))
     assert not LastSeen.objects.exists()  # coming online writes nothing
-    dispatch.publish_sync(presence.sweep(now=T + 61))
+    dispatch.publish(presence.sweep(now=T + 61))
     row = LastSeen.objects.get(user=ann)
     assert row.last_seen_at == at(T)
     # An offline transition keeps the device the flush stored.
     LastSeen.objects.filter(pk=row.pk).update(device="phone")
-    dispatch.publish_sync(presence.touch(ann.pk, now=T + 100))
-    dispatch.publish_sync(presence.sweep(now=T + 200))
+    dispatch.publish(presence.touch(ann.pk, now=T + 100))
+    dispatch.publish(presence.sweep(now=T + 200))
     row.refresh_from_db()
     assert (row.last_seen_at, row.device) == (at(T + 100), "phone")
 
 
 def test_disconnect_after_the_grace_writes_last_seen(redis_client, users):
     ben = users[1]
-    dispatch.publish_sync(presence.connect("c1", ben.pk, now=T))
+    dispatch.publish(presence.connect("c1", ben.pk, now=T))
     assert presence.heartbeat("c1", ben.pk, now=T + 30)
-    dispatch.publish_sync(presence.disconnect("c1", ben.pk, now=T + 40))
-    dispatch.publish_sync(presence.sweep(now=T + 45))
+    dispatch.publish(presence.disconnect("c1", ben.pk, now=T + 40))
+    dispatch.publish(presence.sweep(now=T + 45))
     assert not LastSeen.objects.exists()  # still within the grace
-    dispatch.publish_sync(presence.sweep(now=T + 61))
+    dispatch.publish(presence.sweep(now=T + 61))
     assert LastSeen.objects.get(user=ben).last_seen_at == at(T + 40)
 
 
 def test_going_invisible_writes_the_frozen_public_last_seen(redis_client, users):
     cy = users[2]
     presence.touch(cy.pk, now=T)
-    dispatch.publish_sync(presence.set_status(cy.pk, "invisible", now=T + 10))
+    dispatch.publish(presence.set_status(cy.pk, "invisible", now=T + 10))
     assert LastSeen.objects.get(user=cy).last_seen_at == at(T + 10)
     # Still invisibly online: the flush does not move the public last seen.
     presence.touch(cy.pk, now=T + 20)

@@ -103,5 +103,5 @@ def test_two_processes_sweeping_observe_each_transition_once(sent, ann, redis_cl
     sent.clear()  # the touch's own user_online
     one, two = Store(redis_client, store_config()), Store(redis_client, store_config())
     seen = one.sweep(now=now + 61) + two.sweep(now=now + 61)
-    dispatch.publish_sync(seen)
+    dispatch.publish(seen)
     assert sent == [("user_offline", str(ann.pk), "offline")]

@@ -1,7 +1,7 @@
 """Where transitions go: channel-layer groups (to browsers) and Django signals (to Python code).
 
 The store returns the :class:`~presence_app.store.Transition` list of every change it made; the
-code that made the change hands it to :func:`publish` (async) or :func:`publish_sync`, so every
+code that made the change hands it to :func:`apublish` (async) or :func:`publish`, so every
 transition is announced exactly once, by the process that observed it:
 
 - ``join`` / ``leave`` go to the room's group;
@@ -71,7 +71,7 @@ def targets(transition: Transition) -> list[str]:
     return [watchers_group(transition.user_id), *(room_group(r) for r in transition.rooms)]
 
 
-async def publish(transitions: Iterable[Transition], *, layer: Any = None) -> None:
+async def apublish(transitions: Iterable[Transition], *, layer: Any = None) -> None:
     """Send ``transitions`` to their groups and fire their signals. Never raises for Redis."""
     transitions = list(transitions)
     if not transitions:
@@ -80,11 +80,11 @@ async def publish(transitions: Iterable[Transition], *, layer: Any = None) -> No
     await _fire_signals(transitions)
 
 
-def publish_sync(transitions: Iterable[Transition]) -> None:
-    """:func:`publish` for sync code (middleware, management commands)."""
+def publish(transitions: Iterable[Transition]) -> None:
+    """:func:`apublish` for sync code (middleware, management commands)."""
     transitions = list(transitions)
     if transitions:
-        async_to_sync(publish)(transitions)
+        async_to_sync(apublish)(transitions)
 
 
 async def _fan_out(transitions: list[Transition], layer: Any) -> None:
@@ -140,19 +140,19 @@ def self_event(me: Presence) -> dict[str, Any]:
     return {"type": "presence.update", **me.as_dict(), "self": True}
 
 
-async def announce_self(me: Presence, *, layer: Any = None) -> None:
+async def aannounce_self(me: Presence, *, layer: Any = None) -> None:
     """Send ``me`` (the user's presence as they see it) to all of their own sockets."""
     layer = layer or get_channel_layer()
     if layer is not None:
         await layer.group_send(self_group(me.user_id), self_event(me))
 
 
-def announce_self_sync(me: Presence) -> None:
-    """:func:`announce_self` for sync code."""
-    async_to_sync(announce_self)(me)
+def announce_self(me: Presence) -> None:
+    """:func:`aannounce_self` for sync code."""
+    async_to_sync(aannounce_self)(me)
 
 
-async def typing(room: str, user_id: str, state: str, sender: str, *, layer: Any = None) -> None:
+async def atyping(room: str, user_id: str, state: str, sender: str, *, layer: Any = None) -> None:
     """Tells ``room`` that ``user_id`` is typing (``state``: "online" or "dnd", as the store
     said); ``sender`` (the typist's channel) is not told."""
     layer = layer or get_channel_layer()
@@ -176,7 +176,7 @@ def room_state_event(room: str, states: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "presence.roomstate", "room": room, "states": states}
 
 
-async def room_states(room: str, states: list[dict[str, Any]], *, layer: Any = None) -> None:
+async def aroom_states(room: str, states: list[dict[str, Any]], *, layer: Any = None) -> None:
     """Sends one batch of ``room``'s state changes to every connection in the room."""
     layer = layer or get_channel_layer()
     if layer is not None and states:
@@ -185,11 +185,11 @@ async def room_states(room: str, states: list[dict[str, Any]], *, layer: Any = N
 
 # -- messages to one user's every connection ----------------------------------------------------
 def message_event(payload: Any) -> dict[str, Any]:
-    """The event :func:`send_to_user` delivers: every socket and stream relays it as it is."""
+    """The event :func:`asend_to_user` delivers: every socket and stream relays it as it is."""
     return {"type": "presence.message", "payload": payload}
 
 
-async def send_to_user(user_id: str, payload: Any, *, layer: Any = None) -> None:
+async def asend_to_user(user_id: str, payload: Any, *, layer: Any = None) -> None:
     """``payload`` to every live socket and SSE stream of ``user_id``, on every process: they
     all sit in the user's private group. Raises when the channel layer is away (the caller
     asked for a delivery, unlike the best-effort transitions above)."""
@@ -198,14 +198,14 @@ async def send_to_user(user_id: str, payload: Any, *, layer: Any = None) -> None
         await layer.group_send(self_group(user_id), message_event(payload))
 
 
-async def end_connections(user_id: str, *, layer: Any = None) -> None:
+async def aend_connections(user_id: str, *, layer: Any = None) -> None:
     """Ends every connection of ``user_id``, on every process: the user is being erased."""
     layer = layer or get_channel_layer()
     if layer is not None:
         await layer.group_send(self_group(user_id), {"type": "presence.forgotten"})
 
 
-async def announce_forgotten(user_id: str) -> None:
+async def aannounce_forgotten(user_id: str) -> None:
     """Fires ``user_forgotten``: the receivers erase their copies of the user."""
     for receiver, result in await signals.user_forgotten.asend_robust(None, user_id=user_id):
         if isinstance(result, Exception):
@@ -214,7 +214,7 @@ async def announce_forgotten(user_id: str) -> None:
             )
 
 
-async def revoke(user_id: str, room: str, *, layer: Any = None) -> None:
+async def arevoke(user_id: str, room: str, *, layer: Any = None) -> None:
     """Tells every connection of ``user_id`` to leave ``room`` (they sit in the user's private
     group; see :func:`presence_app.realtime.frames.on_own_event`)."""
     layer = layer or get_channel_layer()

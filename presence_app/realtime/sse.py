@@ -155,7 +155,7 @@ class EventStream:
         # are left, with a leave to their members.
         await self.session.drop_stale(wanted)
         with tenants.activate(self.session.tenant):  # the memberships of its workspace
-            permanent = await rooms.permanent_rooms_to_join(self.session.user, wanted)
+            permanent = await rooms.apermanent_rooms_to_join(self.session.user, wanted)
         for room in permanent:
             error = await frames.join_unasked(self.session, room)  # owed through an outage
             if error is not None:
