@@ -30,8 +30,11 @@ from ..browser import ARGS, chromium_path
 
 
 class CdpTab:
-    def __init__(self, url: str, *, cookies: list[dict[str, Any]] = ()) -> None:
+    def __init__(
+        self, url: str, *, cookies: list[dict[str, Any]] = (), args: list[str] = ()
+    ) -> None:
         self.url = url
+        self.args = list(args)
         self.cookies = list(cookies)
         self.port = free_port()
         self.profile = tempfile.mkdtemp(prefix="presence-cdp-")
@@ -46,6 +49,7 @@ class CdpTab:
                 chromium_path(),
                 "--headless",
                 *ARGS,
+                *self.args,
                 f"--remote-debugging-port={self.port}",
                 f"--user-data-dir={self.profile}",
                 "about:blank",

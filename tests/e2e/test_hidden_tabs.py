@@ -104,3 +104,57 @@ def test_a_frozen_tab_shows_no_flicker_and_wakes_at_once(browser, server):  # no
     finally:
         for context in contexts:
             context.close()
+
+
+#: Chrome's intensive throttling of a hidden page's timers (once a minute) after 5 s hidden,
+#: not 5 minutes: what a background tab meets, within a test's time.
+THROTTLED = "--enable-features=IntensiveWakeUpThrottling:grace_period_seconds/5"
+
+HIDDEN_WATCH = """bob => {
+    window.aboutBob = [];
+    presence.on("leave", (e) => { if (e.user === bob) aboutBob.push(["leave", e.room]); });
+    presence.on("update", (e) => {
+        if (e.user === bob && e.state === "offline") aboutBob.push(["offline", null]);
+    });
+}"""
+
+
+def test_a_hidden_throttled_tab_keeps_its_socket_on_a_short_lease(browser, server):  # noqa: F811
+    """Bob's only tab is hidden, its page timers throttled to once a minute, for many leases
+    (4 s): its heartbeats keep time in a worker, so the server never ends its socket and Alice
+    never sees Bob leave or go offline (idle he may go: nobody touches the hidden tab)."""
+    asgi, users = server
+    context = browser.new_context()
+    try:
+        context.add_cookies(
+            [{"name": "sessionid", "value": users["alice"].session, "url": asgi.url}]
+        )
+        alice = context.new_page()
+        alice.set_default_timeout(15_000)
+        alice.goto(f"{asgi.url}/rooms/{ROOM}/")
+        alice.wait_for_function(JOINED)
+        bob = users["bob"].id
+        cookie = {"name": "sessionid", "value": users["bob"].session, "url": asgi.url}
+        with CdpTab(f"{asgi.url}/rooms/{ROOM}/", cookies=[cookie], args=[THROTTLED]) as hidden:
+            hidden.wait_for(JOINED)
+            hidden.evaluate(RECORD)
+            alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob)
+            alice.evaluate(HIDDEN_WATCH, bob)
+            # Hidden as a background tab is (the DevTools protocol's freeze hides the page;
+            # it runs again, hidden, once resumed), with a page timer of our own to count.
+            hidden.evaluate("window.ticks = 0; setInterval(() => ticks++, 250); true")
+            hidden.freeze()
+            hidden.resume()
+            assert hidden.evaluate("document.visibilityState") == "hidden"
+            window = 8 * TIMERS["LEASE_TTL"]  # nothing may happen: a sleep
+            time.sleep(window)
+            # The page's own timer was throttled (4 a second unthrottled)...
+            ticks = hidden.evaluate("ticks")
+            assert ticks < window, ticks
+            # ...and the socket lived on: no close, no reconnect.
+            assert hidden.evaluate("seen") == []
+            assert hidden.evaluate("presence.socket.readyState") == 1
+        # Alice saw Bob neither leave nor go offline while his tab was hidden.
+        assert alice.evaluate("aboutBob") == []
+    finally:
+        context.close()

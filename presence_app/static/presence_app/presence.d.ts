@@ -169,6 +169,9 @@ export interface PresenceOptions {
   /** Reconnect backoff, milliseconds. */
   minDelay?: number;
   maxDelay?: number;
+  /** Default true: heartbeats keep time in a dedicated worker, which a hidden tab's timer
+   * throttling does not slow (false: a page timer). */
+  timerWorker?: boolean;
 }
 
 export interface StatusChange {

@@ -18,7 +18,8 @@
  * /presence/api/stream/), rooms, watch (user ids), device,
  * autoWatch (default true: watch every [data-presence-user] on the page), root (default
  * document), labels ({online, idle, dnd, offline, invisible}: tooltip texts), minDelay and
- * maxDelay (reconnect backoff, ms).
+ * maxDelay (reconnect backoff, ms), timerWorker (default true: heartbeats keep time in a
+ * dedicated worker, which a hidden tab's timer throttling does not slow; false: a page timer).
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
  * roomstate (members' live states in a room changed: {room, states}), state (a room's or the
@@ -70,6 +71,47 @@
     return scheme + "//" + global.location.host + "/ws/presence/";
   }
 
+  // A repeating timer a hidden tab's throttling does not slow: Chrome runs a hidden page's
+  // repeating timers at most once a second, and once a minute after 5 minutes hidden, but not
+  // a dedicated worker's. Where no worker starts (no Worker, a Content-Security-Policy without
+  // blob: in worker-src), a page timer. Returns the function that stops it.
+  const TICKER = "let t = null; onmessage = (e) => { clearInterval(t);" +
+    " t = e.data > 0 ? setInterval(() => postMessage(0), e.data) : null; };";
+
+  function every(ms, fn, useWorker) {
+    if (useWorker && typeof global.Worker === "function" && global.Blob && global.URL) {
+      try {
+        const url = global.URL.createObjectURL(new Blob([TICKER], {type: "text/javascript"}));
+        const worker = new global.Worker(url);
+        let fallback = null;
+        let started = false;
+        const start = () => {
+          if (!started) global.URL.revokeObjectURL(url);
+          started = true;
+        };
+        worker.onmessage = () => {
+          start();
+          fn();
+        };
+        worker.onerror = () => {
+          start();
+          worker.terminate();
+          if (fallback === null) fallback = setInterval(fn, ms);
+        };
+        worker.postMessage(ms);
+        return () => {
+          worker.terminate();
+          if (fallback !== null) clearInterval(fallback);
+          start();
+        };
+      } catch (e) {
+        // no worker here: a page timer below
+      }
+    }
+    const id = setInterval(fn, ms);
+    return () => clearInterval(id);
+  }
+
   function byteLength(text) {
     return new TextEncoder().encode(text).length;
   }
@@ -93,6 +135,7 @@
       this.autoWatch = opts.autoWatch !== false;
       this.minDelay = opts.minDelay || 1000;
       this.maxDelay = opts.maxDelay || 30000;
+      this.timerWorker = opts.timerWorker !== false;
 
       this.rooms = new Set((opts.rooms || []).map(String)); // wanted: re-joined on reconnect
       this.appWatch = new Set((opts.watch || []).map(String));
@@ -378,7 +421,7 @@
       this._clearTimer("heartbeat");
       this.beatAt = 0;
       this.heartbeatMs = msg.heartbeat * 1000;
-      this.timers.heartbeat = setInterval(() => this._beat(), this.heartbeatMs);
+      this.timers.heartbeat = every(this.heartbeatMs, () => this._beat(), this.timerWorker);
       // A new connection knows nothing: join the rooms and watch the users again.
       for (const room of this.rooms) this._send({type: "join", room});
       // A new connection has no state: yours goes again after the joins.
@@ -762,8 +805,12 @@
     _clearTimer(key) {
       const id = this.timers[key];
       if (id === null) return;
-      clearTimeout(id);
-      clearInterval(id);
+      if (typeof id === "function") {
+        id(); // every()'s stop
+      } else {
+        clearTimeout(id);
+        clearInterval(id);
+      }
       this.timers[key] = null;
     }
   }
