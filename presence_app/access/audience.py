@@ -16,10 +16,14 @@ least recently used forgotten first.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .. import conf
 from ..core import hooks
@@ -36,8 +40,52 @@ class _Anonymous:
 ANONYMOUS: Any = _Anonymous()
 
 #: How many online ids one policy call filters when an online list or count is read for a viewer
-#: (``AUDIENCE_SCAN_LIMIT`` bounds how many one read filters).
+#: (``AUDIENCE_SCAN_LIMIT`` bounds how many one read filters; each chunk goes on from the last).
 SCAN_CHUNK = 1000
+
+#: How long a process shares a signed-out visitor's online count and list under a policy with
+#: every other signed-out visitor of the workspace (the policy answers them all alike: one scan
+#: serves a page view after another), and how many such answers it keeps.
+SHARED_SECONDS = 5.0
+SHARED_ENTRIES = 256
+
+
+class Shared:
+    """Answers every signed-out visitor reads alike (``presence.online_count`` and
+    ``presence.online`` under a policy), kept ``SHARED_SECONDS`` by this process: at most
+    ``SHARED_ENTRIES``, the oldest forgotten first; forgotten when ``PRESENCE`` changes."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        """The answer kept for ``key``, or None."""
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None or time.monotonic() - entry[0] > SHARED_SECONDS:
+                return None
+            return entry[1]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self.lock:
+            self.entries.pop(key, None)
+            self.entries[key] = (time.monotonic(), value)
+            while len(self.entries) > SHARED_ENTRIES:
+                self.entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+shared = Shared()
+
+
+@receiver(setting_changed)
+def _forget_shared(*, setting: str, **kwargs: Any) -> None:
+    if setting == "PRESENCE":
+        shared.clear()  # another policy, another site: nothing kept answers for it
 
 
 def everyone(viewer: str | None, user_ids: list[str]) -> list[str]:

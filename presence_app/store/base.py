@@ -159,11 +159,18 @@ class BaseStore(roomstate.RoomStates):
         now: float | None = None,
         *,
         include_invisible: bool = False,
+        after: tuple[float, str] | None = None,
+        scores: bool = False,
     ):
-        """Ids of online users, most recently seen first. With ``window``: the users whose last
-        sign of life (heartbeat, activity, touch) is within the last ``window`` seconds, present
-        now or gone and not swept yet."""
-        return self.run(self.plans.online(window, offset, limit, include_invisible, now))
+        """Ids of online users, most recently seen first (score, then id, descending). With
+        ``window``: the users whose last sign of life (heartbeat, activity, touch) is within the
+        last ``window`` seconds, present now or gone and not swept yet. ``after``: a listed
+        entry's ``(score, id)``, to go on after it (a key, not an offset: a page costs its own
+        size, and users coming or going above it do not move it); ``scores``: ``(id, score)``
+        pairs, the last of which is the next page's ``after``."""
+        return self.run(
+            self.plans.online(window, offset, limit, include_invisible, now, after, scores)
+        )
 
     def online_count(self, window: float | None = None, now: float | None = None):
         """How many users are online (visible), counted in Redis without fetching ids; with

@@ -289,28 +289,44 @@ class Planner:
         limit: int | None,
         include_invisible: bool,
         now: float | None,
+        after: tuple[float, str] | None = None,
+        scores: bool = False,
     ) -> Plan:
+        """The online ids, most recently seen first (score, then id, both descending: the
+        indexes' own order), from ``offset``; with ``after`` (a listed entry's ``(score, id)``)
+        the list goes on after it wherever it stands now, each index read from there (a page
+        costs its own size, however deep). ``scores``: ``(id, score)`` pairs, for a position."""
         if offset < 0 or (limit is not None and limit < 0):
             raise InvalidInput("offset and limit must not be negative")
+        position: tuple[str, ...] = ()
+        if after is not None:
+            try:
+                score, last = float(after[0]), user_id_of(after[1])
+            except (TypeError, ValueError, IndexError) as exc:
+                raise InvalidInput(f"after must be an entry's (score, id): {exc}") from None
+            if not math.isfinite(score):
+                raise InvalidInput("after must be an entry's (score, id): a finite score")
+            position = (repr(score), last)
         # Each shard's index is a sorted source: the connected ("0"), the HTTP-only ("2") and,
-        # for superusers, the invisible ("1"). Take the first offset + limit of each and merge
-        # them, most recent first.
+        # for superusers, the invisible ("1"). Take the first offset + limit of each (past the
+        # position) and merge them, most recent first.
         count = -1 if limit is None else offset + limit
         seen_within = _window(window)
         indexes = ["0", "2", "1"] if include_invisible else ["0", "2"]
         calls = [
-            self.call("online", tag, now, "list", index, seen_within, count)
+            self.call("online", tag, now, "list", index, seen_within, count, *position)
             for tag in self.keys.all_tags()
             for index in indexes
         ]
 
-        def finish(replies: list[Any]) -> list[str]:
+        def finish(replies: list[Any]) -> list[Any]:
             streams = [
-                [(-float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
+                [(float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
                 for reply in replies
             ]
-            merged = [uid for _, uid in heapq.merge(*streams)]
-            return merged[offset:] if limit is None else merged[offset : offset + limit]
+            merged = list(heapq.merge(*streams, reverse=True))
+            merged = merged[offset:] if limit is None else merged[offset : offset + limit]
+            return [(uid, score) for score, uid in merged] if scores else [u for _, u in merged]
 
         return Plan(calls, finish)
 

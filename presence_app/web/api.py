@@ -6,6 +6,8 @@ size; invisible users read as offline to everybody but themselves. Redis away: 5
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from functools import partial, wraps
@@ -14,21 +16,23 @@ from urllib.parse import unquote_to_bytes
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, JsonResponse
+from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
 from .. import conf, presence, rooms
-from ..core import rules
+from ..core import rules, tenants
 from ..failopen import breaker
 from ..store import UNAVAILABLE, InvalidInput, Presence
 from .ratelimit import bounded_ids, rate_limited
 
 MAX_PER_PAGE = 100
-#: The deepest offset ``?page=`` reaches; past it a list is read on with ``?cursor=``.
+#: The deepest offset ``?page=`` reaches (a page there reads that many entries and its own);
+#: past it a list is read on with ``?cursor=`` (a position: a page costs its own size).
 MAX_PAGE_OFFSET = 10_000
-#: The largest cursor the API takes (beyond any online list on one Redis).
+#: The largest ``?page=`` number the API parses (those past ``MAX_PAGE_OFFSET`` are refused).
 MAX_CURSOR = 10**9
 
 
@@ -143,35 +147,90 @@ def privacy(request: HttpRequest) -> dict[str, Any]:
     return {"last_seen": choice.visible_to, "approximate": choice.approximate}
 
 
+#: What a cursor is sealed with (``salted_hmac``: the ``SECRET_KEY``), and the longest taken.
+CURSOR_SALT = "presence_app.web.api.online.cursor"
+MAX_CURSOR_LENGTH = 600
+_TAG = 16  # bytes of the cursor's tag (and of its keystream's nonce)
+
+
+def _keystream(tag: bytes, size: int) -> bytes:
+    blocks = (
+        salted_hmac(f"{CURSOR_SALT}.key", tag + n.to_bytes(4, "big"), algorithm="sha256").digest()
+        for n in range(-(-size // 32))
+    )
+    return b"".join(blocks)[:size]
+
+
+def _tag(scope: str, plain: bytes) -> bytes:
+    value = scope.encode() + b"\0" + plain
+    return salted_hmac(f"{CURSOR_SALT}.tag", value, algorithm="sha256").digest()[:_TAG]
+
+
+def encode_cursor(position: presence.Position, scope: str) -> str:
+    """A position in the online list as an opaque token for ``scope`` (the workspace and the
+    viewer): sealed (SIV: the tag is a MAC of the scope and the position, and the nonce of the
+    keystream that hides it), so a client can neither read the score and id of the entry it
+    stands at (a user the viewer may not see, when a policy scan ended on one) nor forge one. The
+    same position gives the same token."""
+    score, uid = position
+    plain = json.dumps([float(score), uid], separators=(",", ":"), ensure_ascii=False).encode()
+    tag = _tag(scope, plain)
+    sealed = bytes(a ^ b for a, b in zip(plain, _keystream(tag, len(plain)), strict=True))
+    return base64.urlsafe_b64encode(tag + sealed).rstrip(b"=").decode()
+
+
+def decode_cursor(token: str, scope: str) -> presence.Position:
+    """The position a token of :func:`encode_cursor` holds for ``scope``; BadRequest (400) for
+    anything else: a number, a token of another viewer or workspace, one altered."""
+    refused = BadRequest(
+        _("This cursor is not one the online list gave you: start again without ?cursor=.")
+    )
+    if not token or len(token) > MAX_CURSOR_LENGTH or not token.isascii():
+        raise refused
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+    except (ValueError, binascii.Error):
+        raise refused from None
+    tag, sealed = raw[:_TAG], raw[_TAG:]
+    plain = bytes(a ^ b for a, b in zip(sealed, _keystream(tag, len(sealed)), strict=True))
+    if not sealed or not constant_time_compare(tag, _tag(scope, plain)):
+        raise refused
+    score, uid = json.loads(plain)
+    return float(score), str(uid)
+
+
+def _cursor_scope(viewer: Any) -> str:
+    """Whose cursors a request reads: the workspace's and the viewer's only."""
+    return f"{tenants.current() or ''}\0{viewer.id or ''}"
+
+
 @rate_limited
 @api_view
 def online(request: HttpRequest) -> dict[str, Any]:
     """``?per_page=50`` and ``?page=1`` (the first ``MAX_PAGE_OFFSET`` users) or ``?cursor=``
-    (the previous page's ``next``): online users, most recently seen first, with their
-    presence. Under an ``AUDIENCE`` policy ``count`` covers the ``AUDIENCE_SCAN_LIMIT`` most
-    recently seen."""
+    (the previous page's ``next``, an opaque token: a position in the list, not an offset, so
+    the page after it costs its own size and users coming online do not move it): online
+    users, most recently seen first, with their presence. Under an ``AUDIENCE`` policy a page
+    reads on from its cursor at most ``AUDIENCE_SCAN_LIMIT`` entries (a page cut short has a
+    ``next``), and ``count`` covers the ``AUDIENCE_SCAN_LIMIT`` most recently seen."""
     per_page = _int(request, "per_page", 50, 1, MAX_PER_PAGE)
     reads = presence.Reads()
     viewer = presence.viewer(request.user)
+    scope = _cursor_scope(viewer)
     if "cursor" in request.GET:
-        page, cursor = None, _int(request, "cursor", 0, 0, MAX_CURSOR)
-        (ids, after), total = presence.batch(
-            reads.online_page(per_page, cursor, viewer=viewer), reads.online_count(viewer=viewer)
-        )
+        page, offset, cursor = None, 0, decode_cursor(request.GET["cursor"], scope)
     else:
-        page, offset = _page(request, per_page)
-        ids, total = presence.batch(
-            reads.online(offset=offset, limit=per_page + 1, viewer=viewer),
-            reads.online_count(viewer=viewer),
-        )
-        after = offset + per_page if len(ids) > per_page and not viewer.filtered else None
-        ids = ids[:per_page]
+        (page, offset), cursor = _page(request, per_page), None
+    (ids, after), total = presence.batch(
+        reads.online_page(per_page, cursor, viewer=viewer, offset=offset),
+        reads.online_count(viewer=viewer),
+    )
     presences = presence.get_many(ids, viewer=viewer, activity=True) if ids else {}
     return {
         "count": total,
         "page": page,
         "num_pages": max(1, -(-total // per_page)),
-        "next": after,
+        "next": None if after is None else encode_cursor(after, scope),
         "results": _with_names(presences),
     }
 
