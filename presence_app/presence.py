@@ -28,7 +28,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import wraps
 from typing import Any
 
@@ -63,87 +63,178 @@ def _status_args(
     return out
 
 
-def _change(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
-    transitions = getattr(get_store(), method)(*args, **kwargs)
-    dispatch.publish(transitions)
-    return transitions
+# -- how a call runs: each defined once, as a generator, driven sync or async ----------------------
+# A call is a generator: it yields what it needs, a store plan (``lambda planned: Plan``, one
+# round trip), the policy's answer for a list (an _Ask) or an announcement (an _Announce), and
+# returns its result. The sync function runs it with _drive, the ``a`` twin with _adrive, and
+# batch() runs the first plans of several reads in one round trip. Every read's result passes
+# visibility's redaction on its way out; every write's transitions are announced once.
+Read = Generator[Any, Any, Any]
+Write = Generator[Any, Any, Any]
 
 
-async def _achange(method: str, *args: Any, **kwargs: Any) -> list[Transition]:
-    transitions = await getattr(get_async_store(), method)(*args, **kwargs)
-    await dispatch.apublish(transitions)
+@dataclass(frozen=True)
+class _Ask:
+    """What ``viewer`` may learn of ``ids`` (a :class:`~presence_app.access.visibility.Sight`): the
+    ``AUDIENCE`` policy's answer and, for ``last_seen``, the users' privacy choices."""
+
+    viewer: Viewer
+    ids: list[str]
+    last_seen: bool = True
+
+
+@dataclass(frozen=True)
+class _Announce:
+    """What a write tells, once: its ``transitions`` (to the groups that care, and as signals),
+    the user's ``own`` true state (to their own devices), a room's ``states`` (``(room,
+    entries)``, to its members)."""
+
+    transitions: list[Transition] = field(default_factory=list)
+    own: Presence | None = None
+    states: tuple[str, list[dict[str, Any]]] | None = None
+
+
+def _announce(told: _Announce) -> None:
+    dispatch.publish(told.transitions)
+    if told.own is not None:
+        dispatch.announce_self(told.own)
+    if told.states is not None:
+        async_to_sync(dispatch.aroom_states)(*told.states)
+
+
+async def _aannounce(told: _Announce) -> None:
+    await dispatch.apublish(told.transitions)
+    if told.own is not None:
+        await dispatch.aannounce_self(told.own)
+    if told.states is not None:
+        await dispatch.aroom_states(*told.states)
+
+
+def _drive(call: Read, store: Any, reply: Any = None) -> Any:
+    while True:
+        try:
+            need = call.send(reply)
+        except StopIteration as done:
+            return done.value
+        if isinstance(need, _Ask):
+            reply = visibility.sight(need.viewer, need.ids, need.last_seen)
+        elif isinstance(need, _Announce):
+            reply = _announce(need)
+        else:
+            reply = store.run(need(store.planned))
+
+
+async def _adrive(call: Read, store: Any) -> Any:
+    reply = None
+    while True:
+        try:
+            need = call.send(reply)
+        except StopIteration as done:
+            return done.value
+        if isinstance(need, _Ask):
+            reply = await visibility.asight(need.viewer, need.ids, need.last_seen)
+        elif isinstance(need, _Announce):
+            reply = await _aannounce(need)
+        else:
+            reply = await store.run(need(store.planned))
+
+
+def _sync(definition: Callable[..., Read]) -> Callable[..., Any]:
+    @wraps(definition)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        store = get_store()
+        return _drive(definition(*args, **kwargs), store)
+
+    call.__name__ = call.__qualname__ = definition.__name__.lstrip("_")
+    return call
+
+
+def _async(definition: Callable[..., Read]) -> Callable[..., Any]:
+    @wraps(definition)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return await _adrive(definition(*args, **kwargs), get_async_store())
+
+    call.__name__ = call.__qualname__ = "a" + definition.__name__.lstrip("_")
+    call.__doc__ = f":func:`{definition.__name__.lstrip('_')}` for async code."
+    return call
+
+
+def _change(method: str, *args: Any, **kwargs: Any) -> Write:
+    """The store call ``method``, then its transitions announced."""
+    transitions = yield lambda s: getattr(s, method)(*args, **kwargs)
+    yield _Announce(transitions)
     return transitions
 
 
 # -- state changes: each returns (and has announced) the transitions it made -------------------
-def touch(user: User, activity: bool = True, now: float | None = None) -> list[Transition]:
+def _touch(user: User, activity: bool = True, now: float | None = None) -> Write:
     """A sign of life outside a socket (an HTTP request): online for ``ONLINE_WINDOW``;
     ``activity`` also resets idle."""
-    return _change("touch", rules.user_id(user), bool(activity), now)
+    return (yield from _change("touch", rules.user_id(user), bool(activity), now))
 
 
-def touch_many(items: Iterable[tuple[User, bool]], now: float | None = None) -> list[Transition]:
+def _touch_many(items: Iterable[tuple[User, bool]], now: float | None = None) -> Write:
     """:func:`touch` for many ``(user, activity)`` pairs in one round trip (the middleware's
     background batch)."""
     pairs = [(rules.user_id(u), bool(a)) for u, a in items]
-    return _change("touch_many", pairs, now) if pairs else []
+    return (yield from _change("touch_many", pairs, now)) if pairs else []
 
 
-def activity(user: User, now: float | None = None) -> list[Transition]:
+def _activity(user: User, now: float | None = None) -> Write:
     """The person did something on a live connection: resets idle, and only that."""
-    return _change("activity", rules.user_id(user), now)
+    return (yield from _change("activity", rules.user_id(user), now))
 
 
-def idle(user: User, now: float | None = None) -> list[Transition]:
-    """A connection of ``user`` saw no activity for ``IDLE_AFTER`` (its
-    session calls this); they go idle unless another device of theirs was active since."""
-    return _change("idle", rules.user_id(user), now)
+def _idle(user: User, now: float | None = None) -> Write:
+    """A connection of ``user`` saw no activity for ``IDLE_AFTER`` (its session calls this);
+    they go idle unless another device of theirs was active since."""
+    return (yield from _change("idle", rules.user_id(user), now))
 
 
-def connect(
+def _connect(
     conn_id: str,
     user: User,
     now: float | None = None,
     device: str | None = None,
     max_connections: int = 0,
-) -> list[Transition]:
+) -> Write:
     """A connection (socket, stream) opened: it is held while its process lives. With
     ``max_connections``, raises :class:`~presence_app.store.TooManyConnections` (taking
     nothing) while the user holds that many open connections in this workspace already."""
-    return _change("connect", conn_id, rules.user_id(user), now, device, max_connections)
+    uid = rules.user_id(user)
+    return (yield from _change("connect", conn_id, uid, now, device, max_connections))
 
 
-def heartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
-    """Renews one lease; False when the connection holds none (connect it again). Sockets beat
-    through the process' coalescer instead (:mod:`presence_app.realtime.coalescer`)."""
-    return get_store().heartbeat(conn_id, rules.user_id(user), now)
+def _heartbeat(conn_id: str, user: User, now: float | None = None) -> Write:
+    """Renews one connection; False when the store holds none (connect it again). Sockets
+    beat through the process' coalescer instead (:mod:`presence_app.realtime.coalescer`)."""
+    return (yield lambda s: s.heartbeat(conn_id, rules.user_id(user), now))
 
 
-def heartbeat_many(
-    pairs: Iterable[tuple[str, User]], now: float | None = None
-) -> list[tuple[str, str]]:
-    """Renews many ``(conn_id, user)`` leases at once; returns the pairs that hold none (or
-    whose user's listing was evicted): their sockets should connect again."""
-    return get_store().heartbeat_many(pairs, now)
+def _heartbeat_many(pairs: Iterable[tuple[str, User]], now: float | None = None) -> Write:
+    """Renews many ``(conn_id, user)`` connections at once; returns the pairs the store no
+    longer holds (or whose user's listing was evicted): their sockets should connect again."""
+    return (yield lambda s: s.heartbeat_many(pairs, now))
 
 
-def disconnect(conn_id: str, user: User, now: float | None = None) -> list[Transition]:
-    """A clean close: the lease is cut to ``DISCONNECT_GRACE``; the sweep announces the rest."""
-    return _change("disconnect", conn_id, rules.user_id(user), now)
+def _disconnect(conn_id: str, user: User, now: float | None = None) -> Write:
+    """A clean close: the connection is held for ``DISCONNECT_GRACE`` more; the sweep announces
+    the rest."""
+    return (yield from _change("disconnect", conn_id, rules.user_id(user), now))
 
 
-def join(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
-    """The connection enters ``room``. Raises UnknownConnection when it holds no lease.
+def _join(room: str, conn_id: str, user: User, now: float | None = None) -> Write:
+    """The connection enters ``room``. Raises UnknownConnection when the store holds it not.
     Authorisation is the caller's: entry points ask :func:`can_join` first."""
-    return _change("join", rules.room(room), conn_id, rules.user_id(user), now)
+    return (yield from _change("join", rules.room(room), conn_id, rules.user_id(user), now))
 
 
-def leave(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
+def _leave(room: str, conn_id: str, user: User, now: float | None = None) -> Write:
     """The connection leaves ``room`` (the user leaves it with their last connection there)."""
-    return _change("leave", rules.room(room), conn_id, rules.user_id(user), now)
+    return (yield from _change("leave", rules.room(room), conn_id, rules.user_id(user), now))
 
 
-def set_status(
+def _set_status(
     user: User,
     state: str | None = None,
     message: str | None = None,
@@ -153,27 +244,42 @@ def set_status(
     device: str | None = None,
     now: float | None = None,
     **meta: Any,
-) -> list[Transition]:
+) -> Write:
     """Sets the user's override (``online``/``auto``, ``dnd``, ``invisible``; None keeps it),
     status message and emoji ("" clears, None keeps), optionally expiring after ``expires_in``
     seconds. Everybody who may see the user hears of it; the user's own sockets learn their
     true state (``invisible`` included)."""
     uid = rules.user_id(user)
-    transitions = _change(
-        "set_status",
-        uid,
-        now=now,
-        **_status_args(state, message, emoji, expires_in, device),
-        **meta,
-    )
-    dispatch.announce_self(get_store().get(uid, viewer=uid, now=now))
+    args = _status_args(state, message, emoji, expires_in, device)
+    transitions = yield from _change("set_status", uid, now=now, **args, **meta)
+    yield _Announce(own=(yield lambda s: s.get(uid, viewer=uid, now=now)))
     return transitions
 
 
-def sweep(now: float | None = None) -> list[Transition]:
-    """Evicts expired leases (crashed processes, ended graces) and announces the leaves and
-    offlines; ``user_offline`` makes their last seen durable."""
-    return _change("sweep", now)
+def _sweep(now: float | None = None) -> Write:
+    """Evicts what ended (dead processes, ended graces, past windows) and announces the leaves
+    and offlines; ``user_offline`` makes their last seen durable."""
+    swept: list[Transition] = []
+    more = True
+    while more:  # in rounds of SWEEP_BATCH, each one round trip
+        more, transitions = yield lambda s: s.plans.sweep(now)
+        swept += transitions
+    yield _Announce(swept)
+    return swept
+
+
+touch, atouch = _sync(_touch), _async(_touch)
+touch_many, atouch_many = _sync(_touch_many), _async(_touch_many)
+activity, aactivity = _sync(_activity), _async(_activity)
+idle, aidle = _sync(_idle), _async(_idle)
+connect, aconnect = _sync(_connect), _async(_connect)
+heartbeat, aheartbeat = _sync(_heartbeat), _async(_heartbeat)
+heartbeat_many, aheartbeat_many = _sync(_heartbeat_many), _async(_heartbeat_many)
+disconnect, adisconnect = _sync(_disconnect), _async(_disconnect)
+join, ajoin = _sync(_join), _async(_join)
+leave, aleave = _sync(_leave), _async(_leave)
+set_status, aset_status = _sync(_set_status), _async(_set_status)
+sweep, asweep = _sync(_sweep), _async(_sweep)
 
 
 # -- messages to a user's every device --------------------------------------------------------
@@ -218,28 +324,20 @@ def _state_entries(entries: list[tuple[str, str, str, str | None]]) -> list[dict
     ]
 
 
-def set_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
+def _set_room_state(user: User, room: str, data: dict[str, Any] | None) -> Write:
     """Sets ``user``'s server-driven state in ``room`` (``conn`` ``"server"`` in frames; None
     removes it) and tells the room's members, as a connection's state is. A JSON object of at
     most ``ROOM_STATE_MAX_BYTES`` (else :class:`InvalidInput`). Returns False, sending nothing,
     when the user is not a visible member of the room (an invisible user publishes nothing); the
     state ends when the user leaves the room."""
     uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
-    taken = get_store().set_room_states(name, [(uid, SERVER_STATE, "", text)])
-    if not taken:
-        return False
-    async_to_sync(dispatch.aroom_states)(name, _state_entries(taken))
-    return True
+    taken = yield lambda s: s.set_room_states(name, [(uid, SERVER_STATE, "", text)])
+    if taken:
+        yield _Announce(states=(name, _state_entries(taken)))
+    return bool(taken)
 
 
-async def aset_room_state(user: User, room: str, data: dict[str, Any] | None) -> bool:
-    """:func:`set_room_state` for async code."""
-    uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
-    taken = await get_async_store().set_room_states(name, [(uid, SERVER_STATE, "", text)])
-    if not taken:
-        return False
-    await dispatch.aroom_states(name, _state_entries(taken))
-    return True
+set_room_state, aset_room_state = _sync(_set_room_state), _async(_set_room_state)
 
 
 async def apublish_room_states(rooms: dict[str, list[tuple[str, str, str, str | None]]]) -> None:
@@ -332,7 +430,7 @@ async def aforget(user: User) -> list[Transition]:
     for key in tenants.everywhere(await aworkspaces_with_rows(uid), live):
         with tenants.activate(key):  # its key space, its groups, its rows
             await dispatch.aend_connections(uid)  # first: no connection takes a lease back
-            transitions += await _achange("forget", uid)
+            transitions += await _adrive(_change("forget", uid), get_async_store())
             await dispatch.aannounce_forgotten(uid)  # the rows go after the offline wrote its own
     return transitions
 
@@ -424,68 +522,6 @@ async def aredact_states(states: list[dict[str, Any]], *, viewer: Any) -> list[d
 
 
 # -- reads: each defined once -----------------------------------------------------------------
-# A read is a generator: it yields what it needs, a store plan (``lambda planned: Plan``, one
-# round trip) or the policy's answer for a list (an _Ask), and returns its result. The sync
-# function runs it with _drive, the ``a`` twin with _adrive, and batch() runs the first plans of
-# several reads in one round trip. Every result passes visibility's redaction on its way out.
-Read = Generator[Any, Any, Any]
-
-
-@dataclass(frozen=True)
-class _Ask:
-    """What ``viewer`` may learn of ``ids`` (a :class:`~presence_app.access.visibility.Sight`): the
-    ``AUDIENCE`` policy's answer and, for ``last_seen``, the users' privacy choices."""
-
-    viewer: Viewer
-    ids: list[str]
-    last_seen: bool = True
-
-
-def _drive(read: Read, store: Any, reply: Any = None) -> Any:
-    while True:
-        try:
-            need = read.send(reply)
-        except StopIteration as done:
-            return done.value
-        if isinstance(need, _Ask):
-            reply = visibility.sight(need.viewer, need.ids, need.last_seen)
-        else:
-            reply = store.run(need(store.planned))
-
-
-async def _adrive(read: Read, store: Any) -> Any:
-    reply = None
-    while True:
-        try:
-            need = read.send(reply)
-        except StopIteration as done:
-            return done.value
-        if isinstance(need, _Ask):
-            reply = await visibility.asight(need.viewer, need.ids, need.last_seen)
-        else:
-            reply = await store.run(need(store.planned))
-
-
-def _sync(definition: Callable[..., Read]) -> Callable[..., Any]:
-    @wraps(definition)
-    def read(*args: Any, **kwargs: Any) -> Any:
-        store = get_store()
-        return _drive(definition(*args, **kwargs), store)
-
-    read.__name__ = read.__qualname__ = definition.__name__.lstrip("_")
-    return read
-
-
-def _async(definition: Callable[..., Read]) -> Callable[..., Any]:
-    @wraps(definition)
-    async def read(*args: Any, **kwargs: Any) -> Any:
-        return await _adrive(definition(*args, **kwargs), get_async_store())
-
-    read.__name__ = read.__qualname__ = "a" + definition.__name__.lstrip("_")
-    read.__doc__ = f":func:`{definition.__name__.lstrip('_')}` for async code."
-    return read
-
-
 def _sight(viewer: Viewer, ids: list[str], last_seen: bool = True) -> Read:
     """What ``viewer`` may learn of ``ids`` (no call, no query, no step when nothing decides)."""
     if ids and visibility.needs_sight(viewer, last_seen):
@@ -523,82 +559,44 @@ def _get_many(
 
 
 def _scan_limit() -> int:
-    """The most online entries one policy scan reads (``AUDIENCE_SCAN_LIMIT``)."""
     return max(audience.SCAN_CHUNK, int(conf.get("AUDIENCE_SCAN_LIMIT")))
-
-
-#: A place in the online list: a listed entry's ``(score, id)`` (the store's order: score, then
-#: id, both descending). A cursor of :func:`online_page`; ``None`` is the top of the list.
-Position = tuple[float, str]
 
 
 def _online_page(
     limit: int = 50,
-    cursor: Position | None = None,
+    cursor: int = 0,
     window: float | None = None,
     now: float | None = None,
     *,
     viewer: Any = ANONYMOUS,
     include_invisible: bool = False,
-    offset: int = 0,
 ) -> Read:
-    """A page of online users, most recently seen first, and the position to go on from (None
-    after the last): ``(ids, next_cursor)``. A cursor is a position in the list (the last
-    entry's score and id), not an offset: the page after it costs its own size however deep it
-    is, and users coming online above it do not move it. Under an ``AUDIENCE`` policy the list
-    is read on from the cursor in chunks of ``audience.SCAN_CHUNK`` (one policy call a chunk,
-    each chunk going on where the last ended), at most ``AUDIENCE_SCAN_LIMIT`` entries a page:
-    a page of users the viewer may not see ends early, with a cursor to go on from.
-    ``include_invisible`` lists invisible users too, for ``TRUSTED`` reads only. ``offset``
-    skips that many of the users listed first (page numbers: it costs what it skips)."""
-    v, limit, offset = viewer_of(viewer), max(0, int(limit)), max(0, int(offset))
+    """A page of online users, most recently seen first, and the cursor of the next page (None
+    after the last): ``(ids, next_cursor)``. Under an ``AUDIENCE`` policy the list is read in
+    chunks of ``audience.SCAN_CHUNK``, one policy call a chunk, and a page reads at most
+    ``AUDIENCE_SCAN_LIMIT`` ids: a page of users the viewer may not see ends early, with a
+    cursor to go on from. ``include_invisible`` lists invisible users too, for ``TRUSTED``
+    reads only."""
+    v = viewer_of(viewer)
+    cursor, limit = max(0, int(cursor)), max(0, int(limit))
     if not v.filtered:
         hidden_too = include_invisible and v.trusted
-        entries = yield lambda s: s.online(
-            window, offset, limit + 1, now, include_invisible=hidden_too, after=cursor, scores=True
-        )
-        if len(entries) <= limit:
-            return [uid for uid, _ in entries], None
-        page = entries[:limit]
-        return [uid for uid, _ in page], (_position(page[-1]) if page else cursor)
-    if offset:
-        ids, at = yield from _online_page(offset + limit, cursor, window, now, viewer=v)
-        return ids[offset:], at
+        ids = yield lambda s: s.online(window, cursor, limit + 1, now, include_invisible=hidden_too)
+        return ids[:limit], (cursor + limit if len(ids) > limit else None)
     out: list[str] = []
-    at, budget = cursor, _scan_limit()
-    while budget > 0:
-        size = min(audience.SCAN_CHUNK, budget)
-        chunk = yield lambda s, at=at, size=size: s.online(
-            window, 0, size, now, after=at, scores=True
-        )
-        shown = set((yield from _listed(v, [uid for uid, _ in chunk])))
-        for uid, score in chunk:
-            if len(out) == limit:  # full, and more to read: on from the last one taken
-                return out, at
+    pos, budget = cursor, _scan_limit()
+    while len(out) < limit and pos - cursor < budget:
+        chunk = yield lambda s, at=pos: s.online(window, at, audience.SCAN_CHUNK, now)
+        shown = set((yield from _listed(v, chunk)))
+        for n, uid in enumerate(chunk):
+            if len(out) == limit:
+                return out, pos + n
             if uid in shown:
                 out.append(uid)
-            at = (score, uid)
-            budget -= 1
-        if len(chunk) < size:
+        pos += len(chunk)
+        if len(chunk) < audience.SCAN_CHUNK:
             return out, None
-        if len(out) == limit:
-            return out, at
-    return out, at
-
-
-def _position(entry: tuple[str, float]) -> Position:
-    uid, score = entry
-    return (score, uid)
-
-
-def _shared_key(viewer: Viewer, now: float | None, *read: Any) -> tuple[Any, ...] | None:
-    """The key of a signed-out visitor's read under a policy in ``audience.shared`` (every such
-    visitor gets the same answer), or None for any other read (and one given its own clock)."""
-    if viewer.id is not None or viewer.trusted or now is not None:
-        return None
-    from .core import tenants
-
-    return (tenants.current(), *read)
+    return out, pos
 
 
 def _online(
@@ -612,22 +610,15 @@ def _online(
 ) -> Read:
     """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``. Under
     an ``AUDIENCE`` policy, those ``viewer`` may see among the ``AUDIENCE_SCAN_LIMIT`` most
-    recently seen (deep pages: :func:`online_page`'s cursor; a signed-out visitor's list is
-    shared for ``audience.SHARED_SECONDS``). ``include_invisible`` lists invisible users too,
-    for ``TRUSTED`` reads only."""
+    recently seen (deep pages: :func:`online_page`'s cursor). ``include_invisible`` lists
+    invisible users too, for ``TRUSTED`` reads only."""
     v = viewer_of(viewer)
     if not v.filtered:
         hidden_too = include_invisible and v.trusted
         return (yield lambda s: s.online(window, offset, limit, now, include_invisible=hidden_too))
-    key = _shared_key(v, now, "online", window, offset, limit)
-    if key is not None and (known := audience.shared.get(key)) is not None:
-        return list(known)
     wanted = _scan_limit() if limit is None else max(0, int(offset)) + max(0, int(limit))
-    ids, _ = yield from _online_page(wanted, None, window, now, viewer=v)
-    ids = ids[max(0, int(offset)) :]
-    if key is not None:
-        audience.shared.put(key, tuple(ids))
-    return ids
+    ids, _ = yield from _online_page(wanted, 0, window, now, viewer=v)
+    return ids[max(0, int(offset)) :]
 
 
 def _online_count(
@@ -635,19 +626,12 @@ def _online_count(
 ) -> Read:
     """How many users are online, counted in Redis (invisible ones are not: see
     :func:`state_counts`). Under an ``AUDIENCE`` policy, how many of the
-    ``AUDIENCE_SCAN_LIMIT`` most recently seen ``viewer`` may see (at most that many entries
-    read and policy ids: the cost is bounded, the count is a lower bound past it); a signed-out
-    visitor's count is shared for ``audience.SHARED_SECONDS`` (every visitor of a workspace
-    reads the same, so one scan serves them all)."""
+    ``AUDIENCE_SCAN_LIMIT`` most recently seen ``viewer`` may see (at most that many policy
+    ids: the cost is bounded, the count is a lower bound past it)."""
     v = viewer_of(viewer)
     if not v.filtered:
         return (yield lambda s: s.online_count(window, now))
-    key = _shared_key(v, now, "online_count", window)
-    if key is not None and (known := audience.shared.get(key)) is not None:
-        return known
-    ids, _ = yield from _online_page(_scan_limit(), None, window, now, viewer=v)
-    if key is not None:
-        audience.shared.put(key, len(ids))
+    ids, _ = yield from _online_page(_scan_limit(), 0, window, now, viewer=v)
     return len(ids)
 
 
@@ -704,7 +688,7 @@ def _state_counts(
     if not v.filtered:
         counts = yield lambda s: s.state_counts(limit, now)
         return counts if v.trusted else replace(counts, invisible=0)
-    ids, _ = yield from _online_page(_scan_limit(), None, None, now, viewer=v)
+    ids, _ = yield from _online_page(_scan_limit(), 0, None, now, viewer=v)
     # The ids are those the policy admitted (invisible users are not among them): their states
     # read as the public sees them, without asking the policy again.
     found = yield lambda s: s.get_many(ids[:limit], now=now)
@@ -808,82 +792,3 @@ def batch(*reads: Read) -> list[Any]:
             reply = first_replies[n]
         results[n] = _drive(read, store, reply)
     return results
-
-
-# -- async twins ------------------------------------------------------------------------------
-async def atouch(user: User, activity: bool = True, now: float | None = None) -> list[Transition]:
-    return await _achange("touch", rules.user_id(user), bool(activity), now)
-
-
-async def atouch_many(
-    items: Iterable[tuple[User, bool]], now: float | None = None
-) -> list[Transition]:
-    pairs = [(rules.user_id(u), bool(a)) for u, a in items]
-    return await _achange("touch_many", pairs, now) if pairs else []
-
-
-async def aactivity(user: User, now: float | None = None) -> list[Transition]:
-    return await _achange("activity", rules.user_id(user), now)
-
-
-async def aidle(user: User, now: float | None = None) -> list[Transition]:
-    return await _achange("idle", rules.user_id(user), now)
-
-
-async def aconnect(
-    conn_id: str,
-    user: User,
-    now: float | None = None,
-    device: str | None = None,
-    max_connections: int = 0,
-) -> list[Transition]:
-    return await _achange("connect", conn_id, rules.user_id(user), now, device, max_connections)
-
-
-async def aheartbeat(conn_id: str, user: User, now: float | None = None) -> bool:
-    return await get_async_store().heartbeat(conn_id, rules.user_id(user), now)
-
-
-async def aheartbeat_many(
-    pairs: Iterable[tuple[str, User]], now: float | None = None
-) -> list[tuple[str, str]]:
-    return await get_async_store().heartbeat_many(pairs, now)
-
-
-async def adisconnect(conn_id: str, user: User, now: float | None = None) -> list[Transition]:
-    return await _achange("disconnect", conn_id, rules.user_id(user), now)
-
-
-async def ajoin(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
-    return await _achange("join", rules.room(room), conn_id, rules.user_id(user), now)
-
-
-async def aleave(room: str, conn_id: str, user: User, now: float | None = None) -> list[Transition]:
-    return await _achange("leave", rules.room(room), conn_id, rules.user_id(user), now)
-
-
-async def aset_status(
-    user: User,
-    state: str | None = None,
-    message: str | None = None,
-    emoji: str | None = None,
-    *,
-    expires_in: float | None = None,
-    device: str | None = None,
-    now: float | None = None,
-    **meta: Any,
-) -> list[Transition]:
-    uid = rules.user_id(user)
-    transitions = await _achange(
-        "set_status",
-        uid,
-        now=now,
-        **_status_args(state, message, emoji, expires_in, device),
-        **meta,
-    )
-    await dispatch.aannounce_self(await get_async_store().get(uid, viewer=uid, now=now))
-    return transitions
-
-
-async def asweep(now: float | None = None) -> list[Transition]:
-    return await _achange("sweep", now)
