@@ -158,3 +158,38 @@ def test_a_hidden_throttled_tab_keeps_its_socket_on_a_short_lease(browser, serve
         assert alice.evaluate("aboutBob") == []
     finally:
         context.close()
+
+
+def test_where_csp_refuses_the_worker_a_page_timer_beats(browser, server):  # noqa: F811
+    """A Content-Security-Policy whose worker-src leaves blob: out: the worker is refused, the
+    client falls back to a page timer, and the socket lives on past several leases."""
+    asgi, users = server
+    context = browser.new_context()
+    try:
+        context.add_cookies([{"name": "sessionid", "value": users["bob"].session, "url": asgi.url}])
+
+        # The policy as the page's first element (a route that rewrote the reply's headers
+        # would make Chromium's local network checks refuse the page's socket to 127.0.0.1).
+        context.add_init_script(
+            """new MutationObserver((_, watch) => {
+                if (!document.head) return;
+                watch.disconnect();
+                const csp = document.createElement("meta");
+                csp.httpEquiv = "Content-Security-Policy";
+                csp.content = "worker-src 'self'";
+                document.head.prepend(csp);
+            }).observe(document, {childList: true, subtree: true});"""
+        )
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        refused = []
+        page.on("console", lambda m: "worker-src" in m.text and refused.append(m.text))
+        page.goto(f"{asgi.url}/rooms/{ROOM}/")
+        page.wait_for_function(JOINED)
+        page.evaluate(RECORD)
+        time.sleep(3 * TIMERS["LEASE_TTL"])  # a window in which nothing may happen
+        assert refused, "the policy did not refuse the worker"
+        assert page.evaluate("seen") == []
+        assert page.evaluate("presence.socket.readyState") == 1
+    finally:
+        context.close()
