@@ -11,7 +11,8 @@ What the answer hides, and how, is :mod:`presence_app.access.visibility`'s one r
 
 A connection remembers its answers for ``AUDIENCE_CACHE_SECONDS`` (:class:`Decisions`, kept by
 its viewer), so the events of a room or a watch list cost no call: a few hundred of them, the
-least recently used forgotten first.
+least recently used forgotten first. What every signed-out visitor reads alike (the online count
+and list under a policy) a process shares for ``SHARED_SECONDS`` (:data:`shared`).
 """
 
 from __future__ import annotations

@@ -201,7 +201,8 @@ def _viewer(context: template.Context) -> Any:
 @register.simple_tag(takes_context=True)
 def online_count(context: template.Context) -> int:
     """How many users are online (invisible ones, and those the viewer may not see, are not
-    counted)."""
+    counted): exact without an ``AUDIENCE`` policy; under one, of the ``AUDIENCE_SCAN_LIMIT``
+    most recently seen, and a signed-out visitor's shared for ``audience.SHARED_SECONDS``."""
     return _read(0, lambda: presence.online_count(viewer=_viewer(context)))
 
 
