@@ -95,9 +95,7 @@ class _Announce:
 
 
 def _announce(told: _Announce) -> None:
-    dispatch.publish(told.transitions)
-    if told.own is not None:
-        dispatch.announce_self(told.own)
+    dispatch.publish(told.transitions, own=told.own)  # one round trip for both
     if told.states is not None:
         async_to_sync(dispatch.aroom_states)(*told.states)
 
@@ -251,8 +249,8 @@ def _set_status(
     true state (``invisible`` included)."""
     uid = rules.user_id(user)
     args = _status_args(state, message, emoji, expires_in, device)
-    transitions = yield from _change("set_status", uid, now=now, **args, **meta)
-    yield _Announce(own=(yield lambda s: s.get(uid, viewer=uid, now=now)))
+    transitions = yield lambda s: s.set_status(uid, now=now, **args, **meta)
+    yield _Announce(transitions, own=(yield lambda s: s.get(uid, viewer=uid, now=now)))
     return transitions
 
 
