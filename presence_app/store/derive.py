@@ -61,7 +61,22 @@ def deriver(
                 continue
             raw = next(records_)
             if code == LIVE:  # connected and within their lease, with a record
-                seen, hidden, gone, live = None, None, None, 1
+                text = raw.decode() if type(raw) is bytes else raw  # one decode a record
+                st, la, _, _, msg, emo, dev, mx, meta, _, idle, _ = text.split(SEP, 11)
+                if not (st or meta):  # a status and no more: its fields as they are
+                    d["user_id"], d["last_seen"] = uid, now
+                    d["state"] = "idle" if idle == "1" else "online"
+                    if la:
+                        d["last_active"] = float(la)
+                    if not (mx and float(mx) < now):  # a status text that has not expired
+                        if msg:
+                            d["message"] = msg
+                        if emo:
+                            d["emoji"] = emo
+                    if dev:
+                        d["device"] = dev
+                    continue
+                raw, seen, hidden, gone, live = text, None, None, None, 1
             else:
                 seen, end = next(rest)
                 if seen is not None:  # connected: live within SPAN, unless an end says otherwise
