@@ -557,44 +557,82 @@ def _get_many(
 
 
 def _scan_limit() -> int:
+    """The most online entries one policy scan reads (``AUDIENCE_SCAN_LIMIT``)."""
     return max(audience.SCAN_CHUNK, int(conf.get("AUDIENCE_SCAN_LIMIT")))
+
+
+#: A place in the online list: a listed entry's ``(score, id)`` (the store's order: score, then
+#: id, both descending). A cursor of :func:`online_page`; ``None`` is the top of the list.
+Position = tuple[float, str]
 
 
 def _online_page(
     limit: int = 50,
-    cursor: int = 0,
+    cursor: Position | None = None,
     window: float | None = None,
     now: float | None = None,
     *,
     viewer: Any = ANONYMOUS,
     include_invisible: bool = False,
+    offset: int = 0,
 ) -> Read:
-    """A page of online users, most recently seen first, and the cursor of the next page (None
-    after the last): ``(ids, next_cursor)``. Under an ``AUDIENCE`` policy the list is read in
-    chunks of ``audience.SCAN_CHUNK``, one policy call a chunk, and a page reads at most
-    ``AUDIENCE_SCAN_LIMIT`` ids: a page of users the viewer may not see ends early, with a
-    cursor to go on from. ``include_invisible`` lists invisible users too, for ``TRUSTED``
-    reads only."""
-    v = viewer_of(viewer)
-    cursor, limit = max(0, int(cursor)), max(0, int(limit))
+    """A page of online users, most recently seen first, and the position to go on from (None
+    after the last): ``(ids, next_cursor)``. A cursor is a position in the list (the last
+    entry's score and id), not an offset: the page after it costs its own size however deep it
+    is, and users coming online above it do not move it. Under an ``AUDIENCE`` policy the list
+    is read on from the cursor in chunks of ``audience.SCAN_CHUNK`` (one policy call a chunk,
+    each chunk going on where the last ended), at most ``AUDIENCE_SCAN_LIMIT`` entries a page:
+    a page of users the viewer may not see ends early, with a cursor to go on from.
+    ``include_invisible`` lists invisible users too, for ``TRUSTED`` reads only. ``offset``
+    skips that many of the users listed first (page numbers: it costs what it skips)."""
+    v, limit, offset = viewer_of(viewer), max(0, int(limit)), max(0, int(offset))
     if not v.filtered:
         hidden_too = include_invisible and v.trusted
-        ids = yield lambda s: s.online(window, cursor, limit + 1, now, include_invisible=hidden_too)
-        return ids[:limit], (cursor + limit if len(ids) > limit else None)
+        entries = yield lambda s: s.online(
+            window, offset, limit + 1, now, include_invisible=hidden_too, after=cursor, scores=True
+        )
+        if len(entries) <= limit:
+            return [uid for uid, _ in entries], None
+        page = entries[:limit]
+        return [uid for uid, _ in page], (_position(page[-1]) if page else cursor)
+    if offset:
+        ids, at = yield from _online_page(offset + limit, cursor, window, now, viewer=v)
+        return ids[offset:], at
     out: list[str] = []
-    pos, budget = cursor, _scan_limit()
-    while len(out) < limit and pos - cursor < budget:
-        chunk = yield lambda s, at=pos: s.online(window, at, audience.SCAN_CHUNK, now)
-        shown = set((yield from _listed(v, chunk)))
-        for n, uid in enumerate(chunk):
-            if len(out) == limit:
-                return out, pos + n
+    at, budget = cursor, _scan_limit()
+    while budget > 0:
+        size = min(audience.SCAN_CHUNK, budget)
+        chunk = yield lambda s, at=at, size=size: s.online(
+            window, 0, size, now, after=at, scores=True
+        )
+        shown = set((yield from _listed(v, [uid for uid, _ in chunk])))
+        for uid, score in chunk:
+            if len(out) == limit:  # full, and more to read: on from the last one taken
+                return out, at
             if uid in shown:
                 out.append(uid)
-        pos += len(chunk)
-        if len(chunk) < audience.SCAN_CHUNK:
+            at = (score, uid)
+            budget -= 1
+        if len(chunk) < size:
             return out, None
-    return out, pos
+        if len(out) == limit:
+            return out, at
+    return out, at
+
+
+def _position(entry: tuple[str, float]) -> Position:
+    uid, score = entry
+    return (score, uid)
+
+
+def _shared_key(viewer: Viewer, now: float | None, *read: Any) -> tuple[Any, ...] | None:
+    """The key of a signed-out visitor's read under a policy in ``audience.shared`` (every such
+    visitor gets the same answer), or None for any other read (and one given its own clock)."""
+    if viewer.id is not None or viewer.trusted or now is not None:
+        return None
+    from .core import tenants
+
+    return (tenants.current(), *read)
 
 
 def _online(
@@ -608,15 +646,22 @@ def _online(
 ) -> Read:
     """Ids of online users, most recently seen first, paged by ``offset`` / ``limit``. Under
     an ``AUDIENCE`` policy, those ``viewer`` may see among the ``AUDIENCE_SCAN_LIMIT`` most
-    recently seen (deep pages: :func:`online_page`'s cursor). ``include_invisible`` lists
-    invisible users too, for ``TRUSTED`` reads only."""
+    recently seen (deep pages: :func:`online_page`'s cursor; a signed-out visitor's list is
+    shared for ``audience.SHARED_SECONDS``). ``include_invisible`` lists invisible users too,
+    for ``TRUSTED`` reads only."""
     v = viewer_of(viewer)
     if not v.filtered:
         hidden_too = include_invisible and v.trusted
         return (yield lambda s: s.online(window, offset, limit, now, include_invisible=hidden_too))
+    key = _shared_key(v, now, "online", window, offset, limit)
+    if key is not None and (known := audience.shared.get(key)) is not None:
+        return list(known)
     wanted = _scan_limit() if limit is None else max(0, int(offset)) + max(0, int(limit))
-    ids, _ = yield from _online_page(wanted, 0, window, now, viewer=v)
-    return ids[max(0, int(offset)) :]
+    ids, _ = yield from _online_page(wanted, None, window, now, viewer=v)
+    ids = ids[max(0, int(offset)) :]
+    if key is not None:
+        audience.shared.put(key, tuple(ids))
+    return ids
 
 
 def _online_count(
@@ -624,12 +669,19 @@ def _online_count(
 ) -> Read:
     """How many users are online, counted in Redis (invisible ones are not: see
     :func:`state_counts`). Under an ``AUDIENCE`` policy, how many of the
-    ``AUDIENCE_SCAN_LIMIT`` most recently seen ``viewer`` may see (at most that many policy
-    ids: the cost is bounded, the count is a lower bound past it)."""
+    ``AUDIENCE_SCAN_LIMIT`` most recently seen ``viewer`` may see (at most that many entries
+    read and policy ids: the cost is bounded, the count is a lower bound past it); a signed-out
+    visitor's count is shared for ``audience.SHARED_SECONDS`` (every visitor of a workspace
+    reads the same, so one scan serves them all)."""
     v = viewer_of(viewer)
     if not v.filtered:
         return (yield lambda s: s.online_count(window, now))
-    ids, _ = yield from _online_page(_scan_limit(), 0, window, now, viewer=v)
+    key = _shared_key(v, now, "online_count", window)
+    if key is not None and (known := audience.shared.get(key)) is not None:
+        return known
+    ids, _ = yield from _online_page(_scan_limit(), None, window, now, viewer=v)
+    if key is not None:
+        audience.shared.put(key, len(ids))
     return len(ids)
 
 
@@ -686,7 +738,7 @@ def _state_counts(
     if not v.filtered:
         counts = yield lambda s: s.state_counts(limit, now)
         return counts if v.trusted else replace(counts, invisible=0)
-    ids, _ = yield from _online_page(_scan_limit(), 0, None, now, viewer=v)
+    ids, _ = yield from _online_page(_scan_limit(), None, None, now, viewer=v)
     # The ids are those the policy admitted (invisible users are not among them): their states
     # read as the public sees them, without asking the policy again.
     found = yield lambda s: s.get_many(ids[:limit], now=now)
