@@ -1,16 +1,18 @@
-"""What the front door accepts: user ids, room names and status fields, checked in one place.
+"""What the front door accepts: user ids, room names and status fields.
 
 Every entry point (socket, SSE, JSON API, template tags, Python calls) validates through these
-functions, so a name is refused the same way, with the same words, wherever it arrives. They
-raise :class:`~presence_app.store.InvalidInput`; the WebSocket answers it with an ``invalid``
-error frame, the JSON API with a 400. The way back, from a store id to the user
+functions. They turn Django's values into the store's (a user object into its key, a UUID into
+its text) and add the project's own rules (``ROOM_NAME_PATTERN``, ``MAX_ROOM_NAME_LENGTH``,
+``MAX_MESSAGE_LENGTH``); each rule the store has too is the store's (``store.inputs``: one
+definition, one message), so a name is refused the same way, with the same words, wherever it
+arrives. They raise :class:`~presence_app.store.InvalidInput`; the WebSocket answers it with an
+``invalid`` error frame, the JSON API with a 400. The way back, from a store id to the user
 (:func:`pk_of`, :func:`users_in_order`), is written here too, beside the rule it inverts.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import uuid
 from collections.abc import Iterable
@@ -22,10 +24,11 @@ from django.core.exceptions import ValidationError
 from django.db.models import Model
 
 from .. import conf
-from ..store import CONTROL_CHARACTERS, MAX_DEVICE_LENGTH, InvalidInput, UserIds, is_text
+from ..store import MAX_DEVICE_LENGTH, InvalidInput, is_text
+from ..store import inputs as store
 
 #: The longest user id the store keeps (a primary key, a UUID, a username).
-MAX_USER_ID_LENGTH = 255
+MAX_USER_ID_LENGTH = store.MAX_ID_LENGTH
 #: The room name of a URL whose bytes are not UTF-8 (the API's paths, the rules' own check).
 NOT_UTF8_ROOM = "The room name is not valid UTF-8 text."
 #: ``set_status`` states a caller may ask for; "online" is the automatic state.
@@ -41,12 +44,7 @@ def user_id(value: Any) -> str:
     """A user's id as the store spells it, from a user object, a primary key or an id string;
     InvalidInput for anything else (see :func:`user_key` for the form that never raises)."""
     pk = getattr(value, "pk", value)
-    if isinstance(pk, bool) or not isinstance(pk, PK_TYPES):
-        raise InvalidInput("A user id is a string, an integer or a UUID.")
-    text = str(pk)
-    if not 0 < len(text) <= MAX_USER_ID_LENGTH or not text.isprintable():
-        raise InvalidInput(f"A user id is 1 to {MAX_USER_ID_LENGTH} printable characters.")
-    return text
+    return store.user_id(str(pk) if isinstance(pk, uuid.UUID) else pk)
 
 
 def optional_user_id(value: Any) -> str | None:
@@ -106,29 +104,15 @@ def _keys(values: list[Any]) -> list[Any]:
     return [getattr(v, "pk", v) for v in values]
 
 
-#: Integer keys whose decimal text fits MAX_USER_ID_LENGTH (a minus sign included).
-_INT_BOUND = 10 ** (MAX_USER_ID_LENGTH - 1)
-
-
 def user_ids(values: Any) -> list[str]:
     """Ids of ``values`` (objects, keys or strings) in order, without duplicates (a
     :class:`~presence_app.store.UserIds`: the store reads them without checking them again)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise InvalidInput("User ids must come as a list.")
     pks = _keys(list(values))
-    # a page of integer keys (the usual AutoField; bool is not int here) or of strings: checked
-    # at once, not key by key; anything else (UUIDs, a mix, a bad key) key by key
-    kinds = set(map(type, pks))
-    if kinds == {int} and -_INT_BOUND < min(pks) and max(pks) < _INT_BOUND:  # fit as text
-        return UserIds(dict.fromkeys(map(str, pks)))
-    if (
-        kinds == {str}
-        and min(map(len, pks)) > 0
-        and max(map(len, pks)) <= MAX_USER_ID_LENGTH
-        and "".join(pks).isprintable()
-    ):
-        return UserIds(dict.fromkeys(pks))
-    return UserIds(dict.fromkeys(map(user_id, pks)))
+    if any(isinstance(pk, uuid.UUID) for pk in pks):
+        pks = [str(pk) if isinstance(pk, uuid.UUID) else pk for pk in pks]
+    return store.user_ids(pks)  # a page of integer keys or of strings: checked at once
 
 
 def room(value: Any) -> str:
@@ -144,50 +128,35 @@ def room(value: Any) -> str:
     if len(value) > limit:
         raise InvalidInput(f"A room name may be at most {limit} characters long.")
     if not is_text(value):
-        raise InvalidInput("The room name is not valid Unicode text.")
+        store.room(value)  # the store's words for it
     # fullmatch: with re.match a pattern ending in "$" would admit "lobby\n".
     if not re.fullmatch(conf.get("ROOM_NAME_PATTERN"), value):
         raise InvalidInput("The room name does not match the allowed pattern.")
-    # whatever the pattern admits: a room is a name, and the store refuses them too
-    if CONTROL_CHARACTERS.search(value):
-        raise InvalidInput("The room name must not contain control characters.")
-    return value
+    return store.room(value)  # whatever the pattern admits: a name, no control character
 
 
 def status_state(value: Any) -> str | None:
     """``set_status``'s state: None keeps it; "online" means "auto"."""
     if value is None:
         return None
-    if not isinstance(value, str) or value not in SET_STATES:
-        raise InvalidInput('"state" must be one of online, auto, dnd and invisible.')
-    return SET_STATES[value]
+    return store.state(SET_STATES.get(value, value) if isinstance(value, str) else value)
 
 
 def status_text(name: str, value: Any) -> str | None:
     """A status message or emoji: None keeps it, "" clears it."""
     if value is None:
         return None
-    if not isinstance(value, str) or not is_text(value):
-        raise InvalidInput(f'"{name}" must be a string of Unicode text.')
-    limit = int(conf.get("MAX_MESSAGE_LENGTH"))
-    if name == "message" and len(value) > limit:
-        raise InvalidInput(f"A status message may be at most {limit} characters long.")
-    return value
+    if name == "message":
+        limit = int(conf.get("MAX_MESSAGE_LENGTH"))
+    else:
+        limit = store.MAX_EMOJI_LENGTH if name == "emoji" else MAX_DEVICE_LENGTH
+    return store.text(value, limit, name)
 
 
 def expires_in(value: Any) -> float | None:
     """Seconds until a status message clears itself; None (or absent) is never."""
-    if value is None:
-        return None
     # 1e999 parses as infinity: "never" is no expiry, which is leaving it out.
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not value > 0
-        or not math.isfinite(value)
-    ):
-        raise InvalidInput('"expires_in" must be a positive number of seconds.')
-    return float(value)
+    return None if value is None else store.expires_in(value)
 
 
 class RoomStateTooLarge(InvalidInput):

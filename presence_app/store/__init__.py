@@ -8,7 +8,7 @@ from redis import exceptions as rx
 
 from .aio import AsyncStore
 from .base import BaseStore
-from .plans import UserIds
+from .inputs import UserIds
 from .sync import Store
 from .types import (
     CONTROL_CHARACTERS,

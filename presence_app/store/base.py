@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
-from . import roomstate
+from . import inputs, roomstate
 from .keys import KeySpace
-from .plans import _UNSET, Call, Plan, Planner, room_of, user_id_of
+from .plans import _UNSET, Call, Plan, Planner
 from .types import (
     InvalidInput,
     PresenceError,
@@ -133,7 +133,7 @@ class BaseStore(roomstate.RoomStates):
     def get(self, user_id, *, viewer=None, reveal_all: bool = False, now: float | None = None):
         """One user's Presence as ``viewer`` may see it (invisible shows only to themself),
         their last activity included."""
-        uid = user_id_of(user_id)
+        uid = inputs.user_id(user_id)
         plan = self.plans.get_many([uid], viewer, reveal_all, now, activity=True)
         return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
@@ -210,7 +210,7 @@ class BaseStore(roomstate.RoomStates):
 
     def user_rooms(self, user_id):
         """The rooms ``user_id`` is in through any of their connections (visible or not)."""
-        uid = user_id_of(user_id)
+        uid = inputs.user_id(user_id)
         plan = self.plans.user_rooms([uid])
         return self.run(Plan(plan.calls, lambda replies: plan.finish(replies)[uid]))
 
@@ -319,4 +319,4 @@ class _Planned(BaseStore):
         return plan
 
 
-__all__ = ["BaseStore", "InvalidInput", "room_of", "translate_error"]
+__all__ = ["BaseStore", "InvalidInput", "translate_error"]

@@ -11,16 +11,15 @@ from __future__ import annotations
 import heapq
 import json
 import math
-import re
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import inputs
 from .derive import deriver
 from .keys import CONN_SEP, KeySpace, registry_bucket, shard_of
 from .types import (
-    CONTROL_CHARACTERS,
     MAX_DEVICE_LENGTH,
     RECORD_FIELDS,
     SEP,
@@ -30,14 +29,8 @@ from .types import (
     StoreConfig,
     Transition,
     _str,
-    is_text,
 )
 
-CONN_ID_RE = re.compile(r"[A-Za-z0-9._!~-]{1,128}")
-MAX_ID_LENGTH = 255
-MAX_ROOM_LENGTH = 255
-MAX_EMOJI_LENGTH = 32
-STATES = ("auto", "dnd", "invisible")
 _UNSET: Any = object()
 
 
@@ -59,108 +52,6 @@ class Call:
 class Plan:
     calls: list[Call]
     finish: Callable[[list[Any]], Any]
-
-
-def user_id_of(user_id: Any) -> str:
-    """User ids are strings in Redis and on the wire; ints (primary keys) are converted."""
-    if isinstance(user_id, bool) or not isinstance(user_id, (str, int)):
-        raise InvalidInput(f"user id must be a str or int, not {type(user_id).__name__}")
-    text = str(user_id)
-    if not 0 < len(text) <= MAX_ID_LENGTH or not text.isprintable():
-        raise InvalidInput("user id must be 1-255 printable characters")
-    return text
-
-
-def user_ids_of(user_ids: Iterable[Any]) -> list[str]:
-    """user_id_of for many ids (a page of dots): C-level checks over the whole list, and the
-    per-id checks (which name the culprit) only when something is off."""
-    ids = [u if type(u) is str else user_id_of(u) for u in user_ids]
-    if ids and not (
-        0 < min(map(len, ids))
-        and max(map(len, ids)) <= MAX_ID_LENGTH
-        and "".join(ids).isprintable()
-    ):
-        for uid in ids:
-            user_id_of(uid)
-    return ids
-
-
-class UserIds(list):
-    """User ids checked as :func:`user_ids_of` checks them, without duplicates: a page the front
-    door has validated once (``rules.user_ids``), which the store does not check again."""
-
-
-def unique_user_ids(user_ids: Iterable[Any]) -> list[str]:
-    """The ids of a read, checked, in order, without duplicates."""
-    if type(user_ids) is UserIds:
-        return user_ids
-    return list(dict.fromkeys(user_ids_of(user_ids)))
-
-
-def conn_id_of(conn_id: Any) -> str:
-    if not isinstance(conn_id, str) or not CONN_ID_RE.fullmatch(conn_id):
-        raise InvalidInput("connection id must be 1-128 characters of A-Z a-z 0-9 . _ ! ~ -")
-    return conn_id
-
-
-_CONN_IDS_JOINED = re.compile(r"[A-Za-z0-9._!~\-\n]*")  # conn id characters and the joining "\n"
-
-
-def lease_members(pairs: Iterable[tuple[Any, Any]]) -> list[str]:
-    """The "user|conn" lease members of (conn_id, user_id) pairs, validated as user_id_of and
-    conn_id_of would, but a whole batch at once (the coalescer's hot path): C-level checks over
-    all ids, and the per-pair checks (which name the culprit) only when something is off."""
-    pairs = list(pairs)
-    if not pairs:
-        return []
-    cids, uids = zip(*pairs, strict=True)
-    ok = all(type(u) is str for u in uids) and all(type(c) is str for c in cids)
-    if ok:
-        joined = "\n".join(cids)
-        ok = (
-            0 < min(map(len, uids))
-            and max(map(len, uids)) <= MAX_ID_LENGTH
-            and "".join(uids).isprintable()
-            and 0 < min(map(len, cids))
-            and max(map(len, cids)) <= 128
-            and joined.count("\n") == len(cids) - 1
-            and _CONN_IDS_JOINED.fullmatch(joined) is not None
-        )
-    if not ok:
-        uids = tuple(user_id_of(u) for u in uids)
-        cids = tuple(conn_id_of(c) for c in cids)
-    return [f"{u}{CONN_SEP}{c}" for u, c in zip(uids, cids, strict=True)]
-
-
-def room_of(room: Any) -> str:
-    if not isinstance(room, str) or not 0 < len(room) <= MAX_ROOM_LENGTH or not is_text(room):
-        raise InvalidInput("room must be a string of 1-255 characters of Unicode text")
-    if CONTROL_CHARACTERS.search(room):
-        raise InvalidInput("room must not contain control characters")
-    return room
-
-
-def _text(value: Any, limit: int, what: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string")
-    if len(value) > limit:
-        raise InvalidInput(f"{what} is longer than {limit} characters")
-    if any(ord(c) < 32 and c not in "\t" for c in value):
-        raise InvalidInput(f"{what} must not contain control characters")
-    if not is_text(value):
-        raise InvalidInput(f"{what} must be Unicode text")
-    return value
-
-
-def _window(window: float | None) -> str:
-    """The online script's window argument: '' for "present now"."""
-    if window is None:
-        return ""
-    if not (
-        isinstance(window, (int, float)) and not isinstance(window, bool) and 0 <= window < math.inf
-    ):
-        raise InvalidInput("window must be a finite number of seconds, not negative")
-    return repr(float(window))
 
 
 def _flat_transitions(replies: list[Any]) -> list[Transition]:
@@ -228,7 +119,7 @@ class Planner:
         return self.call(script, self.keys.tag_for_user(user_id), now, *args)
 
     def transitions(self, script: str, user_id: Any, now: float | None, *args: Any) -> Plan:
-        uid = user_id_of(user_id)
+        uid = inputs.user_id(user_id)
         return Plan([self.user_call(script, uid, now, uid, *args)], _flat_transitions)
 
     def by_shard(self, user_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -253,8 +144,8 @@ class Planner:
         round trip; the derivation is Python's (derive.py). ``activity``: the script also reads
         each user's registry field, for a connected plain user's last activity (an HGET a
         user)."""
-        uids = unique_user_ids(user_ids)
-        viewer_id = "" if viewer is None else user_id_of(viewer)
+        uids = inputs.user_ids(user_ids)
+        viewer_id = "" if viewer is None else inputs.user_id(viewer)
         chunks = [
             (tag, ids[i : i + READ_CHUNK])
             for tag, ids in self.by_shard(uids).items()
@@ -301,7 +192,7 @@ class Planner:
         position: tuple[str, ...] = ()
         if after is not None:
             try:
-                score, last = float(after[0]), user_id_of(after[1])
+                score, last = float(after[0]), inputs.user_id(after[1])
             except (TypeError, ValueError, IndexError) as exc:
                 raise InvalidInput(f"after must be an entry's (score, id): {exc}") from None
             if not math.isfinite(score):
@@ -311,7 +202,7 @@ class Planner:
         # for superusers, the invisible ("1"). Take the first offset + limit of each (past the
         # position) and merge them, most recent first.
         count = -1 if limit is None else offset + limit
-        seen_within = _window(window)
+        seen_within = inputs.window(window)
         indexes = ["0", "2", "1"] if include_invisible else ["0", "2"]
         calls = [
             self.call("online", tag, now, "list", index, seen_within, count, *position)
@@ -331,7 +222,7 @@ class Planner:
         return Plan(calls, finish)
 
     def online_count(self, window: float | None, now: float | None) -> Plan:
-        seen_within = _window(window)
+        seen_within = inputs.window(window)
         calls = [
             self.call("online", tag, now, "count", index, seen_within)
             for tag in self.keys.all_tags()
@@ -351,7 +242,7 @@ class Planner:
 
     def user_rooms(self, user_ids: Iterable[Any]) -> Plan:
         """The rooms of the users' connections, from their records (a plain user has none)."""
-        uids = unique_user_ids(user_ids)
+        uids = inputs.user_ids(user_ids)
         calls = [
             Call("", (), ("HGET", KeySpace.records(self.keys.tag_for_user(u)), u)) for u in uids
         ]
@@ -369,7 +260,7 @@ class Planner:
     def export(self, user_id: Any) -> Plan:
         """Everything the store keeps of a user: their record, their score in each index, and
         their connections (the record's, and a plain user's one in the registry)."""
-        uid = user_id_of(user_id)
+        uid = inputs.user_id(user_id)
         tag = self.keys.tag_for_user(uid)
         names = ("seen", "hidden", "web", "until", "last", "graces", "rexp")
         bucket = registry_bucket(uid, self.config.registry_buckets)
@@ -395,7 +286,7 @@ class Planner:
         return Plan(calls, finish)
 
     def room_members(self, room: str, now: float | None) -> Plan:
-        name = room_of(room)
+        name = inputs.room(room)
         calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
 
         def finish(replies: list[Any]) -> list[str]:
@@ -415,7 +306,7 @@ class Planner:
         """Touches many users: one script call per shard, each user in the order given."""
         groups: dict[str, list[str]] = {}
         for user_id, activity in items:
-            uid = user_id_of(user_id)
+            uid = inputs.user_id(user_id)
             groups.setdefault(self.keys.tag_for_user(uid), []).extend(
                 (uid, "1" if activity else "0")
             )
@@ -439,25 +330,25 @@ class Planner:
         now: float | None,
         max_connections: int = 0,
     ) -> Plan:
-        dev = _text(device or "", MAX_DEVICE_LENGTH, "device")
+        dev = inputs.text(device or "", MAX_DEVICE_LENGTH, "device")
         most = int(max_connections or 0)
-        return self.transitions("connect", user_id, now, conn_id_of(conn_id), dev, most)
+        return self.transitions("connect", user_id, now, inputs.conn_id(conn_id), dev, most)
 
     def disconnect(self, conn_id: str, user_id: Any, now: float | None) -> Plan:
-        return self.transitions("disconnect", user_id, now, conn_id_of(conn_id))
+        return self.transitions("disconnect", user_id, now, inputs.conn_id(conn_id))
 
     def join(self, room: str, conn_id: str, user_id: Any, now: float | None) -> Plan:
-        return self.transitions("join", user_id, now, conn_id_of(conn_id), room_of(room))
+        return self.transitions("join", user_id, now, inputs.conn_id(conn_id), inputs.room(room))
 
     def leave(self, room: str, conn_id: str, user_id: Any, now: float | None) -> Plan:
-        return self.transitions("leave", user_id, now, conn_id_of(conn_id), room_of(room))
+        return self.transitions("leave", user_id, now, inputs.conn_id(conn_id), inputs.room(room))
 
     def heartbeat_many(self, pairs: Iterable[tuple[str, Any]], now: float | None) -> Plan:
         """Renews many connections: one script call per shard, every shard called, members or
         not, as a batch is also the process's keepalive (its lease lives in every shard it may
         hold connections in). The result lists the (conn, user) pairs the store no longer
         holds, whose owners should connect and join again."""
-        members = lease_members(pairs)
+        members = inputs.lease_members(pairs)
         groups: dict[str, list[str]] = {}  # the shards in the order of their first member
         if self.keys.shards == 1:
             groups[self.keys.tag(0)] = members
@@ -490,22 +381,20 @@ class Planner:
         meta: dict[str, Any] | None,
         now: float | None,
     ) -> Plan:
-        if state is not None and state not in STATES:
-            raise InvalidInput(f"state must be one of {', '.join(STATES)}")
+        if state is not None:
+            inputs.state(state)
         updates: dict[str, Any] = {}
         if message is not _UNSET and message is not None:
-            updates["msg"] = _text(message, self.config.max_message_length, "message") or None
+            updates["msg"] = inputs.text(message, self.config.max_message_length, "message") or None
         if emoji is not _UNSET and emoji is not None:
-            updates["emoji"] = _text(emoji, MAX_EMOJI_LENGTH, "emoji") or None
+            updates["emoji"] = inputs.text(emoji, inputs.MAX_EMOJI_LENGTH, "emoji") or None
         if device is not _UNSET and device is not None:
-            updates["dev"] = _text(device, MAX_DEVICE_LENGTH, "device") or None
+            updates["dev"] = inputs.text(device, MAX_DEVICE_LENGTH, "device") or None
         if "msg" in updates or "emoji" in updates:
             if expires_in is not None:
-                if not (isinstance(expires_in, (int, float)) and 0 < expires_in < math.inf):
-                    raise InvalidInput("expires_in must be a positive, finite number of seconds")
                 # The clock of the expiry is the caller's `now` or, failing that, Redis' own:
                 # the script adds it (see set_status.lua's 'mx+').
-                updates["mx+"] = float(expires_in)
+                updates["mx+"] = inputs.expires_in(expires_in)
             else:
                 updates["mx"] = None
         if meta:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .plans import Plan, Planner, conn_id_of, room_of, user_id_of
+from . import inputs
+from .plans import Plan, Planner
 from .types import _str
 
 #: One entry: (user id, public connection id, conn id or "" for server state, JSON or None).
@@ -19,11 +20,11 @@ def set_states(planner: Planner, room: str, entries: Iterable[Entry], now: float
     result is the entries that changed (in their order per shard): a state written, or one
     removed; a refused one (its connection not in the room, its user not listed there: an
     invisible user's) is not among them."""
-    name = room_of(room)
+    name = inputs.room(room)
     groups: dict[str, list[Entry]] = {}
     for user_id, public, conn_id, data in entries:
-        uid = user_id_of(user_id)
-        cid = conn_id_of(conn_id) if conn_id else ""
+        uid = inputs.user_id(user_id)
+        cid = inputs.conn_id(conn_id) if conn_id else ""
         groups.setdefault(planner.keys.tag_for_user(uid), []).append((uid, public, cid, data))
     calls = [
         planner.call(
@@ -45,7 +46,7 @@ def set_states(planner: Planner, room: str, entries: Iterable[Entry], now: float
 
 def get_states(planner: Planner, room: str, now: float | None) -> Plan:
     """[(user id, public id, JSON)] of the live states in ``room`` (every shard)."""
-    name = room_of(room)
+    name = inputs.room(room)
     calls = [planner.call("roomstate", tag, now, "get", name) for tag in planner.keys.all_tags()]
 
     def finish(replies: list[Any]) -> list[tuple[str, str, str]]:
@@ -62,8 +63,8 @@ def typing(planner: Planner, room: str, conn_id: str, user_id: Any, now: float |
     """The state a typing of ``user_id`` on ``conn_id`` shows ``room`` ("online", "dnd"), or
     None: refused (the connection is not in the room, or the room does not list its user: an
     invisible one)."""
-    uid, cid = user_id_of(user_id), conn_id_of(conn_id)
-    call = planner.user_call("roomstate", uid, now, "typing", room_of(room), uid, cid)
+    uid, cid = inputs.user_id(user_id), inputs.conn_id(conn_id)
+    call = planner.user_call("roomstate", uid, now, "typing", inputs.room(room), uid, cid)
     return Plan([call], lambda replies: _str(replies[0]) or None)
 
 
