@@ -78,13 +78,14 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
     """Copies the last seen of every (visibly) online user of the current workspace to its
     LastSeen rows; returns the rows written.
 
-    Pages through ``online()`` most recent first; a user moving up while paging may be written
-    twice, one going offline meanwhile is written by the offline transition instead.
+    Pages through the online list most recent first, each page read on from the last one's
+    position (a page costs its own size, however deep); a user moving up while paging may be
+    written twice, one going offline meanwhile is written by the offline transition instead.
     """
-    written, offset = 0, 0
+    written, cursor = 0, None
     while True:
         # Invisible users are not listed, and their frozen last seen stays as it is.
-        ids = presence.online(offset=offset, limit=batch, now=now, viewer=presence.TRUSTED)
+        ids, cursor = presence.online_page(batch, cursor, now=now, viewer=presence.TRUSTED)
         if not ids:
             return written
         presences = presence.get_many(ids, now=now, viewer=presence.TRUSTED)
@@ -93,9 +94,8 @@ def flush(batch: int = 1000, now: float | None = None) -> int:
             for uid, p in presences.items()
             if p.is_online and p.state != "invisible" and p.last_seen_at is not None
         )
-        if len(ids) < batch:
+        if cursor is None:
             return written
-        offset += batch
 
 
 def on_user_forgotten(sender: Any, *, user_id: str, **kwargs: Any) -> None:
