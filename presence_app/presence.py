@@ -249,8 +249,11 @@ def _set_status(
     true state (``invisible`` included)."""
     uid = rules.user_id(user)
     args = _status_args(state, message, emoji, expires_in, device)
-    transitions = yield lambda s: s.set_status(uid, now=now, **args, **meta)
-    yield _Announce(transitions, own=(yield lambda s: s.get(uid, viewer=uid, now=now)))
+    # the write and the user's true state after it, in one round trip
+    transitions, own = yield lambda s: s.gather(
+        s.set_status(uid, now=now, **args, **meta), s.get(uid, viewer=uid, now=now)
+    )
+    yield _Announce(transitions, own=own)
     return transitions
 
 
