@@ -76,11 +76,11 @@ def restart(server: AsgiServer, pages: list[Any], how: str) -> None:
     """Stops the server (``how``: "stop", a deploy's SIGTERM, or "kill", a crash), lets every
     page meet it down (a reconnect attempt failed: two closes), and starts it again on its
     port."""
+    closes = "() => seen.filter(e => e[0] === 'close').length"
+    before = [page.evaluate(closes) for page in pages]
     getattr(server, how)()
-    for page in pages:
-        page.wait_for_function(
-            "() => seen.filter(e => e[0] === 'close').length >= 2", timeout=BACK_WITHIN_MS
-        )
+    for page, n in zip(pages, before, strict=True):
+        page.wait_for_function(f"n => ({closes})() >= n + 2", arg=n, timeout=BACK_WITHIN_MS)
     server.start()
 
 
