@@ -9,6 +9,9 @@ from typing import Any
 
 from .types import ONLINE_STATES, SEP, Presence, StoreConfig
 
+#: Separates the records of a get_many reply (lua/get_many.lua).
+RS = "\x1e"
+
 # get_many.lua's codes: a user connected and within their lease, with no record (online) or
 # with one; an HTTP-only user within their window, with no record (online)
 PLAIN, LIVE, WEB = ord("1"), ord("2"), ord("3")
@@ -35,6 +38,12 @@ def deriver(
     def derive(user_ids: list[str], reply: list[Any]) -> dict[str, Presence]:
         clock, codes, records, webs, seen_, ends_, hidden_, web_, last_, *registry = reply
         now = float(clock)
+        # the records of the "2"s and "0"s joined by \x1e ('' for none), one decode for all;
+        # the web scores of the "3"s joined by spaces
+        if isinstance(records, bytes):
+            records = records.decode()
+        records = records.split(RS)  # a lone record of '' (a "0" with none) too
+        webs = webs.split() if webs else ()
         # the script coded each user: "1" connected and within their lease with no record (it
         # sent nothing else: online), "2" the same with a record (it sent that), "3" HTTP-only
         # within their window with no record (it sent their web score), "0" the others (it
@@ -59,10 +68,9 @@ def deriver(
                 d["user_id"], d["state"], d["last_seen"] = uid, "online", now
                 d["last_active"] = float(next(webs_))
                 continue
-            raw = next(records_)
+            raw = next(records_) or None
             if code == LIVE:  # connected and within their lease, with a record
-                text = raw.decode() if type(raw) is bytes else raw  # one decode a record
-                st, la, _, _, msg, emo, dev, mx, meta, _, idle, _ = text.split(SEP, 11)
+                st, la, _, _, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP, 11)
                 if not (st or meta):  # a status and no more: its fields as they are
                     d["user_id"], d["last_seen"] = uid, now
                     d["state"] = "idle" if idle == "1" else "online"
@@ -76,7 +84,7 @@ def deriver(
                     if dev:
                         d["device"] = dev
                     continue
-                raw, seen, hidden, gone, live = text, None, None, None, 1
+                seen, hidden, gone, live = None, None, None, 1
             else:
                 seen, end = next(rest)
                 if seen is not None:  # connected: live within SPAN, unless an end says otherwise
@@ -103,8 +111,6 @@ def deriver(
                 else:
                     d["last_seen"] = max(gone or 0.0, seen or 0.0) or None
                 continue
-            if isinstance(raw, bytes):  # one decode a record, not one a field
-                raw = raw.decode()
             st, la, ls, lv, msg, emo, dev, mx, meta, _, idle, _ = raw.split(SEP, 11)
             d["user_id"] = uid
             if live == 1 and not (st or mx or meta):  # present, a status text and no more

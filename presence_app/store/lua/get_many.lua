@@ -5,11 +5,14 @@
 -- such a user with a record, "3" for an HTTP-only user within their window (no seen or hidden
 -- score, a web score within WINDOW) with no record (online: their web score is their last
 -- activity), "0" for the others; the records of the "2"s and "0"s (fields of K_RECS: no key a
--- user to build), in their order; the web scores of the "3"s, in their order; for the "0"s, in
--- their order, their seen scores and their K_UNTIL ends (empty while K_UNTIL is); and for the
--- "0"s with no seen score, in their order, their hidden, web and K_LAST scores (K_LAST's read
--- only for those with neither of the others; each list empty when no "0" lacks a seen score).
--- Python derives the rest (derive.py).
+-- user to build), in their order, joined by \30 into one string ('' for a "0" with none: a
+-- record is never empty, and no field of one holds a control character but \31); the web
+-- scores of the "3"s, in their order, joined by spaces; for the "0"s, in their order, their
+-- seen scores and their K_UNTIL ends (empty while K_UNTIL is); and for the "0"s with no seen
+-- score, in their order, their hidden, web and K_LAST scores (K_LAST's read only for those
+-- with neither of the others; each list empty when no "0" lacks a seen score). One string
+-- for the many records and scores of a page, not one each: the reply's parts are what a page
+-- of them costs Redis, the client's parser and Python. Python derives the rest (derive.py).
 -- ARGV[A + 1], when given: the ids' registry buckets (a JSON array, keys.registry_bucket), and
 -- the reply ends with each id's registry field (false where none, and for the users not
 -- connected), whose last activity is a connected plain user's: an HGET a connected user, read
@@ -42,7 +45,7 @@ for i = 1, #ids do
       end
     else
       codes[i], n, k = '0', n + 1, k + 1
-      records2[n], seen2[k] = r, s
+      records2[n], seen2[k] = r or '', s
       if has_ends then ends2[k] = ends[i] end
     end
   else
@@ -53,7 +56,7 @@ for i = 1, #ids do
       webs3[#webs3 + 1] = w
     else
       codes[i], n, k = '0', n + 1, k + 1
-      records2[n], seen2[k] = r, false
+      records2[n], seen2[k] = r or '', false
       if has_ends then ends2[k] = ends[i] end
       local j = #hidden2 + 1
       hidden2[j], web2[j], last2[j] = h, w, false
@@ -65,7 +68,8 @@ for i = 1, #ids do
   end
 end
 for j, v in ipairs(scores(K_LAST, unknown)) do last2[at[j]] = v end
-local out = {sc(NOW), table.concat(codes), records2, webs3, seen2, ends2, hidden2, web2, last2}
+local out = {sc(NOW), table.concat(codes), table.concat(records2, '\30'), table.concat(webs3, ' '),
+  seen2, ends2, hidden2, web2, last2}
 if ARGV[A + 1] then  -- the registry fields of the connected (seen or hidden) only
   local buckets, fields, mm = cjson.decode(ARGV[A + 1]), {}, 0
   for i = 1, #ids do
