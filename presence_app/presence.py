@@ -263,7 +263,7 @@ def _sweep(now: float | None = None) -> Write:
     swept: list[Transition] = []
     more = True
     while more:  # in rounds of SWEEP_BATCH, each one round trip
-        more, transitions = yield lambda s: s.plans.sweep(now)
+        more, transitions = yield lambda s: s.sweep_round(now)
         swept += transitions
     yield _Announce(swept)
     return swept

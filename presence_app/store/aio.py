@@ -82,7 +82,7 @@ class AsyncStore(BaseStore):
         out: list[Transition] = []
         more = True
         while more:
-            more, transitions = await self.run(self.plans.sweep(now))
+            more, transitions = await self.sweep_round(now)
             out.extend(transitions)
         return out
 

@@ -126,6 +126,12 @@ class BaseStore(roomstate.RoomStates):
             self.plans.set_status(user_id, state, message, emoji, device, expires_in, meta, now)
         )
 
+    def sweep_round(self, now: float | None = None):
+        """One round of the sweep (at most SWEEP_BATCH of each kind of end a shard): ``(more,
+        transitions)``, ``more`` while a shard has more to evict. The faces' ``sweep`` (and the
+        front door's) run rounds until none is left."""
+        return self.run(self.plans.sweep(now))
+
     def sweep(self, now: float | None = None):  # pragma: no cover - the faces loop differently
         raise NotImplementedError
 

@@ -107,7 +107,7 @@ class Store(BaseStore):
         out: list[Transition] = []
         more = True
         while more:
-            more, transitions = self.run(self.plans.sweep(now))
+            more, transitions = self.sweep_round(now)
             out.extend(transitions)
         return out
 
