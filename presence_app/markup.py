@@ -72,6 +72,7 @@ ROUGHLY = {
     "within_week": gettext_lazy("last seen within a week"),
     "within_month": gettext_lazy("last seen within a month"),
     "long_ago": gettext_lazy("last seen a long time ago"),
+    "hidden": gettext_lazy("offline"),  # their choice hides when: not "not seen yet"
 }
 
 

@@ -136,3 +136,19 @@ def test_the_stream_sends_each_event_once_as_it_opens(tmp_path, settings):
         finally:
             for s in (stream, *others):
                 s.close()
+
+
+async def test_a_user_gone_with_a_hidden_last_seen_reads_offline_not_online_now():
+    """A socket's offline event for a user whose last seen this viewer may not see comes
+    without its time: the page's "online now" becomes "offline", beside the grey dot (it stayed
+    "online now"), and not "not seen yet"."""
+    from presence_app.realtime.htmx import HtmlEventStream
+
+    stream = object.__new__(HtmlEventStream)  # render() alone: no request, no channel
+    stream.members, stream.names = {}, {}
+    gone = {"type": "presence.update", "user": "7", "state": "offline", "at": None}
+    events = dict(await stream.render(gone))
+    assert "presence-offline" in events["presence-dot-7"]
+    assert events["presence-seen-7"] == "offline"
+    seen = {**gone, "at": 1_800_000_000.0}  # a last seen it may see: its time, as before
+    assert (await stream.render(seen))[1][1].startswith("last seen ")

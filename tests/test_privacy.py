@@ -67,19 +67,22 @@ def test_nobody_hides_the_last_seen_from_everybody_but_themself(people):
     with privacy_on():
         for viewer in (ann, presence.ANONYMOUS):
             p = last_seen_of(bob, viewer)
+            # hidden by their choice, which the viewer reads as such: not "never seen"
             assert (p.state, p.last_seen, p.last_active, p.last_seen_approx) == (
                 "offline",
                 None,
                 None,
-                "",
+                "hidden",
             )
         assert last_seen_of(bob, bob).last_seen is not None
         assert last_seen_of(bob, presence.TRUSTED).last_seen is not None
         with CaptureQueriesContext(connection) as queries:
             presence.get_many(people, viewer=ann)
         assert len(queries) == 1  # one query for the list
-        assert render("{% last_seen u live=False %}", ann, u=bob) == "not seen yet"
+        assert render("{% last_seen u live=False %}", ann, u=bob) == "offline"
         assert render("{% last_seen u live=False %}", bob, u=bob) == "last seen an hour ago"
+        # a never-seen account still reads "not seen yet": the mark follows the choice only
+        assert render("{% last_seen u live=False %}", ann, u=create_user("dee")) == "not seen yet"
 
 
 def test_audience_hides_it_from_signed_out_visitors(people):
@@ -88,7 +91,7 @@ def test_audience_hides_it_from_signed_out_visitors(people):
     with privacy_on():
         assert last_seen_of(bob, ann).last_seen is not None
         assert last_seen_of(bob, presence.ANONYMOUS).last_seen is None
-        assert render("{% last_seen u live=False %}", AnonymousUser(), u=bob) == "not seen yet"
+        assert render("{% last_seen u live=False %}", AnonymousUser(), u=bob) == "offline"
 
 
 def test_approximate_shows_a_rough_bucket_redis_and_database_alike(people, client):

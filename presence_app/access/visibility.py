@@ -148,6 +148,12 @@ def shown(viewer: Viewer, uid: str, seen: Sight) -> bool:
     return viewer.sees_all_of(uid) or seen.allowed is None or uid in seen.allowed
 
 
+#: ``last_seen_approx`` of a user whose choice hides their last seen from the viewer: shown as
+#: "offline", never as "not seen yet" (which a never-seen account reads). It follows the choice,
+#: not whether a last seen exists, so it tells nothing the choice does not.
+HIDDEN = "hidden"
+
+
 def _last_seen_shown(viewer: Viewer, uid: str, seen: Sight) -> str:
     """How ``viewer`` may see ``uid``'s last seen: "exact", "approximate" or "" (not at all)."""
     if viewer.sees_all_of(uid):
@@ -174,7 +180,7 @@ def redact(viewer: Viewer, p: Presence, seen: Sight, now: float | None = None) -
     how = _last_seen_shown(viewer, p.user_id, seen)
     if how == "exact" and not (p.meta or p.message or p.emoji or p.device):
         return p
-    approx = ""
+    approx = HIDDEN if not how else ""  # hidden by their choice: not "never seen"
     if how == "approximate" and p.last_seen is not None:
         approx = privacy.bucket(p.last_seen, time.time() if now is None else now)
     exact = how == "exact"

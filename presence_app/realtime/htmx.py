@@ -28,6 +28,7 @@ here with the same markup as the template tags:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -130,6 +131,10 @@ class HtmlEventStream(EventStream):
             return out
         if kind in ("presence.join", "presence.leave", "presence.update"):
             p = presence_of(frame)
+            if p.state == "offline" and p.last_seen is None and not p.last_seen_approx:
+                # gone, its time withheld (their last seen is hidden from this viewer): the
+                # page says "offline", not the "online now" it showed beside a grey dot
+                p = replace(p, last_seen_approx="hidden")
             out = self.user_events(p)
             room = frame.get("room")
             if kind == "presence.join" and isinstance(room, str):
