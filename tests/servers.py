@@ -18,6 +18,7 @@ Everything binds to 127.0.0.1 and every process started here is stopped by ``sto
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -261,7 +262,7 @@ class AsgiServer:
             "--access-log" if self.access_log else "--no-access-log",
         ]
 
-    def start(self, timeout: float = 30) -> AsgiServer:
+    def start(self, timeout: float = 60) -> AsgiServer:
         if self.alive:
             return self
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
@@ -338,8 +339,9 @@ class AsgiServer:
         return self.log(None).count("Traceback (most recent call last)")
 
     # -- plain HTTP with a session ------------------------------------------------------------
-    def get(self, path: str, user: User | None = None, timeout: float = 10) -> tuple[int, str]:
-        """(status, body) of a GET, following no redirects."""
+    def get(self, path: str, user: User | None = None, timeout: float = 30) -> tuple[int, str]:
+        """(status, body) of a GET, following no redirects. It blocks: a test whose clients
+        heartbeat in its event loop asks :meth:`aget`."""
         request = urllib.request.Request(self.url + path)
         if user is not None:
             request.add_header("Cookie", user.cookie)
@@ -354,3 +356,11 @@ class AsgiServer:
                 return reply.status, reply.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode("utf-8", "replace")
+
+    async def aget(
+        self, path: str, user: User | None = None, timeout: float = 30
+    ) -> tuple[int, str]:
+        """:meth:`get` in a thread: the event loop, and the heartbeats of the clients it
+        drives, run on meanwhile (a page a loaded server takes seconds to render, asked from
+        the loop, cost them their sockets: silent for LEASE_TTL)."""
+        return await asyncio.to_thread(self.get, path, user, timeout)

@@ -121,7 +121,7 @@ class Client(FrameWaits):
     async def next(self, timeout: float) -> dict[str, Any]:
         return await asyncio.wait_for(self.inbox.get(), timeout)
 
-    async def reply(self, timeout: float = 5.0, **frame: Any) -> list[dict[str, Any]]:
+    async def reply(self, timeout: float = 30.0, **frame: Any) -> list[dict[str, Any]]:
         """Sends ``frame``, then a frame of an unknown type as a barrier: the answers that came
         back in between (the socket handles its frames in order, so they answer ``frame``).
         Events of the socket's groups (join, leave, update, typing) come through the channel
@@ -131,7 +131,7 @@ class Client(FrameWaits):
         noise = EVENTS if frame.get("type") == "heartbeat" else (*EVENTS, "heartbeat.ack")
         return [f for f in await self.barrier(timeout) if f["type"] not in noise]
 
-    async def barrier(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def barrier(self, timeout: float = 30.0) -> list[dict[str, Any]]:
         await self.send(type="sync")
         out = []
         while True:
@@ -162,7 +162,7 @@ class Client(FrameWaits):
             out.append(self.inbox.get_nowait())
         return out
 
-    async def join(self, room: str, timeout: float = 5.0) -> dict[str, Any]:
+    async def join(self, room: str, timeout: float = 30.0) -> dict[str, Any]:
         await self.send(type="join", room=room)
         return await self.wait_for("presence.state", timeout=timeout, room=room)
 

@@ -5,6 +5,7 @@ servers (tests/servers.py) that are stopped when it ends; a failed test prints t
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -61,14 +62,29 @@ def db(template_db: Database, redis_server: RedisServer, prefix: str, tmp_path: 
     return copy
 
 
-class Servers:
-    """Starts ASGI servers on the test's database; all are stopped at the end of the test."""
+@pytest.fixture
+def timers() -> dict[str, float]:
+    """The test's own timers, over TIMERS (settings.py): none. A module whose servers need
+    others (``settings.LOADED``) overrides this fixture; the ``servers`` it starts run with
+    them (PRESENCE_OVERRIDES) and the ``store`` fixture reads with them."""
+    return {}
 
-    def __init__(self, db: Database) -> None:
+
+class Servers:
+    """Starts ASGI servers on the test's database; all are stopped at the end of the test.
+    ``timers`` go to every server's PRESENCE_OVERRIDES, under the overrides a start names."""
+
+    def __init__(self, db: Database, timers: dict[str, float] | None = None) -> None:
         self.db = db
+        self.timers = dict(timers or {})
         self.started: list[AsgiServer] = []
 
     def start(self, name: str = "server", **kwargs: Any) -> AsgiServer:
+        if self.timers:
+            env = dict(kwargs.get("env") or {})
+            named = json.loads(env.get("PRESENCE_OVERRIDES") or "{}")
+            env["PRESENCE_OVERRIDES"] = json.dumps({**self.timers, **named})
+            kwargs["env"] = env
         server = AsgiServer(self.db, name=name, **kwargs)
         self.started.append(server)
         return server.start()
@@ -83,8 +99,10 @@ class Servers:
 
 
 @pytest.fixture
-def servers(request: pytest.FixtureRequest, db: Database) -> Iterator[Servers]:
-    helper = Servers(db)
+def servers(
+    request: pytest.FixtureRequest, db: Database, timers: dict[str, float]
+) -> Iterator[Servers]:
+    helper = Servers(db, timers)
     yield helper
     helper.stop_all()
     report = getattr(request.node, "report_call", None)
@@ -112,10 +130,11 @@ def servers_store(client: Any, config: StoreConfig) -> Store:
 
 
 @pytest.fixture
-def store(redis_server: RedisServer, prefix: str) -> Iterator[Store]:
-    """A store on the test's Redis and prefix, for reading what the servers did."""
+def store(redis_server: RedisServer, prefix: str, timers: dict[str, float]) -> Iterator[Store]:
+    """A store on the test's Redis and prefix, for reading what the servers did (with their
+    timers: a read counts a user online for a lease after their last heartbeat)."""
     client = redis.Redis.from_url(redis_server.url, socket_timeout=5)
-    yield servers_store(client, store_config(prefix))
+    yield servers_store(client, store_config(prefix, **timers))
     client.close()
 
 

@@ -15,6 +15,24 @@ from tests.server_settings import *  # noqa: F403
 #: Seconds: the shared timers (so a restarted Redis is refilled within one heartbeat interval),
 #: and HTTP presence: one touch per user a second, a request keeps its user online 2 s.
 TIMERS = {**TIMERS, "TOUCH_INTERVAL": 1, "ONLINE_WINDOW": 2}  # noqa: F405
+#: For the tests that drive hundreds of sockets and measure nothing of the lease nor of an
+#: outage (a test's ``timers`` fixture, tests/reliability/conftest.py), what a loaded machine
+#: must not break:
+#: - the lease: a server handles a socket's frames in order, so a heartbeat waits behind the
+#:   joins sent before it; a busy server on a loaded machine falls seconds behind, and a socket
+#:   whose heartbeat it has not handled within LEASE_TTL is closed as silent (4408, store layout
+#:   3) though its client beat on time. 30 s against heartbeats every second leaves 29 s of such
+#:   lag (the shared 3 s left 2 s; seen: 3.2 s);
+#: - Redis' answers: redis-py times a call out on the server's event loop, which a loaded
+#:   server runs seconds late, so a call Redis answered at once fails as a timeout after 2 s
+#:   (REDIS_OPTIONS' default) and is taken for an outage: a join answered ``unavailable``, a
+#:   close whose lease is not cut (its user left online until the lease ran out). 30 s here;
+#:   the other options are the defaults (presence_app/conf.py).
+#: The grace, the sweep and the heartbeat interval stay the shared ones.
+LOADED = {
+    "LEASE_TTL": 30,
+    "REDIS_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 30, "retry_on_timeout": False},
+}
 
 DEBUG = True  # project/urls.py serves the static files (presence.js) when DEBUG is on
 PRESENCE = {  # noqa: F405

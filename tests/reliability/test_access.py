@@ -14,9 +14,18 @@ import pytest
 
 from .clients import CLOSED, Client, Refused, close_all
 from .conftest import eventually
-from .settings import TIMERS
+from .settings import LOADED, TIMERS
 
 pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def timers():
+    """Nothing here measures the lease or an outage: settings.LOADED, so that no socket is
+    closed as silent while a loaded server works through the flood (3,000 frames handled in
+    order before the flooder's first heartbeat: within the 3 s lease only on an idle
+    machine), nor a join refused as ``unavailable`` for a late answer of Redis."""
+    return LOADED
 
 
 # -- refusals ---------------------------------------------------------------------------------
@@ -63,7 +72,7 @@ async def test_thousands_of_joins_meet_the_rate_and_room_limits(db, servers, sto
     for i in range(frames):
         await flooder.send(type="join", room=f"flood-{i}")
     # Meanwhile another socket is served as usual.
-    state = await neighbour.join("lobby", timeout=3)
+    state = await neighbour.join("lobby", timeout=30)
     assert [m["user"] for m in state["members"]] == [neighbour.id]
     replies: list[dict] = []
     while len(replies) < frames:
@@ -76,11 +85,20 @@ async def test_thousands_of_joins_meet_the_rate_and_room_limits(db, servers, sto
     flooder.beat(1.0)
     joined = [f["room"] for f in replies if f["type"] == "presence.state"]
     codes = [f["code"] for f in replies if f["type"] == "error"]
-    assert len(joined) + len(codes) == frames  # one answer each
-    assert set(codes) == {"rate_limited"}
+    assert len(joined) + len(codes) == frames  # one answer each (in the frames' order)
+    # Refused by the rate, and by nothing else until the socket is in its room limit: a loaded
+    # server takes seconds over the flood, its bucket refills meanwhile, and the joins it
+    # then allows may reach the limit (where an idle one's flood is over in a second), past
+    # which the limit refuses them (as the paced joins below show).
+    assert "rate_limited" in codes
+    joins = [i for i, f in enumerate(replies) if f["type"] == "presence.state"]
+    full = joins[limits["rooms"] - 1] if len(joins) >= limits["rooms"] else len(replies)
+    refused = [(i, f["code"]) for i, f in enumerate(replies) if f["type"] == "error"]
+    assert {code for i, code in refused if i < full} <= {"rate_limited"}
+    assert {code for i, code in refused if i > full} <= {"rate_limited", "limit"}
     print(
         f"{frames} joins in {elapsed:.2f} s: {len(joined)} joined, "
-        f"{codes.count('rate_limited')} rate limited"
+        f"{codes.count('rate_limited')} rate limited, {codes.count('limit')} past the room limit"
     )
     # A token bucket of `rate` a second, `rate` at most saved.
     assert rate <= len(joined) <= rate + rate * elapsed + 1
@@ -88,12 +106,13 @@ async def test_thousands_of_joins_meet_the_rate_and_room_limits(db, servers, sto
     # Paced under the rate, joins go on up to the room limit, and no further.
     await asyncio.sleep(1.0)  # the bucket refills
     more = limits["rooms"] - len(joined) + 5
+    paced: list[str] = []
     for i in range(more):
         answer = await flooder.reply(type="join", room=f"more-{i}")
         joined += [f["room"] for f in answer if f["type"] == "presence.state"]
-        codes += [f["code"] for f in answer if f["type"] == "error"]
+        paced += [f["code"] for f in answer if f["type"] == "error"]
         await asyncio.sleep(2.5 / rate)  # the join and the barrier: under the rate
-    assert len(joined) == limits["rooms"] and codes.count("limit") == 5
+    assert len(joined) == limits["rooms"] and paced.count("limit") == 5
     assert set(store.user_rooms(flooder.id)) == set(joined)
     assert (await flooder.reply(type="leave", room=joined[0])) == []
     assert len(store.user_rooms(flooder.id)) == limits["rooms"] - 1
@@ -129,8 +148,8 @@ async def test_the_can_join_hook_is_honoured(db, servers, store):
     await boss.wait_for("presence.update", self=True, state="dnd")
     assert [f for f in member.drain() if f.get("room") == "staff-room"] == []
     # The JSON API asks the same hook.
-    assert server.get("/presence/api/rooms/staff-room/", users["member"])[0] == 403
-    status, body = server.get("/presence/api/rooms/staff-room/", users["boss"])
+    assert (await server.aget("/presence/api/rooms/staff-room/", users["member"]))[0] == 403
+    status, body = await server.aget("/presence/api/rooms/staff-room/", users["boss"])
     assert status == 200 and [m["user"] for m in json.loads(body)["members"]] == [boss.id]
     await close_all([member, boss])
 
@@ -182,50 +201,52 @@ async def test_an_invisible_user_shows_nowhere_but_to_superusers(db, servers, st
 
     # The JSON API, as anybody else.
     viewer_user = users["viewer"]
-    body = json.loads(server.get(f"/presence/api/users/?ids={ghost_id}", viewer_user)[1])
+    body = json.loads((await server.aget(f"/presence/api/users/?ids={ghost_id}", viewer_user))[1])
     assert [u["state"] for u in body["users"]] == ["offline"]
-    online = json.loads(server.get("/presence/api/online/", viewer_user)[1])
+    online = json.loads((await server.aget("/presence/api/online/", viewer_user))[1])
     assert online["count"] == 1 and [u["user"] for u in online["results"]] == [viewer.id]
     for room in ("lobby", "kitchen"):
-        members = json.loads(server.get(f"/presence/api/rooms/{room}/", viewer_user)[1])
+        members = json.loads((await server.aget(f"/presence/api/rooms/{room}/", viewer_user))[1])
         assert [m["user"] for m in members["members"]] == [viewer.id]
     # ... but the ghost sees itself.
-    own = json.loads(server.get(f"/presence/api/users/?ids={ghost_id}", users["ghost"])[1])
+    own = json.loads((await server.aget(f"/presence/api/users/?ids={ghost_id}", users["ghost"]))[1])
     assert [u["state"] for u in own["users"]] == ["invisible"]
 
     # The template tags: dots, counts, room members, the online list.
     for path in ("/", "/rooms/lobby/"):
-        status, html = server.get(path, viewer_user)
+        status, html = await server.aget(path, viewer_user)
         assert status == 200
         assert set(dot_state(html, ghost_id)) <= {"offline"}, path
-    room_page = server.get("/rooms/lobby/", viewer_user)[1]
+    room_page = (await server.aget("/rooms/lobby/", viewer_user))[1]
     here = room_page.split('id="here"', 1)[1].split("</ul>", 1)[0]
     assert f'data-user="{ghost_id}"' not in here and f'data-user="{viewer.id}"' in here
-    rooms_page = server.get("/", viewer_user)[1]
+    rooms_page = (await server.aget("/", viewer_user))[1]
     assert re.search(r'id="online-count">1<', rooms_page)
     # ... and the ghost's own page shows it invisible.
-    assert set(dot_state(server.get("/rooms/lobby/", users["ghost"])[1], ghost_id)) == {"invisible"}
+    assert set(dot_state((await server.aget("/rooms/lobby/", users["ghost"]))[1], ghost_id)) == {
+        "invisible"
+    }
 
     # The admin: staff with the view permission see no ghost; superusers do.
     dashboard = "/admin/presence_app/lastseen/dashboard/"
-    status, html = server.get(dashboard, users["clerk"])
+    status, html = await server.aget(dashboard, users["clerk"])
     assert status == 200
     assert f'data-user="{ghost_id}"' not in html and f'data-user="{viewer.id}"' in html
     assert "invisible" not in html.lower().split("<main", 1)[-1]
-    status, html = server.get(dashboard, users["root"])
+    status, html = await server.aget(dashboard, users["root"])
     assert status == 200 and f'data-user="{ghost_id}"' in html
     assert dot_state(html, ghost_id) == ["invisible"]
     changelist = "/admin/presence_app/lastseen/"
-    html = server.get(changelist, users["clerk"])[1]
+    html = (await server.aget(changelist, users["clerk"]))[1]
     assert set(dot_state(html, ghost_id)) <= {"offline"}
-    html = server.get(changelist, users["root"])[1]
+    html = (await server.aget(changelist, users["root"]))[1]
     assert dot_state(html, ghost_id) == ["invisible"]
 
     # The dashboard refuses non-staff (to the login page) and staff without the permission.
-    status, _ = server.get(dashboard, viewer_user)
+    status, _ = await server.aget(dashboard, viewer_user)
     assert status == 302
-    assert server.get(dashboard, users["intern"])[0] == 403
-    assert server.get(dashboard)[0] == 302
+    assert (await server.aget(dashboard, users["intern"]))[0] == 403
+    assert (await server.aget(dashboard))[0] == 302
     await close_all([viewer, ghost, tab])
     await eventually(
         lambda: store.online(include_invisible=True) == [],

@@ -115,7 +115,7 @@ async def test_redis_channel_layer_defaults_drop_the_leaves_of_a_crash(db, serve
     try:
         await eventually(
             lambda: left >= ids and offline >= ids,
-            3,
+            10,  # lost ones never come: a wait that ends only on failure, generous still
             "every event delivered",
             detail=lambda: (
                 f"lost {len(ids - left)} of 200 leaves and "

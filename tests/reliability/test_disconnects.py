@@ -43,7 +43,7 @@ async def test_dropped_mid_conversation_is_cleaned_up_like_a_close(db, servers, 
         await client.join("lobby")
         droppers.append(client)
     ids = {c.id for c in droppers}
-    await eventually(lambda: set(store.online()) == ids, 5, "all online")
+    await eventually(lambda: set(store.online()) == ids, 30, "all online")
     # RedisChannelLayer keeps its groups in Redis (the pub/sub layer in the process).
     layer_keys = f"asgi-{store.config.prefix}:group:*"
     assert bool(store.client.keys(layer_keys)) == (layer == "core")

@@ -39,7 +39,7 @@ async def page_for(browser, server, user, dialogs: list[str]):
     context = await browser.new_context()
     await context.add_cookies([{"name": "sessionid", "value": user.session, "url": server.url}])
     page = await context.new_page()
-    page.set_default_timeout(8000)
+    page.set_default_timeout(20_000)  # waits end when the page shows it: long ones cost nothing
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
     return page
 
@@ -92,8 +92,9 @@ async def test_html_in_a_status_is_text_in_the_room_page_and_the_admin(db, serve
 
     # The LastSeen list's live status column: mallory has a row once she went offline once.
     await mallory.close()
-    await eventually(lambda: store.get(mallory.id).state == "offline", 5, "mallory offline")
+    await eventually(lambda: store.get(mallory.id).state == "offline", 30, "mallory offline")
     await mallory.connect()
+    mallory.beat(1.0)  # online while a loaded machine renders the pages below
     await admin.goto(f"{server.url}/admin/presence_app/lastseen/")
     live = 'tr:has(a:text-is("mallory"))'
     await admin.wait_for_selector(live)

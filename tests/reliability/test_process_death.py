@@ -17,17 +17,28 @@ from tests.timing import limit, said
 
 from .clients import close_all, connect_all
 from .conftest import eventually
-from .settings import TIMERS
+from .settings import LOADED, TIMERS
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 VICTIMS = 200
 ROOMS = [f"room-{i}" for i in range(8)]
 WATCHED = 50
+#: Both servers' timers: settings.LOADED's, with a lease of 10 s. 200 sockets join at once,
+#: and a loaded server handles each socket's heartbeats behind its join, seconds late (3.2 s
+#: seen): under the shared 3 s some were closed as silent (4408) before their join was
+#: answered. 10 s leaves 9 s of such lag, and a wait after the kill of 10.5 s (the promise) to
+#: 31.5 s (its limit).
+TIMERS_HERE = {**LOADED, "LEASE_TTL": 10}
 #: The promise: a lease outlives its last heartbeat by LEASE_TTL, and a sweep runs at most
 #: SWEEP_INTERVAL later (the sweep itself and the fan-out of 200 leaves are within the slack,
 #: tests/timing.py).
-PROMISE = TIMERS["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"]
+PROMISE = TIMERS_HERE["LEASE_TTL"] + TIMERS["SWEEP_INTERVAL"]
+
+
+@pytest.fixture
+def timers():
+    return TIMERS_HERE
 
 
 @pytest.mark.parametrize("layer", ["pubsub", "core"])
@@ -130,6 +141,6 @@ async def test_kill_9_evicts_every_user_of_the_dead_process(db, servers, store, 
     assert {uid.decode() for uid in listed} == watchers
     assert store.sweep() == []  # nothing left to evict
     # The survivor shrugged it off: still serving, nothing logged as an error.
-    assert survivor.answers()
+    assert await asyncio.to_thread(survivor.answers, 30)
     assert survivor.tracebacks() == 0, survivor.log()
     await close_all(observers)

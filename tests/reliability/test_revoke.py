@@ -6,6 +6,8 @@ live connection was ever re-checked."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.sse_client import SseClient
@@ -21,9 +23,11 @@ pytestmark = pytest.mark.timeout(120)
 WITHIN = 5 * TIMERS["HEARTBEAT_INTERVAL"]
 
 
-def python(db, code: str) -> None:
-    """Runs ``code`` in a process of the site's own (its settings, Redis, channel layer)."""
-    db.run(["-c", f"import django; django.setup()\n{code}"])
+async def python(db, code: str) -> None:
+    """Runs ``code`` in a process of the site's own (its settings, Redis, channel layer), in a
+    thread: the event loop runs on meanwhile, and with it the clients' heartbeats (blocked for
+    the seconds a loaded machine takes to start Django, the watcher was closed as silent)."""
+    await asyncio.to_thread(db.run, ["-c", f"import django; django.setup()\n{code}"])
 
 
 async def test_a_resumed_stream_is_let_back_only_where_can_join_admits_it(db, servers, store):
@@ -37,7 +41,7 @@ async def test_a_resumed_stream_is_let_back_only_where_can_join_admits_it(db, se
     await sse.join("staff-doc")
     await watcher.wait_for("presence.join", room="staff-doc", user=users["bob"].id)
 
-    python(
+    await python(
         db,
         "from django.contrib.auth import get_user_model\n"
         "get_user_model().objects.filter(username='bob').update(is_staff=False)",
@@ -74,9 +78,11 @@ async def test_revoking_takes_every_live_connection_out_of_the_room(db, servers,
 
     bob = users["bob"].id
     if how == "revoke":
-        python(db, f"from presence_app import presence\npresence.revoke({bob!r}, 'lobby')")
+        await python(db, f"from presence_app import presence\npresence.revoke({bob!r}, 'lobby')")
     else:
-        python(db, f"from presence_app import rooms\nassert rooms.remove_member({bob!r}, 'lobby')")
+        await python(
+            db, f"from presence_app import rooms\nassert rooms.remove_member({bob!r}, 'lobby')"
+        )
     for client in (sock, sse):
         error = await client.wait_for("error", timeout=WITHIN, room="lobby")
         assert error["code"] == "forbidden"
