@@ -21,6 +21,11 @@ ARGS = [
     "--no-first-run",
 ]
 SKIP_REASON = "PRESENCE_SKIP_BROWSER is set: the browser tests are left out"
+#: Milliseconds a wait for a page to show something lasts unless it says otherwise (an
+#: ``expect``, a page's actions and waits): each ends when the page shows it, so a long one
+#: costs a passing test nothing, and a loaded machine may take seconds (Playwright's own default
+#: for an ``expect`` is 5 s).
+SHOWN_WITHIN = 20_000
 
 
 def skip_browser() -> bool:

@@ -33,6 +33,10 @@ from .ws import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+#: Seconds a wait for something that must happen lasts at most: it ends when it happens, so a
+#: long one costs a passing test nothing, and a loaded machine may take seconds.
+WITHIN = 20
+
 
 @pytest.fixture
 async def fast(redis_client):
@@ -72,9 +76,9 @@ async def test_anonymous_socket_is_closed_with_4401(fast, cookie):
     if cookie:
         headers.append((b"cookie", f"sessionid={cookie}".encode()))
     comm = WebsocketCommunicator(application(), "/ws/presence/", headers=headers)
-    connected, _ = await comm.connect(timeout=5)
+    connected, _ = await comm.connect(timeout=WITHIN)
     assert connected  # accepted first, so that the browser gets to see the code
-    assert await comm.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
+    assert await comm.receive_output(timeout=WITHIN) == {"type": "websocket.close", "code": 4401}
     assert await get_async_store().online_count() == 0
 
 
@@ -87,7 +91,7 @@ async def test_cross_origin_socket_is_refused(alice, origin):
     if origin is not None:
         headers.append((b"origin", origin))
     comm = WebsocketCommunicator(application(), "/ws/presence/", headers=headers)
-    connected, _ = await comm.connect(timeout=5)
+    connected, _ = await comm.connect(timeout=WITHIN)
     assert not connected
     assert await get_async_store().online_count() == 0
 
@@ -173,7 +177,7 @@ async def test_two_users_see_each_other_join_and_leave(alice, bob):
     # Alice closes her socket: Bob, back in the room, hears her leave once the grace is over.
     await joined(b, "lobby")
     await a.close()
-    event = await b.wait_for("presence.leave", timeout=2.5, user=a.user)
+    event = await b.wait_for("presence.leave", timeout=WITHIN, user=a.user)
     assert event["room"] == "lobby"
     assert await get_async_store().room_members("lobby") == [b.user]
     await b.close()
@@ -194,25 +198,38 @@ async def test_closing_one_of_two_sockets_emits_nothing(alice, bob):
     assert about(await a.collect(1.5), b1.user) == []
     assert await get_async_store().room_members("lobby") == [a.user, b1.user]
     await b2.close()
-    await a.wait_for("presence.leave", timeout=2.5, user=b1.user)
+    await a.wait_for("presence.leave", timeout=WITHIN, user=b1.user)
     await a.close()
+
+
+#: The grace of a reload: long enough that the reload (a close, a handshake, a join) falls
+#: within it however loaded the machine (FAST's 0.5 s is tight for that under a CPU hog).
+RELOAD_GRACE = 3.0
 
 
 async def test_reconnect_within_grace_emits_no_leave_or_join(alice, bob):
-    a = await Socket.open(alice[1], name="alice")
-    a.beat()
-    await joined(a, "lobby")
-    b = await Socket.open(bob[1], name="bob")
-    await joined(b, "lobby")
-    await a.wait_for("presence.join", user=b.user)
-    await b.close()  # a reload: close, then a new socket re-joins within the grace
-    b = await Socket.open(bob[1], name="bob-again")
-    b.beat()
-    await joined(b, "lobby")
-    assert about(await a.collect(1.5), b.user) == []  # and the old lease expired silently
-    assert await get_async_store().room_members("lobby") == [a.user, b.user]
-    await a.close()
-    await b.close()
+    with presence_settings(DISCONNECT_GRACE=RELOAD_GRACE, LEASE_TTL=2 * RELOAD_GRACE):
+        loop = asyncio.get_running_loop()
+        a = await Socket.open(alice[1], name="alice")
+        a.beat()
+        await joined(a, "lobby")
+        b = await Socket.open(bob[1], name="bob")
+        await joined(b, "lobby")
+        await a.wait_for("presence.join", user=b.user)
+        closed_at = loop.time()
+        await b.close()  # a reload: close, then a new socket re-joins within the grace
+        b = await Socket.open(bob[1], name="bob-again")
+        b.beat()
+        await joined(b, "lobby")
+        reloaded = loop.time() - closed_at
+        assert reloaded < RELOAD_GRACE, f"the reload took {reloaded:.2f} s: no test of the grace"
+        # A window for a stray leave or join: past the old connection's grace and a few sweeps
+        # (and the old lease expired silently).
+        window = RELOAD_GRACE - reloaded + 5 * FAST["SWEEP_INTERVAL"]
+        assert about(await a.collect(window), b.user) == []
+        assert await get_async_store().room_members("lobby") == [a.user, b.user]
+        await a.close()
+        await b.close()
 
 
 async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
@@ -250,7 +267,7 @@ async def test_vanished_socket_is_swept_with_leave_and_offline(alice, bob):
         # The sweep sends the frames first, then the signal (dispatch.apublish); Django 6.1's
         # asend_robust runs the sync receivers (LastSeen's) in a thread before the async ones,
         # so this one may run after the frames arrived.
-        await asyncio.wait_for(offline_sent.wait(), timeout=2)
+        await asyncio.wait_for(offline_sent.wait(), timeout=WITHIN)
         # Not before the lease ran out (however slow the steps before the vanish were) ...
         assert start + elapsed - opened >= FAST["LEASE_TTL"] - 0.05  # (Redis' clock, ours)
         assert elapsed <= limit(promise)  # ... and within the promise
@@ -317,8 +334,8 @@ async def test_idle_and_back_reach_rooms_and_watchers(alice, bob, carol):
         await c.send(type="watch", users=[b.user])
         await c.wait_for("presence.state", watch=True)
         assert b.hello["activity"] == 0.5  # min(TOUCH_INTERVAL, IDLE_AFTER / 2)
-        await a.wait_for("presence.update", timeout=3, user=b.user, state="idle")
-        await c.wait_for("presence.update", timeout=3, user=b.user, state="idle")
+        await a.wait_for("presence.update", timeout=WITHIN, user=b.user, state="idle")
+        await c.wait_for("presence.update", timeout=WITHIN, user=b.user, state="idle")
         await b.send(type="activity")
         await a.wait_for("presence.update", user=b.user, state="online")
         await c.wait_for("presence.update", user=b.user, state="online")
@@ -423,14 +440,24 @@ async def test_every_bad_frame_gets_an_error_and_changes_nothing(alice):
 async def test_frames_over_the_rate_get_an_error_and_change_nothing(alice):
     with presence_settings(MAX_FRAMES_PER_SECOND=5):
         a = await Socket.open(alice[1], name="alice")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         for i in range(12):
             await a.send(type="join", room=f"room-{i}")
-        frames = await a.collect(0.5)
+        frames: list[dict] = []  # the 12 answers, however long a loaded machine takes
+        while len(frames) < 12:
+            frame = await a.next(WITHIN)
+            if frame["type"] in ("presence.state", "error"):
+                frames.append(frame)
+        elapsed = loop.time() - started
         joined_rooms = [f["room"] for f in frames if f["type"] == "presence.state"]
         limited = [f for f in frames if f["type"] == "error"]
         assert {f["code"] for f in limited} == {"rate_limited"}
         assert len(joined_rooms) + len(limited) == 12
-        assert 5 <= len(joined_rooms) <= 7
+        # A token bucket of 5 a second, 5 at most saved: 5, and what refilled meanwhile (2 in
+        # the 0.4 s an idle machine takes).
+        assert 5 <= len(joined_rooms) <= 5 + 5 * elapsed + 1
+        assert [f for f in await a.collect(0.2) if f["type"] in ("presence.state", "error")] == []
         assert await get_async_store().user_rooms(a.user) == sorted(joined_rooms)
         await asyncio.sleep(0.5)  # the bucket refills
         await joined(a, "later")
@@ -527,7 +554,7 @@ async def test_lost_lease_is_taken_again_with_its_rooms(alice, bob):
     # check would already have taken them again (a busy machine made that happen).
     a._stop_pump(), b._stop_pump()
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
+    deadline = loop.time() + WITHIN
     while True:  # a heartbeat sent before the pause may still restore them once: clear again
         await sync_to_async(get_store().clear)()
         if await get_async_store().room_members("lobby") == []:
@@ -535,8 +562,8 @@ async def test_lost_lease_is_taken_again_with_its_rooms(alice, bob):
         assert loop.time() < deadline, "the room never stayed empty after a clear"
     a.drain(), b.drain()
     a.beat(0.3), b.beat(0.3)  # the next heartbeat flush finds the leases missing
-    await a.wait_for("presence.join", timeout=2, user=b.user, room="lobby")
-    state = await b.wait_for("presence.state", timeout=2, room="lobby")
+    await a.wait_for("presence.join", timeout=WITHIN, user=b.user, room="lobby")
+    state = await b.wait_for("presence.state", timeout=WITHIN, room="lobby")
     assert {m["user"] for m in state["members"]} <= {a.user, b.user}
     # Each socket takes its lease and its room back on its own flush: the store shows both
     # once both have (waited for, not assumed: on a loaded machine one may still be on its way).
@@ -577,15 +604,15 @@ async def test_a_recovery_cut_short_by_redis_is_finished_by_a_later_heartbeat(al
     try:
         await sync_to_async(get_store().clear)()
         a.beat(0.3)
-        await asyncio.wait_for(refused.wait(), 3)
-        assert (await a.wait_for("error", timeout=3))["code"] == "unavailable"
+        await asyncio.wait_for(refused.wait(), WITHIN)
+        assert (await a.wait_for("error", timeout=WITHIN))["code"] == "unavailable"
         store = get_async_store()
         assert await store.room_members("lobby") == []
         assert await store.online() == [a.user]  # the lease was taken: nothing is missing
         await asyncio.sleep(1)  # heartbeats go on, refused
     finally:
         store_client.config_set("maxmemory", 0, **nodes)
-    state = await a.wait_for("presence.state", timeout=3, room="lobby")
+    state = await a.wait_for("presence.state", timeout=WITHIN, room="lobby")
     assert [m["user"] for m in state["members"]] == [a.user]
     assert await store.room_members("lobby") == [a.user]
     await a.close()
@@ -629,7 +656,7 @@ async def test_redis_away_gets_unavailable_errors_not_a_crash(alice):
         await a.send(type="status", state="dnd")
         assert (await a.wait_for("error"))["code"] == "unavailable"
         await a.send(type="heartbeat")
-        error = await a.wait_for("error", timeout=2)
+        error = await a.wait_for("error", timeout=WITHIN)
         assert (error["code"], error["frame"]) == ("unavailable", "heartbeat")
         await a.send(type="join", room="lobby")  # not joined: nothing half-done to undo
         assert (await a.wait_for("error"))["code"] == "unavailable"

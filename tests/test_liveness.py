@@ -12,7 +12,8 @@ from presence_app.consumers import CLOSE_SILENT
 from presence_app.core.connection import get_async_store, process_id
 
 from .frame_waits import CLOSED
-from .ws import Socket, make_user, presence_settings, shutdown
+from .timing import limit
+from .ws import FAST, Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +45,8 @@ async def test_a_socket_silent_for_the_lease_is_closed(liveness):
     quiet = await Socket.open(cookie, name="quiet")  # no heartbeat at all
     beating = await Socket.open(cookie, name="beating")
     beating.beat(0.3)
-    frame = await quiet.wait_for(CLOSED, timeout=2 * 2 + 1)  # LEASE_TTL is 2 s (tests/ws.FAST)
+    # LEASE_TTL is 2 s (tests/ws.FAST): closed then, held to tests/timing.py's multiple of it.
+    frame = await quiet.wait_for(CLOSED, timeout=limit(FAST["LEASE_TTL"]))
     assert frame["code"] == CLOSE_SILENT
     assert beating.closed_with is None  # and the user stays (idle by now: IDLE_AFTER is 2 s)
     assert (await presence.aget(beating.user)).state in ("online", "idle")
@@ -65,10 +67,10 @@ async def test_idle_waits_for_every_device_and_ends_with_activity(liveness):
         await laptop.send(type="activity")
         assert [f for f in await watcher.collect(0.3) if f.get("state") == "idle"] == []
     # Then it stops too: the phone's session asks again, or the laptop's does.
-    await watcher.wait_for("presence.update", timeout=2 * 2 + 2, user=phone.user, state="idle")
+    await watcher.wait_for("presence.update", timeout=limit(2 * 2), user=phone.user, state="idle")
     await phone.send(type="activity")
     await watcher.wait_for("presence.update", user=phone.user, state="online")
-    await watcher.wait_for("presence.update", timeout=2 + 2, user=phone.user, state="idle")
+    await watcher.wait_for("presence.update", timeout=limit(2), user=phone.user, state="idle")
     for sock in (phone, laptop, watcher):
         await sock.close()
 

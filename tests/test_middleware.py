@@ -4,6 +4,7 @@ Redis), a request that never waits on Redis, skips, sync and async, fail open.""
 import logging
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -14,7 +15,7 @@ from django.http import HttpResponse
 from django.test import AsyncRequestFactory, RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from presence_app import presence
+from presence_app import failopen, presence
 from presence_app.core.limits import Throttle
 from presence_app.jobs.touches import batcher
 from presence_app.middleware import PresenceMiddleware
@@ -78,17 +79,28 @@ def test_one_redis_write_per_user_per_interval(redis_calls, alice, bob):
     assert presence.get(bob.pk).state == "online"
 
 
+class Clock:
+    """A clock the test alone moves: two requests fall within an interval however slow the
+    machine, and an interval passes without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_a_new_write_once_the_interval_has_passed(redis_calls, alice):
-    # An interval long enough that the two requests surely fall within it on a loaded machine;
-    # the sleep is the interval passing (a duration, not a wait for something).
     with presence_settings(TOUCH_INTERVAL=1.0):
         mw = sync_middleware()
+        mw.throttle.clock = clock = Clock()
         redis_calls.reset()
         mw(request_as(alice))
+        clock.now += 0.99
         mw(request_as(alice))
         batcher.flush()
         assert redis_calls.total == 1
-        time.sleep(1.05)
+        clock.now += 0.02  # the interval passes
         mw(request_as(alice))
         mw(request_as(alice))
         batcher.flush()
@@ -208,16 +220,21 @@ def test_a_flush_waits_for_the_batch_another_thread_is_writing(redis_client, ali
     assert order == ["writing", "written", "flushed"]
 
 
-def test_fail_open_serves_pages_and_warns_once_per_interval(redis_down, caplog, alice, bob):
+def test_fail_open_serves_pages_and_warns_once_per_interval(
+    redis_down, caplog, alice, bob, monkeypatch
+):
     caplog.set_level(logging.WARNING, logger="presence_app")
-    with presence_settings(REDIS_URL=redis_down.url, TOUCH_INTERVAL=1.0):  # 4 requests within
+    clock = Clock()  # the breaker's: 4 requests within its interval, however slow the machine
+    monkeypatch.setattr(failopen, "time", SimpleNamespace(monotonic=clock))
+    with presence_settings(REDIS_URL=redis_down.url, TOUCH_INTERVAL=1.0):
         mw = sync_middleware()
+        mw.throttle.clock = clock
         responses = [mw(request_as(user)) for user in (alice, bob, alice, bob)]
         assert [r.status_code for r in responses] == [200] * 4
         batcher.flush()
         assert len(caplog.records) == 1
         assert "unreachable" in caplog.records[0].getMessage()
-        time.sleep(1.05)  # the interval passes
+        clock.now += 1.05  # the interval passes
         mw(request_as(bob))
         batcher.flush()
         assert len(caplog.records) == 2

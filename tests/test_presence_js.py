@@ -20,7 +20,7 @@ from django.urls import path
 from presence_app.core.connection import get_store
 from presence_app.testing import free_port
 
-from .browser import SKIP_REASON, launch, skip_browser
+from .browser import SHOWN_WITHIN, SKIP_REASON, launch, skip_browser
 from .ws import presence_settings
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -138,7 +138,7 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not self.server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.05)
@@ -214,7 +214,8 @@ def test_presence_mjs_is_an_es_module_of_the_same_client(redis_client):
 
 def wait_class(page, state: str) -> None:
     page.wait_for_function(
-        f"document.getElementById('dot').classList.contains('presence-{state}')", timeout=5000
+        f"document.getElementById('dot').classList.contains('presence-{state}')",
+        timeout=SHOWN_WITHIN,
     )
 
 
@@ -259,7 +260,8 @@ def test_two_browsers_see_each_other_live(redis_client):
             b.evaluate("presence.setStatus({state: 'online', message: ''})")
             wait_class(a, "online")
             a.wait_for_function(
-                "document.getElementById('dot').classList.contains('presence-idle')", timeout=8000
+                "document.getElementById('dot').classList.contains('presence-idle')",
+                timeout=SHOWN_WITHIN,
             )
             b.bring_to_front()
             b.keyboard.press("a")
@@ -271,7 +273,7 @@ def test_two_browsers_see_each_other_live(redis_client):
             a.wait_for_function(
                 "events.filter(e => e[0] === 'state' && e[3] === 'lobby').length >= 2"
             )
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + SHOWN_WITHIN / 1000
             while sorted(get_store().room_members("lobby")) != sorted([str(alice.pk), str(bob.pk)]):
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
@@ -279,13 +281,15 @@ def test_two_browsers_see_each_other_live(redis_client):
             # Alice's link goes dead without a close (her page stops hearing the server): her
             # unanswered heartbeat drops the socket within two intervals, and she reconnects.
             a.evaluate("presence.socket.onmessage = () => {}")
-            a.wait_for_function("events.filter(e => e[0] === 'open').length === 3", timeout=6000)
+            a.wait_for_function(
+                "events.filter(e => e[0] === 'open').length === 3", timeout=SHOWN_WITHIN
+            )
             assert a.evaluate("presence.socket.readyState") == 1
 
             # Bob closes his tab: after the grace, Alice sees him leave and go offline.
             b.context.close()
             a.wait_for_function(
-                "document.getElementById('count').textContent === '1'", timeout=6000
+                "document.getElementById('count').textContent === '1'", timeout=SHOWN_WITHIN
             )
             wait_class(a, "offline")
             left = a.evaluate("events.filter(e => e[0] === 'leave').map(e => e[1])")
@@ -342,7 +346,7 @@ def test_last_seen_roster_and_own_dot_are_live_without_page_code(redis_client):
             b.context.close()
             a.wait_for_function(
                 "document.querySelector('#seen').textContent === 'last seen just now'",
-                timeout=8000,
+                timeout=SHOWN_WITHIN,
             )
             a.wait_for_function(f"{row}.dataset.presenceState === 'offline'")
             assert a.evaluate(names) == ["alice", "Bob Builder"]

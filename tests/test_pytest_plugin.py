@@ -39,7 +39,9 @@ def test_every_test_starts_without_presence_keys(presence, presence_redis_url):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_consumer_test_in_a_few_lines(presence, presence_channel_layer, django_user_model):
-    """docs/testing.md's example: a signed-in socket joins a room, and presence says so."""
+    """docs/testing.md's example: a signed-in socket joins a room, and presence says so. (Its
+    waits here are longer than Channels' defaults of 1 s, which a loaded machine can miss: each
+    ends when its frame comes.)"""
     from project.asgi import application
 
     ann = await sync_to_async(django_user_model.objects.create_user)("ann", password="x")
@@ -51,14 +53,14 @@ async def test_a_consumer_test_in_a_few_lines(presence, presence_channel_layer, 
         "/ws/presence/",
         headers=[(b"cookie", cookie.encode()), (b"origin", b"http://testserver")],
     )
-    assert (await socket.connect())[0]
-    assert (await socket.receive_json_from())["type"] == "hello"
+    assert (await socket.connect(timeout=20))[0]
+    assert (await socket.receive_json_from(timeout=20))["type"] == "hello"
     await socket.send_json_to({"type": "join", "room": "doc-42"})
-    while (frame := await socket.receive_json_from(timeout=3))["type"] != "presence.state":
+    while (frame := await socket.receive_json_from(timeout=20))["type"] != "presence.state":
         pass
     assert [m["user"] for m in frame["members"]] == [str(ann.pk)]
     assert await presence.aroom_members("doc-42") == [str(ann.pk)]
-    await socket.disconnect()
+    await socket.disconnect(timeout=20)
 
 
 HOST_SETTINGS = """

@@ -14,6 +14,7 @@ from presence_app import presence
 from presence_app.core.connection import get_async_store
 from presence_app.realtime import roomstate
 
+from .timing import limit
 from .ws import FAST, Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,7 +121,8 @@ async def test_leave_close_and_a_dropped_connection_clear_the_state(users):
     await state_from(a, d.user, line=4)
     await d.vanish()
     # Reads ignore it once its lease is gone, and prune it; the room hears the leave.
-    await a.wait_for("presence.leave", user=d.user, timeout=FAST["LEASE_TTL"] + 2)
+    promise = FAST["LEASE_TTL"] + FAST["SWEEP_INTERVAL"]  # held to tests/timing.py's multiple
+    await a.wait_for("presence.leave", user=d.user, timeout=limit(promise))
     assert [s["user"] for s in await presence.aroom_states("doc", viewer=a.user)] == [a.user]
     assert await get_async_store().room_states("doc") == [
         (a.user, (await presence.aroom_states("doc", viewer=a.user))[0]["conn"], '{"line":1}')
@@ -195,25 +197,40 @@ async def test_too_large_or_not_an_object_is_refused_and_changes_nothing(users):
             await s.close()
 
 
+async def heard_until(sock: Socket, done, within: float = 20.0) -> tuple[list[dict], float]:
+    """The presence.roomstate frames ``sock`` hears until ``done(frames)`` holds (a loaded
+    machine may take long: the wait ends when it holds), and when the last came (loop time)."""
+    frames: list[dict] = []
+    while not done(frames):
+        frames.append(await sock.wait_for("presence.roomstate", timeout=within))
+    return frames, asyncio.get_running_loop().time()
+
+
 async def test_a_fast_cursor_is_coalesced_to_the_rate_and_the_last_value_arrives(users):
     """60 changes a second for 2 s at ROOM_STATE_RATE 10: at most ~10 a second reach Bob (the
     bound with slack: 1.5x plus 2), and the last one always does. Without coalescing Bob would
-    get all 120."""
+    get all 120. (A loaded machine stretches the 2 s: the bound is of the time it took.)"""
     (_, ca), (_, cb), _ = users
     rate, hz, seconds = 10, 60, 2.0
     with presence_settings(ROOM_STATE_RATE=rate, MAX_FRAMES_PER_SECOND=500):
         a = await open_in(ca, "doc", "alice")
         b = await open_in(cb, "doc", "bob")
         n = int(hz * seconds)
+        started = asyncio.get_running_loop().time()
         for i in range(n):
             await a.send(type="roomstate", room="doc", data={"x": i})
             await asyncio.sleep(1 / hz)
-        heard = states_of(await b.collect(2.0), a.user)
-        xs = [s["data"]["x"] for s in heard]
-        assert xs and xs[-1] == n - 1  # the last value arrived
+        frames, last = await heard_until(  # the last value arrives
+            b, lambda frames: any(st["data"] == {"x": n - 1} for st in states_of(frames, a.user))
+        )
+        frames += await b.collect(1.0)  # and nothing after it (a window: nothing may come)
+        xs = [st["data"]["x"] for st in states_of(frames, a.user)]
+        assert xs and xs[-1] == n - 1  # the last value arrived, last
         assert xs == sorted(xs)  # in order
-        assert len(xs) <= rate * seconds * 1.5 + 2, len(xs)
-        assert len(xs) < n / 3
+        # Coalesced: about `rate` a second of the time it took, not one frame a change.
+        took = max(seconds, last - started)
+        assert len(xs) <= rate * took * 1.5 + 2, (len(xs), took)
+        assert len(xs) < (n / 3 if took <= 2 * seconds else n), (len(xs), took)
         stored = await presence.aroom_states("doc", viewer=b.user)
         assert stored[0]["data"] == {"x": n - 1}
         for s in (a, b):
@@ -233,7 +250,7 @@ async def test_the_coalescers_task_never_ends_with_a_change_pending(users, monke
         b = await open_in(cb, "doc", "bob")
         for x in (1, 2):  # each change starts a task, which ends as soon as it is quiet
             await a.send(type="roomstate", room="doc", data={"x": x})
-            assert states_of(await b.collect(0.6), a.user)[-1]["data"] == {"x": x}
+            await state_from(b, a.user, x=x)
         assert roomstate.get_coalescer().pending == {}
         for s in (a, b):
             await s.close()
@@ -252,13 +269,21 @@ async def test_a_busy_room_gets_one_frame_per_tick_with_everyones_changes(fast):
         w = await open_in(cw, "busy", "watcher")
         await w.collect(0.3)
         ticks = int(seconds * 40)
+        started = asyncio.get_running_loop().time()
         for t in range(ticks):
             for m in movers:
                 await m.send(type="roomstate", room="busy", data={"t": t})
             await asyncio.sleep(seconds / ticks)
-        frames = [f for f in await w.collect(2.0) if f["type"] == "presence.roomstate"]
+
+        def all_last(frames: list[dict]) -> bool:
+            last = {st["user"]: st["data"] for f in frames for st in f["states"]}
+            return len(last) == 6 and all(d == {"t": ticks - 1} for d in last.values())
+
+        frames, came = await heard_until(w, all_last)
+        frames += [f for f in await w.collect(1.0) if f["type"] == "presence.roomstate"]
+        took = max(seconds + 2.0, came - started)  # a loaded machine stretches the ticks
         changes = sum(len(f["states"]) for f in frames)
-        assert len(frames) <= rate * (seconds + 2.0) * 1.5 + 2, len(frames)
+        assert len(frames) <= rate * took * 1.5 + 2, (len(frames), took)
         assert changes > len(frames) * 2  # batched: several members per frame
         last = {s["user"]: s["data"] for f in frames for s in f["states"]}
         assert len(last) == 6 and all(d == {"t": ticks - 1} for d in last.values())

@@ -89,16 +89,16 @@ async def test_the_room_of_the_url_is_joined_and_the_chat_still_works(fast):
 
     # Closed: the room sees ann leave once the grace ends.
     await ann.close()
-    await watcher.wait_for("presence.leave", timeout=5, room="lobby", user=ann.user)
+    await watcher.wait_for("presence.leave", timeout=20, room="lobby", user=ann.user)
     await ben_chat.close()
     await watcher.close()
 
 
 async def test_an_anonymous_chat_socket_is_closed_with_4401(fast):
     comm = WebsocketCommunicator(chat_app(), "/ws/chat/lobby/", headers=[(b"origin", ORIGIN)])
-    connected, _ = await comm.connect(timeout=5)
+    connected, _ = await comm.connect(timeout=20)
     assert connected
-    assert await comm.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
+    assert await comm.receive_output(timeout=20) == {"type": "websocket.close", "code": 4401}
     assert await get_async_store().room_members("lobby") == []
 
 

@@ -49,7 +49,7 @@ async def make_user(name: str) -> tuple[Any, str]:
 class Socket(FrameWaits):
     """A WebsocketCommunicator that reads without cancelling the app on a timeout."""
 
-    WAIT_TIMEOUT = 3.0
+    WAIT_TIMEOUT = 20.0  # ends when the frame comes (tests/frame_waits.py)
 
     def __init__(self, comm: WebsocketCommunicator, name: str = "") -> None:
         self.comm = comm
@@ -75,7 +75,7 @@ class Socket(FrameWaits):
         if cookie is not None:
             headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()))
         sock = cls(WebsocketCommunicator(app or application(), path, headers=headers), name)
-        connected, _ = await sock.comm.connect(timeout=5)
+        connected, _ = await sock.comm.connect(timeout=20)
         assert connected
         sock.hello = await sock.wait_for("hello")
         return sock
@@ -121,7 +121,7 @@ class Socket(FrameWaits):
 
     async def close(self) -> None:
         self._stop_pump()
-        await self.comm.disconnect(timeout=3)
+        await self.comm.disconnect(timeout=20)
 
     async def vanish(self) -> None:
         """The socket's process dies: no close, no disconnect, nothing more from it."""
