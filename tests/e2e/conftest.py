@@ -22,7 +22,7 @@ import pytest
 
 from presence_app.testing import free_port
 
-from ..browser import SKIP_REASON, chromium_path, launch, skip_browser
+from ..browser import SHOWN_WITHIN, SKIP_REASON, chromium_path, launch, skip_browser
 from ..users import login_name
 from .settings import TIMERS
 
@@ -153,8 +153,9 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     chromium_path()  # fails with what to install before Playwright starts
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=SHOWN_WITHIN)
     playwright = sync_playwright().start()
     try:
         chromium = launch(playwright)
@@ -208,7 +209,7 @@ class Demo:
     def open(self, user: str | None, path: str, **context: Any) -> Any:
         """``user``'s page at ``path``; ``width`` and ``color_scheme`` as ``context``'s."""
         page = self.context(user, **context).new_page()
-        page.set_default_timeout(8000)
+        page.set_default_timeout(SHOWN_WITHIN)
         self.pages.append(page)
         page.goto(self.server.url + path)
         return page

@@ -64,8 +64,7 @@ def test_b_without_input_turns_yellow(demo, timers):
     expect(dot(a, "here", "bob")).to_have_class(has_class("presence-online"))
 
     # Nobody touches bob's page: heartbeats go on, but they are not activity.
-    idle_within = (timers["IDLE_AFTER"] + timers["SWEEP_INTERVAL"] + 3) * 1000
-    expect(dot(a, "here", "bob")).to_have_class(has_class("presence-idle"), timeout=idle_within)
+    expect(dot(a, "here", "bob")).to_have_class(has_class("presence-idle"))
     expect(row(a, "here", "bob").locator("[data-status]")).to_have_text("Away")
 
     # Input on bob's page is activity: green again.
@@ -151,7 +150,7 @@ def test_b_closes_the_tab_and_leaves_after_the_grace(demo, timers):
 
     closed_at = time.monotonic()
     b.context.close()
-    expect(row(a, "away", "bob")).to_have_count(1, timeout=(timers["DISCONNECT_GRACE"] + 4) * 1000)
+    expect(row(a, "away", "bob")).to_have_count(1)
     waited = time.monotonic() - closed_at
     assert waited >= timers["DISCONNECT_GRACE"] * 0.8, f"bob left after {waited:.2f} s: no grace"
     expect(dot(a, "away", "bob")).to_have_class(has_class("presence-offline"))
@@ -204,14 +203,13 @@ def test_room_list_counts_are_live(demo, timers):
     expect(count).to_have_text("0")
     b = demo.enter("bob", "random")
     # The list polls the JSON API every 3 s.
-    expect(count).to_have_text("1", timeout=6000)
+    expect(count).to_have_text("1")
     expect(a.locator('[data-room-card="random"] .face')).to_have_attribute("title", "bob")
     expect(a.locator("#online-list")).to_contain_text("bob")
     demo.screenshot(a, "rooms")
     # The polling is not alice's activity: without input she goes away like anybody, and
     # stays away while the list goes on polling.
-    idle_within = (timers["IDLE_AFTER"] + timers["SWEEP_INTERVAL"] + 3) * 1000
-    expect(dot(b, "away", "alice")).to_have_class(has_class("presence-idle"), timeout=idle_within)
+    expect(dot(b, "away", "alice")).to_have_class(has_class("presence-idle"))
     expect(row(b, "away", "alice").locator("[data-seen]")).to_have_text("online now")
     b.evaluate("""() => {
         window.aliceStates = [];

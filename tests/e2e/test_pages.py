@@ -194,7 +194,7 @@ def test_a_new_install_draws_only_what_it_saw(demo, demo_server):
     page = demo.open("admin", DASHBOARD, width=PHONE)
     # The server's sweeper takes a sample twice a second: a dot or a short line at the right
     # (on this page, or on its next refresh, 5 s later).
-    expect(page.locator(".presence-chart polyline")).to_have_count(1, timeout=12000)
+    expect(page.locator(".presence-chart polyline")).to_have_count(1)
     line = page.locator(".presence-chart polyline").bounding_box()
     plot = page.locator(".presence-chart-plot").bounding_box()
     assert line["x"] > plot["x"] + plot["width"] * 0.95  # nothing drawn before it
@@ -228,7 +228,7 @@ def test_the_live_dashboard_refreshes_quietly(demo, history):
     page.keyboard.press("ArrowLeft")
     expect(page.locator(".presence-chart-tip")).to_have_text(re.compile(r"· \d+ online$"))
     page.evaluate("() => { document.querySelector('.presence-chart-plot').kept = true; }")
-    expect(updated).not_to_have_text(first, timeout=8000)
+    expect(updated).not_to_have_text(first)
     assert page.evaluate("() => document.activeElement.kept === true")  # the same node, focused
     expect(page.locator(".presence-chart-tip")).to_be_visible()
     expect(page.locator(".presence-chart-tip")).to_have_text(re.compile(r"· \d+ online$"))
@@ -236,12 +236,12 @@ def test_the_live_dashboard_refreshes_quietly(demo, history):
     # The server gone: said once, in the live region; back: the note goes.
     page.route(re.compile(r"partial=1"), lambda route: route.abort())
     note = page.locator("#presence-refresh-note")
-    expect(note).to_contain_text("Live updates paused", timeout=8000)
+    expect(note).to_contain_text("Live updates paused")
     expect(note).to_be_visible()
     assert contrast(*colours(page, "#presence-refresh-note")) >= 4.5
     demo.screenshot(page, "dashboard-paused-light-desktop")
     page.unroute(re.compile(r"partial=1"))
-    expect(note).to_have_text("", timeout=8000)
+    expect(note).to_have_text("")
     expect(note).to_be_hidden()
 
 

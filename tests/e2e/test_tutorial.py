@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from ..browser import SHOWN_WITHIN
 from ..servers import ROOT, AsgiServer, Database
 from .test_demo import has_class
 
@@ -63,7 +64,7 @@ def tutorial(
 def login(browser: Any, server: AsgiServer, email: str, path: str) -> Any:
     """A page of ``email``'s, logged in through the login form ``@login_required`` sent it to."""
     page = browser.new_context().new_page()  # a browser of its own: no cookies of another
-    page.set_default_timeout(8000)
+    page.set_default_timeout(SHOWN_WITHIN)
     page.goto(server.url + path)
     expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
     page.fill("#id_username", email)
@@ -107,7 +108,7 @@ def test_two_users_see_each_other_and_chat_in_the_tutorial_room(browser, tutoria
     # bob closes his tab: alice sees him leave the room after the grace, and go offline once
     # his last page view's online window ends too (1 s and 2 s in the test settings).
     b.context.close()
-    expect(a.locator('[data-presence-room-count="lobby"]')).to_have_text("1", timeout=10_000)
-    expect(dot(a, bob)).to_have_class(has_class("presence-offline"), timeout=10_000)
+    expect(a.locator('[data-presence-room-count="lobby"]')).to_have_text("1")
+    expect(dot(a, bob)).to_have_class(has_class("presence-offline"))
     a.context.close()
     assert server.tracebacks() == 0, server.log()
