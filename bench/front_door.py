@@ -16,7 +16,8 @@ clock, as a page does (the tags take no ``now``). Django is configured in this p
 - ``presence.get_many(200 user objects)``, each presence's state, emoji and message read (a
   dot's fields), for 200 socket users, 200 HTTP-only users, 200 users with a status and 200 of
   the site drawn at random (a mixed page: 60/30/10 % on average, in random order), each against
-  a raw ``ZMSCORE`` of the same 200 ids on a bare sorted set of all N ids; status users against
+  a raw ``ZMSCORE`` of the same 200 ids on a bare sorted set of all N ids, scored as the store
+  scores its indexes (the clock of a sign of life, to the microsecond); status users against
   socket users (p50); the store's part (``Store.get_many``) of both, for information;
 - pages of a signed-in viewer's request, 200 users of the site drawn at random:
   ``{% presence_prefetch users %}`` + 200 ``{% presence_dot u %}``, and the same with
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from presence_app.store import Store
@@ -176,8 +176,11 @@ def site(ctx: Context) -> Site:
                 for u in status[i : i + CHUNK]
             )
         )
+    # the raw side's sorted set of every id, scored as the store scores its indexes (the clock
+    # of each one's last sign of life, to the microsecond): a reply of real scores
+    at = store.server_time()
     for i in range(0, n, 10_000):
-        client.zadd(BARE, dict(zip(uids[i : i + 10_000], repeat(0))))
+        client.zadd(BARE, {u: at + (i + j) * 1e-6 for j, u in enumerate(uids[i : i + 10_000])})
     out = Site(n, store, client, socket, web, status, conns)
     out.sets = {
         "socket": [rng.sample(socket, PAGE) for _ in range(SETS)],
@@ -414,7 +417,8 @@ def run_writes(ctx: Context) -> list[Row]:
     statusers = Cycle(pool[samples * 2 : samples * 2 + 500])
     online = Cycle(s.web[:5000])
     counter = iter(range(10**9))
-    messages = Cycle(["Back in 5", "In a call"])
+    # a new message at each call of a user (500 users, 3 messages: each visit changes it)
+    messages = Cycle(["Back in 5", "In a call", "Lunch"])
 
     def touch_new() -> None:
         presence.touch(f"new{next(counter)}")
