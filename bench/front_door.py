@@ -363,7 +363,7 @@ def pages(ctx: Context, s: Site) -> list[Row]:
         raise RuntimeError("the roster does not list its 200 members")
     if render("room", []).count('class="presence-dot') != PAGE:
         raise RuntimeError("the room's page does not draw its 200 members")
-    samples = ctx.size(5000, 500)
+    samples = ctx.size(3000, 500)
     ctx.log(f"pages of 200 dots, last seens and rosters: {samples} renders each")
     lat = latencies(fns, samples)
     rows = []
