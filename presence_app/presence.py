@@ -512,6 +512,19 @@ async def aredact_event(event: dict[str, Any], *, viewer: Any) -> dict[str, Any]
     return visibility.redact_event(v, event, seen)
 
 
+async def aredact_events(
+    events: list[dict[str, Any]], *, viewer: Any
+) -> list[dict[str, Any] | None]:
+    """Events about users (a connection's joins, leaves and updates of one tick) as ``viewer``
+    may receive them, each as :func:`aredact_event` has it (None: not for this viewer), with
+    one ``AUDIENCE`` call (and one privacy query, when an offline is among them) for all."""
+    v = viewer_of(viewer)
+    last_seen = any(e.get("state") == "offline" for e in events)
+    ids = list(dict.fromkeys(str(e.get("user", "")) for e in events))
+    seen = await visibility.asight(v, ids, last_seen=last_seen)
+    return [visibility.redact_event(v, e, seen) for e in events]
+
+
 async def aredact_states(states: list[dict[str, Any]], *, viewer: Any) -> list[dict[str, Any]]:
     """Members' room states as ``viewer`` may receive them: only those of users the viewer
     may see (only a policy decides: a state tells no last seen)."""

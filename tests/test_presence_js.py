@@ -5,6 +5,7 @@ re-joins its room after its socket drops or its link goes dead."""
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 import threading
 import time
 from pathlib import Path
@@ -102,6 +103,29 @@ def live_view(request, other):
     return HttpResponse(page.render({"other": other}, request))
 
 
+# A page in a room, every frame type it gets logged (frames_seen), every event (events).
+STORM_PAGE = """<!doctype html><html><head><title>storm</title></head><body>
+<span id="count" data-presence-room-count="hall">0</span>
+<script src="/static/presence_app/presence.js"></script>
+<script>
+  window.frames_seen = [];
+  window.events = [];
+  const receive = Presence.Client.prototype._receive;
+  Presence.Client.prototype._receive = function (text) {
+    frames_seen.push(JSON.parse(text).type);
+    return receive.call(this, text);
+  };
+  window.presence = Presence.connect({rooms: ["hall"]});
+  for (const name of ["join", "leave", "update", "diff"]) {
+    presence.on(name, (e) => events.push([name, e.user || null, e.room || null]));
+  }
+</script></body></html>"""
+
+
+def storm_view(request):
+    return HttpResponse(STORM_PAGE)
+
+
 def chat_view(request):
     return HttpResponse(CHAT_PAGE)
 
@@ -113,6 +137,7 @@ def module_view(request):
 urlpatterns = [
     path("e2e/<int:other>/", page_view),
     path("e2e-chat/", chat_view),
+    path("e2e-storm/", storm_view),
     path("e2e-live/<int:other>/", live_view),
     path("e2e-module/", module_view),
     path("static/presence_app/<str:name>", script_view),
@@ -361,3 +386,40 @@ def test_last_seen_roster_and_own_dot_are_live_without_page_code(redis_client):
         finally:
             browser.close()
     channel_layers.backends.clear()
+
+
+def test_a_storm_of_joins_comes_batched_and_fires_the_same_events(redis_client):
+    """presence.js accepts presence.diff: twelve joins made at once reach the page in far fewer
+    frames, and it still fires a join (then a leave) for each member, its list and count right."""
+    from presence_app import presence
+
+    _, cookie = login("alice")
+    with served() as (server, browser):
+        page = open_page(browser, server, cookie, url="/e2e-storm/")
+        page.wait_for_function("presence.members('hall').length === 1")
+        others = [(f"conn{n}", f"storm-{n}") for n in range(12)]
+        def in_thread(fn) -> None:  # Playwright's loop runs in this one: sync code elsewhere
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(fn).result()
+
+        def storm() -> None:
+            for conn, user in others:
+                presence.connect(conn, user)
+            for conn, user in others:  # a storm: each join announced on its own
+                presence.join("hall", conn, user)
+
+        in_thread(storm)
+        page.wait_for_function("presence.members('hall').length === 13", timeout=10000)
+        page.wait_for_function("document.getElementById('count').textContent === '13'")
+        joined = page.evaluate("events.filter(e => e[0] === 'join').map(e => e[1] + '@' + e[2])")
+        assert sorted(joined) == sorted(f"{user}@hall" for _, user in others)
+        diffs = page.evaluate("frames_seen.filter(t => t === 'presence.diff').length")
+        assert "presence.join" not in page.evaluate("frames_seen")
+        assert 1 <= diffs < len(others)
+        assert page.evaluate("events.filter(e => e[0] === 'diff').length") == diffs
+        in_thread(lambda: [presence.leave("hall", conn, user) for conn, user in others])
+        page.wait_for_function("presence.members('hall').length === 1", timeout=10000)
+        page.wait_for_function("document.getElementById('count').textContent === '1'")
+        left = page.evaluate("events.filter(e => e[0] === 'leave').map(e => e[1])")
+        assert sorted(left) == sorted(user for _, user in others)
+        in_thread(lambda: [presence.disconnect(conn, user) for conn, user in others])

@@ -90,7 +90,18 @@ async def on_roomstate(session: PresenceSession, frame: dict[str, Any]) -> None:
     await session.set_room_state(frame.get("room"), frame["data"])
 
 
+async def on_hello(session: PresenceSession, frame: dict[str, Any]) -> None:
+    """The client's own hello: ``accept`` lists the frame types it handles beyond the first
+    protocol's (``presence.diff``: joins, leaves and updates batched per tick). Unknown types
+    are ignored (a newer client), so it may be sent to any server."""
+    accept = frame.get("accept", [])
+    if not isinstance(accept, list) or not all(isinstance(a, str) for a in accept):
+        raise FrameError("invalid", '"accept" must be a list of frame types.')
+    session.accept(accept)
+
+
 HANDLERS: dict[str, Handler] = {
+    "hello": on_hello,
     "heartbeat": on_heartbeat,
     "activity": on_activity,
     "join": on_join,

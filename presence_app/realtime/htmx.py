@@ -47,6 +47,12 @@ from .sse import EventStream, device_of, serve
 
 #: At most this many rooms and users from the query string (the connection's own limits apply).
 MAX_QUERY_ITEMS = 500
+#: A ``presence.diff``'s lists, in the order they apply, and the event each member stands for.
+DIFF_KEYS = (
+    ("left", "presence.leave"),
+    ("joined", "presence.join"),
+    ("updated", "presence.update"),
+)
 
 
 def presence_of(data: dict[str, Any]) -> Presence:
@@ -84,6 +90,7 @@ class HtmlEventStream(EventStream):
         # the room's snapshot and the stream's own join event all say the same of its user
         # (and the snapshot and the join the same of the room), and each was sent 2-3 times.
         self.sent: dict[str, str] = {}
+        self.session.accept(["presence.diff"])  # a tick's joins and leaves: one redraw
 
     async def start(self, resume: tuple[str, list[str]] | None) -> None:
         await super().start(resume)
@@ -129,30 +136,48 @@ class HtmlEventStream(EventStream):
                 if not frame.get("more"):
                     out += await self.room_events(room)
             return out
-        if kind in ("presence.join", "presence.leave", "presence.update"):
-            p = presence_of(frame)
-            if p.state == "offline" and p.last_seen is None and not p.last_seen_approx:
-                # gone, its time withheld (their last seen is hidden from this viewer): the
-                # page says "offline", not the "online now" it showed beside a grey dot
-                p = replace(p, last_seen_approx="hidden")
-            out = self.user_events(p)
-            room = frame.get("room")
-            if kind == "presence.join" and isinstance(room, str):
-                self.members.setdefault(room, {})[p.user_id] = p
-            elif kind == "presence.leave" and isinstance(room, str):
-                self.members.get(room, {}).pop(p.user_id, None)
-            changed = [room] if isinstance(room, str) and room in self.members else []
-            if kind == "presence.update":
-                for name, known in self.members.items():
-                    if p.user_id in known:
-                        known[p.user_id] = p
-                        changed.append(name)
+        if kind in ("presence.join", "presence.leave", "presence.update", "presence.diff"):
+            # A diff (a tick's changes, which this stream accepts) is each of its members
+            # applied as its own event, and each room it changed drawn once.
+            changes = [(str(kind), frame)] if kind != "presence.diff" else [
+                (event, {**m, "room": frame.get("room")})
+                for key, event in DIFF_KEYS
+                for m in frame.get(key) or ()
+                if isinstance(m, dict)
+            ]  # fmt: skip
+            out, changed = [], {}
+            for event, change in changes:
+                out += self.apply(event, change, changed)
             for name in changed:
                 out += await self.room_events(name)
             return out
         if kind == "presence.message":
             return [("presence-message", escape(json.dumps(frame.get("payload"))))]
         return []  # typing, errors, acks: nothing to swap
+
+    def apply(
+        self, kind: str, frame: dict[str, Any], changed: dict[str, None]
+    ) -> list[tuple[str, str]]:
+        """A join, leave or update applied to the rooms' members (``changed`` gets the rooms
+        it changed); its user's events returned."""
+        p = presence_of(frame)
+        if p.state == "offline" and p.last_seen is None and not p.last_seen_approx:
+            # gone, its time withheld (their last seen is hidden from this viewer): the
+            # page says "offline", not the "online now" it showed beside a grey dot
+            p = replace(p, last_seen_approx="hidden")
+        room = frame.get("room")
+        if kind == "presence.join" and isinstance(room, str):
+            self.members.setdefault(room, {})[p.user_id] = p
+        elif kind == "presence.leave" and isinstance(room, str):
+            self.members.get(room, {}).pop(p.user_id, None)
+        if isinstance(room, str) and room in self.members:
+            changed[room] = None
+        if kind == "presence.update":
+            for name, known in self.members.items():
+                if p.user_id in known:
+                    known[p.user_id] = p
+                    changed[name] = None
+        return self.user_events(p)
 
     def user_events(self, p: Presence) -> list[tuple[str, str]]:
         if not p.user_id:

@@ -212,3 +212,117 @@ class Outbox:
             self.drop(room)
         for task in self.tasks:
             task.cancel()
+
+
+# -- membership changes: one frame per room per slot to a socket ----------------------------------
+#: The events a socket that accepts ``presence.diff`` gets batched.
+DIFF_EVENTS = frozenset({"presence.join", "presence.leave", "presence.update"})
+
+
+def _slot() -> tuple[int, float, float]:
+    """The current slot (ticks shifted by :data:`GATHER`), how far into it, and the tick."""
+    t = tick()
+    slot, into = divmod(time.time() - t * GATHER, t)
+    return int(slot), into, t
+
+
+def diff_entry(event: dict[str, Any]) -> dict[str, Any]:
+    """A join's, leave's or update's member as a ``presence.diff`` lists it."""
+    return {k: v for k, v in event.items() if k not in ("type", "room")}
+
+
+class Diffs:
+    """A connection's membership changes, sent at most once per slot (the slots of
+    :class:`Outbox`): a ``presence.diff`` frame per room with its ``joined`` and ``left``
+    members, then one with the ``updated`` users (a status, idle, offline: about the user
+    wherever the browser shows them). Latest wins per user: a join then a leave in one slot is
+    a leave. The first change of a quiet slot goes at once, so a lone join costs no wait; a
+    storm of joins costs each socket a frame per slot, not a frame per join.
+
+    ``redact(events)`` is the session's one redaction, run once per flush for the whole batch
+    (one ``AUDIENCE`` call): a member the viewer may not see is left out. ``keep(room)``: is
+    the connection still in ``room`` (a room left meanwhile gets nothing)?"""
+
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+        redact: Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any] | None]]],
+        keep: Callable[[str], bool],
+    ) -> None:
+        self.send = send
+        self.redact = redact
+        self.keep = keep
+        self.rooms: dict[str, dict[str, dict[str, Any]]] = {}  # room -> user -> join/leave
+        self.updates: dict[str, dict[str, Any]] = {}  # user -> latest update
+        self.last = -1  # the slot of the last flush
+        self.timer: asyncio.TimerHandle | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.lock = asyncio.Lock()  # flushes in order: a slow redaction holds the next one
+
+    async def add(self, event: dict[str, Any]) -> None:
+        uid = str(event.get("user", ""))
+        if event.get("type") == "presence.update":
+            part = self.updates
+        else:
+            part = self.rooms.setdefault(str(event.get("room")), {})
+        part.pop(uid, None)  # latest wins, in the order of the last change
+        part[uid] = event
+        if self.timer is not None:
+            return  # a frame is due at the next slot
+        slot, into, t = _slot()
+        if slot > self.last and into < t * (1 - GATHER):
+            self.last = slot
+            await self.flush()
+            return
+        self.last = slot + 1
+        self.timer = asyncio.get_running_loop().call_later(t - into, self._due)
+
+    def _due(self) -> None:
+        self.timer = None
+        task = asyncio.get_running_loop().create_task(self.flush())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def flush(self) -> None:
+        async with self.lock:
+            rooms, self.rooms = self.rooms, {}
+            updates, self.updates = self.updates, {}
+            events = [e for part in rooms.values() for e in part.values()]
+            events += updates.values()
+            if not events:
+                return
+            shown = iter(await self.redact(events))
+            frames = []
+            for room, part in rooms.items():
+                diff: dict[str, Any] = {"type": "presence.diff", "room": room, "joined": [],
+                                        "left": []}  # fmt: skip
+                for event in part.values():
+                    seen = next(shown)
+                    if seen is not None:
+                        key = "joined" if event.get("type") == "presence.join" else "left"
+                        diff[key].append(diff_entry(seen))
+                if (diff["joined"] or diff["left"]) and self.keep(room):
+                    frames.append(diff)
+            updated = [diff_entry(s) for s in shown if s is not None]
+            if updated:
+                frames.append({"type": "presence.diff", "updated": updated})
+            for frame in frames:
+                await self.send(frame)
+
+    async def settle(self, room: str) -> None:
+        """A snapshot of ``room`` is about to be read: it holds every change buffered so far
+        (each was written before it was announced), so they are dropped, after any flush on
+        its way (a frame older than the snapshot must not follow it)."""
+        async with self.lock:
+            self.rooms.pop(room, None)
+
+    def drop(self, room: str) -> None:
+        """The connection left ``room``: nothing more about it."""
+        self.rooms.pop(room, None)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        for task in self.tasks:
+            task.cancel()

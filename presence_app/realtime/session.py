@@ -100,6 +100,10 @@ class PresenceSession:
         self.viewer = presence.viewer(self.user_id, remember=AUDIENCE_ANSWERS)
         self.recent = RecentUpdates()  # an update comes once per group it concerns
         self.outbox = roomstate.Outbox(self.send)  # others' room states: a frame per tick
+        # Joins, leaves and updates as presence.diff frames, once per tick, for a client that
+        # accepts them (its hello frame): a storm of joins costs a frame per tick, not a join.
+        self.batched = False
+        self.diffs = roomstate.Diffs(self.send, self._redact_events, self.rooms.__contains__)
         self.published: set[str] = set()  # rooms this connection set a state in
         self.end = end
         self.liveness: Liveness | None = None  # its deadlines, from open()
@@ -155,7 +159,7 @@ class PresenceSession:
         except TooManyConnections:
             await self.groups.discard(self.groups.all(self.rooms, self.watched))
             self.closed = True  # nothing else taken, nothing to close
-            self.send = self.outbox.send = _sent_nowhere
+            self.send = self.outbox.send = self.diffs.send = _sent_nowhere
             raise ConnectionLimit(limit) from None
         except UNAVAILABLE as exc:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
@@ -176,6 +180,7 @@ class PresenceSession:
             self.liveness.stop()
         get_coalescer().forget(self)
         self.outbox.close()
+        self.diffs.close()
         for task in self.tasks:
             task.cancel()
         try:
@@ -194,7 +199,7 @@ class PresenceSession:
             # send: a cycle, which only the collector frees, once it walks the old generation
             # a connection of minutes has reached. Nothing is sent once closed: let go, and an
             # ended connection is freed at once (the soak's RSS grew with every one kept).
-            self.send = self.outbox.send = _sent_nowhere
+            self.send = self.outbox.send = self.diffs.send = _sent_nowhere
             self.end, self.liveness = None, None  # the same for the transport's close
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
@@ -253,12 +258,16 @@ class PresenceSession:
             raise
         self.typing_throttle.forget(room)
         self.outbox.drop(room)
+        self.diffs.drop(room)
         await self.groups.discard([dispatch.room_group(room)])
         try:
             await self.clear_states({room})  # announced as a removal, for another tab's sake
         except UNAVAILABLE as exc:
             log_outage(exc)  # the entry dies with the lease; reads skip it meanwhile
         for event in [t.as_event() for t in left if t.kind == "leave" and t.room == room]:
+            if self.batched:
+                entry = roomstate.diff_entry(event)
+                event = {"type": "presence.diff", "room": room, "joined": [], "left": [entry]}
             await self.send(event)
 
     @in_tenant
@@ -365,6 +374,7 @@ class PresenceSession:
         the browser held, the next ones add to it, ``more`` is false on the last. A page costs
         one round trip; members outside the viewer's audience are left out (the policy's
         answers come from this connection's memory of them, or one call for the list)."""
+        await self.diffs.settle(room)  # what it holds of the room, the snapshot has
         ids = await presence.aroom_members(room, viewer=self.viewer)
         states = await presence.aroom_states(room, viewer=self.viewer) if ids else []
         size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
@@ -415,12 +425,30 @@ class PresenceSession:
         if "room" in event and event.get("room") not in self.rooms:
             return  # left or revoked (its own leave came from leave()), or not in yet (the
             # snapshot is next)
+        if self.batched and event.get("type") in roomstate.DIFF_EVENTS:
+            if event.get("type") == "presence.update" and not self.recent.first_time(event):
+                return
+            if event.get("type") == "presence.join" and event.get("user") == self.user_id:
+                return  # its own join (the only one of its user while it is in): the snapshot
+                # it just got lists it
+            await self.diffs.add(event)  # redacted when its tick's frame goes out
+            return
         shown = await presence.aredact_event(event, viewer=self.viewer)
         if shown is None:
             return
         if shown.get("type") == "presence.update" and not self.recent.first_time(shown):
             return
         await self.send(shown)
+
+    def accept(self, kinds: list[str]) -> None:
+        """The client handles these frame types (its ``hello`` frame): ``presence.diff``
+        batches the joins, leaves and updates it gets."""
+        self.batched = "presence.diff" in kinds
+
+    @in_tenant
+    async def _redact_events(self, events: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """A tick's joins, leaves and updates through the one redaction, for this viewer."""
+        return await presence.aredact_events(events, viewer=self.viewer)
 
     async def room_state_event(self, event: dict[str, Any]) -> None:
         """Members' room states: this connection's own left out, the others only of users this
@@ -545,6 +573,7 @@ class PresenceSession:
         self.rooms.discard(room)
         self.typing_throttle.forget(room)
         self.outbox.drop(room)
+        self.diffs.drop(room)
         await self.groups.discard([dispatch.room_group(room)])
         await self.send(
             protocol.error_frame(

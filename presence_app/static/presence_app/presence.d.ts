@@ -58,6 +58,29 @@ export interface UpdateEvent extends PresenceInfo {
   self?: boolean;
 }
 
+/** One member of a presence.diff: a join's, leave's or update's fields without type and room. */
+export interface DiffMember {
+  user: string;
+  state: PresenceState;
+  at: number | null;
+  message: string;
+  emoji: string;
+}
+
+/**
+ * presence.diff: one tick's membership changes in one frame (presence.js accepts them in its
+ * hello and fires join, leave and update for each member, then diff). With `room`: who came
+ * into (`joined`) and left (`left`) that room; without: `updated`, users whose state or
+ * status changed, wherever they are shown.
+ */
+export interface DiffFrame {
+  type: "presence.diff";
+  room?: string;
+  joined?: DiffMember[];
+  left?: DiffMember[];
+  updated?: DiffMember[];
+}
+
 export interface TypingEvent {
   type: "presence.typing";
   user: string;
@@ -138,6 +161,7 @@ export interface PresenceEvents {
   join: RoomEvent;
   leave: RoomEvent;
   update: UpdateEvent;
+  diff: DiffFrame;
   self: UpdateEvent;
   state: StateFrame;
   typing: TypingEvent;

@@ -21,7 +21,8 @@
  * maxDelay (reconnect backoff, ms), timerWorker (default true: heartbeats keep time in a
  * dedicated worker, which a hidden tab's timer throttling does not slow; false: a page timer).
  *
- * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update, typing,
+ * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update (each
+ * also for every member of a presence.diff: the server batches them per tick), diff, typing,
  * roomstate (members' live states in a room changed: {room, states}), state (a room's or the
  * watch list's snapshot), self (your own status), direct (a payload
  * presence.send_to_user() sent to all your tabs and devices), privacy (your last-seen
@@ -422,6 +423,8 @@
       this.beatAt = 0;
       this.heartbeatMs = msg.heartbeat * 1000;
       this.timers.heartbeat = every(this.heartbeatMs, () => this._beat(), this.timerWorker);
+      // This client handles batched membership changes (a frame a tick, not one a join).
+      this._send({type: "hello", accept: ["presence.diff"]});
       // A new connection knows nothing: join the rooms and watch the users again.
       for (const room of this.rooms) this._send({type: "join", room});
       // A new connection has no state: yours goes again after the joins.
@@ -509,17 +512,15 @@
           this._state(msg);
           break;
         case "presence.join":
-          this._remember(msg);
-          if (this.rooms.has(msg.room)) this._roomMap(msg.room).set(msg.user, msg); // not left
+          this._join(msg);
           this._paintCounts();
-          this._emit("join", msg);
           break;
         case "presence.leave":
-          this._remember(msg);
-          if (this.roomMembers.has(msg.room)) this.roomMembers.get(msg.room).delete(msg.user);
+          this._leave(msg);
           this._paintCounts();
-          this._dropStates(msg.user, msg.room); // their last connection left: every state
-          this._emit("leave", msg);
+          break;
+        case "presence.diff":
+          this._diff(msg);
           break;
         case "presence.update":
           if (msg.self) {
@@ -527,12 +528,7 @@
             this._paint(msg.user);
             this._emit("self", msg);
           } else {
-            this._remember(msg);
-            for (const map of this.roomMembers.values()) {
-              if (map.has(msg.user)) map.set(msg.user, Object.assign({}, map.get(msg.user), msg));
-            }
-            if (msg.state === "offline") this._dropStates(msg.user, null);
-            this._emit("update", msg);
+            this._update(msg);
           }
           break;
         case "presence.typing":
@@ -560,6 +556,40 @@
           }
           break;
       }
+    }
+
+    _join(msg) {
+      this._remember(msg);
+      if (this.rooms.has(msg.room)) this._roomMap(msg.room).set(msg.user, msg); // not left
+      this._emit("join", msg);
+    }
+
+    _leave(msg) {
+      this._remember(msg);
+      if (this.roomMembers.has(msg.room)) this.roomMembers.get(msg.room).delete(msg.user);
+      this._dropStates(msg.user, msg.room); // their last connection left: every state
+      this._emit("leave", msg);
+    }
+
+    _update(msg) {
+      this._remember(msg);
+      for (const map of this.roomMembers.values()) {
+        if (map.has(msg.user)) map.set(msg.user, Object.assign({}, map.get(msg.user), msg));
+      }
+      if (msg.state === "offline") this._dropStates(msg.user, null);
+      this._emit("update", msg);
+    }
+
+    // A tick's membership changes in one frame (the server batches them for a client that
+    // accepted presence.diff in its hello): each member as the join, leave or update it stands
+    // for, so pages hear the same events; the counts are painted once.
+    _diff(msg) {
+      const room = msg.room;
+      for (const m of msg.left || []) this._leave(Object.assign({type: "presence.leave", room}, m));
+      for (const m of msg.joined || []) this._join(Object.assign({type: "presence.join", room}, m));
+      for (const m of msg.updated || []) this._update(Object.assign({type: "presence.update"}, m));
+      this._paintCounts();
+      this._emit("diff", msg);
     }
 
     _state(msg) {

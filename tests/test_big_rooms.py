@@ -1,0 +1,225 @@
+"""Big rooms (issue 44) over real sockets, the real channels-redis layer and a real Redis:
+membership changes batched per tick (``presence.diff``) for a client that accepts them, a storm
+of joins and of leaves converging with no lost or duplicated member, and the one redaction
+(invisible users, the ``AUDIENCE`` policy) holding in every diff."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from channels.layers import channel_layers
+
+from presence_app import presence
+from presence_app.realtime import roomstate
+
+from .timing import limit
+from .ws import Socket, make_user, presence_settings, shutdown
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Who may see whom under the audience test's policy (viewer id -> ids).
+RELATION: dict[str, set[str]] = {}
+
+
+def audience(viewer, user_ids):
+    return [u for u in user_ids if u in RELATION.get(viewer, set())]
+
+
+@pytest.fixture
+async def slow_ticks(redis_client):
+    """Half-second ticks: a storm of joins spans a few of them whatever the machine's speed."""
+    channel_layers.backends.clear()
+    with presence_settings(ROOM_STATE_RATE=2):
+        yield roomstate.tick()
+        await shutdown()
+    channel_layers.backends.clear()
+    RELATION.clear()
+
+
+async def open_socket(cookie: str, name: str, *, diffs: bool) -> Socket:
+    sock = await Socket.open(cookie, name=name)
+    sock.beat()
+    if diffs:
+        await sock.send(type="hello", accept=["presence.diff"])
+    return sock
+
+
+async def join(sock: Socket, room: str) -> dict[str, Any]:
+    await sock.send(type="join", room=room)
+    return await sock.wait_for("presence.state", room=room)
+
+
+class Roster:
+    """A room's members as a diff-accepting client keeps them: the snapshot, then each diff."""
+
+    def __init__(self, sock: Socket, room: str, snapshot: dict[str, Any]) -> None:
+        self.sock, self.room = sock, room
+        self.members = {m["user"] for m in snapshot["members"]}
+        self.frames: list[dict[str, Any]] = []  # every frame after the snapshot
+        self.joined: list[str] = []
+        self.left: list[str] = []
+
+    async def until(self, wanted: set[str], timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.members != wanted:
+            left = deadline - loop.time()
+            assert left > 0, f"{self.sock.name}: {sorted(self.members)} != {sorted(wanted)}"
+            try:
+                frame = await self.sock.next(left)
+            except TimeoutError:
+                continue
+            self.frames.append(frame)
+            if frame["type"] == "presence.diff" and frame.get("room") == self.room:
+                for m in frame["left"]:
+                    self.members.discard(m["user"])
+                    self.left.append(m["user"])
+                for m in frame["joined"]:
+                    self.members.add(m["user"])
+                    self.joined.append(m["user"])
+
+    def diffs(self) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f["type"] == "presence.diff" and f.get("room")]
+
+
+def users_in(value: Any) -> set[str]:
+    """Every user id a frame names, at any depth (members, states, events)."""
+    if isinstance(value, dict):
+        found = {str(value["user"])} if "user" in value else set()
+        return found.union(*(users_in(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(users_in(v) for v in value))
+    return set()
+
+
+async def truth(room: str) -> set[str]:
+    return set(await presence.aroom_members(room, viewer=presence.TRUSTED))
+
+
+N = 30
+
+
+async def test_a_storm_of_joins_and_leaves_reaches_a_watcher_as_few_frames(slow_ticks):
+    tick = slow_ticks
+    (_, cw), (_, cl) = await make_user("watcher"), await make_user("legacy")
+    members = [await make_user(f"m{n}") for n in range(N)]
+    w = await open_socket(cw, "watcher", diffs=True)
+    legacy = await open_socket(cl, "legacy", diffs=False)  # today's frames, for comparison
+    roster = Roster(w, "hall", await join(w, "hall"))
+    await join(legacy, "hall")
+    await roster.until({w.user, legacy.user}, timeout=limit(5))
+    roster.frames.clear(), roster.joined.clear()
+    socks = [await open_socket(c, u.username, diffs=False) for u, c in members]
+    ids = {s.user for s in socks}
+
+    started = time.monotonic()
+    await asyncio.gather(*(s.send(type="join", room="hall") for s in socks))
+    await roster.until({w.user, legacy.user} | ids, timeout=limit(10))
+    took = time.monotonic() - started
+    assert roster.members == await truth("hall")
+    diffs = roster.diffs()
+    # No member lost or told twice; at most one frame a tick, and far fewer frames than joins.
+    assert sorted(roster.joined) == sorted(ids)
+    assert len(diffs) <= took / tick + 2, (len(diffs), took)
+    assert len(diffs) < N / 3, [len(d["joined"]) for d in diffs]
+    assert {m["state"] for d in diffs for m in d["joined"]} == {"online"}
+    # The same storm, one frame a join, to a socket that did not accept diffs.
+    joins: list[dict[str, Any]] = []
+    while len(joins) < N:
+        joins.append(await legacy.wait_for("presence.join", room="hall", timeout=limit(5)))
+    print(f"{N} joins in {took:.2f} s: {len(diffs)} diff frames (tick {tick} s), {N} joins")
+
+    # A storm of leaves: the same, the other way.
+    roster.frames.clear()
+    started = time.monotonic()
+    await asyncio.gather(*(s.send(type="leave", room="hall") for s in socks))
+    await roster.until({w.user, legacy.user}, timeout=limit(10))
+    took = time.monotonic() - started
+    assert roster.members == await truth("hall")
+    assert sorted(roster.left) == sorted(ids)
+    assert len(roster.diffs()) <= took / tick + 2
+    assert len(roster.diffs()) < N / 3
+
+
+async def test_a_lone_join_goes_out_at_once(redis_client):
+    """The first change of a quiet slot is not held for the tick: with ten-second ticks, a lone
+    join reaches the room well before the next one."""
+    channel_layers.backends.clear()
+    with presence_settings(ROOM_STATE_RATE=0.1):
+        (_, ca), (_, cb) = await make_user("alice"), await make_user("bob")
+        a = await open_socket(ca, "alice", diffs=True)
+        await join(a, "quiet")
+        b = await open_socket(cb, "bob", diffs=True)
+        started = time.monotonic()
+        await b.send(type="join", room="quiet")
+        diff = await a.wait_for("presence.diff", room="quiet", timeout=limit(3))
+        assert [m["user"] for m in diff["joined"]] == [b.user] and diff["left"] == []
+        # at once, or at most the slot's last fifth later: never a whole tick
+        assert time.monotonic() - started < roomstate.tick()
+        # A status change is an update: a diff without a room, about the user wherever shown.
+        await b.send(type="status", state="dnd", message="busy")
+        diff = await a.wait_for("presence.diff", timeout=limit(12))
+        while "updated" not in diff:
+            diff = await a.wait_for("presence.diff", timeout=limit(12))
+            assert [(m["user"], m["state"], m["message"]) for m in diff["updated"]] == [
+            (b.user, "dnd", "busy")
+        ]
+        # Its own leave comes back as a diff too (the layer may hand a join of alice's, made
+        # before bob's group add, to bob after his snapshot: a repeat of what it showed).
+        await b.send(type="leave", room="quiet")
+        mine = await b.wait_for("presence.diff", room="quiet", timeout=limit(3))
+        while not mine["left"]:
+            mine = await b.wait_for("presence.diff", room="quiet", timeout=limit(3))
+        assert [m["user"] for m in mine["left"]] == [b.user], mine
+        await shutdown()
+    channel_layers.backends.clear()
+
+
+async def test_diffs_keep_the_one_redaction(slow_ticks):
+    """Under an ``AUDIENCE`` policy a diff lists only members the viewer may see, and an
+    invisible user is in nobody's diff: every frame of every socket is read."""
+    (alice, ca), (bob, cb), (carol, cc), (dave, cd) = [
+        await make_user(n) for n in ("alice", "bob", "carol", "dave")
+    ]
+    a_id, b_id, c_id, d_id = (str(u.pk) for u in (alice, bob, carol, dave))
+    RELATION.update({a_id: {a_id, b_id}, b_id: {a_id, b_id, c_id, d_id}})
+    RELATION.update({c_id: {a_id, b_id, c_id, d_id}, d_id: {a_id, b_id, c_id, d_id}})
+    with presence_settings(ROOM_STATE_RATE=2, AUDIENCE="tests.test_big_rooms.audience"):
+        a = await open_socket(ca, "alice", diffs=True)
+        b = await open_socket(cb, "bob", diffs=True)
+        ra = Roster(a, "hall", await join(a, "hall"))
+        rb = Roster(b, "hall", await join(b, "hall"))
+        await rb.until({a_id, b_id}, timeout=limit(5))
+        d = await open_socket(cd, "dave", diffs=True)
+        await d.send(type="status", state="invisible")
+        deadline = asyncio.get_running_loop().time() + limit(5)
+        while (await presence.aget(d_id, viewer=presence.TRUSTED)).state != "invisible":
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        await join(d, "hall")  # invisible: nobody hears of it
+        c = await open_socket(cc, "carol", diffs=True)
+        await join(c, "hall")
+        await rb.until({a_id, b_id, c_id}, timeout=limit(5))  # bob sees carol, not dave
+        await c.send(type="status", state="dnd")
+        await c.send(type="leave", room="hall")
+        await rb.until({a_id, b_id}, timeout=limit(5))
+        # Bob sees carol's status; a further diff about bob's own dnd is the last word.
+        await b.send(type="status", state="dnd")
+        got: list[dict[str, Any]] = []
+        deadline = asyncio.get_running_loop().time() + limit(5)
+        while not any(m["user"] == b_id for f in got for m in f.get("updated", ())):
+            assert asyncio.get_running_loop().time() < deadline, got
+            got.append(await a.wait_for("presence.diff", timeout=limit(5)))
+        frames = ra.frames + got + await a.collect(2 * roomstate.tick())
+        frames += rb.frames + await b.collect(0)
+        seen_by_a = {
+            m["user"] for f in ra.frames + got for k in ("joined", "left", "updated")
+            for m in f.get(k, ())  # fmt: skip
+        }
+        assert c_id not in seen_by_a and d_id not in seen_by_a, seen_by_a
+        assert b_id in seen_by_a
+        for f in frames:
+            assert d_id not in users_in(f), f  # the invisible user: in no frame of anybody's
