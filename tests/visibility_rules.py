@@ -27,7 +27,10 @@ SHOWN_ONLINE = ("online", "idle", "dnd")
 ANY = object()
 #: Approximate last seens ("recently", "within a week", ...): the bucket and how old it may be.
 BUCKETS = (("recently", 3 * 86400), ("within_week", 7 * 86400), ("within_month", 30 * 86400))
+#: A last seen a choice hides from the viewer (docs/websocket.md, drf.md: "hidden").
+HIDDEN = "hidden"
 ROUGHLY = {
+    HIDDEN: "offline",
     "recently": "last seen recently",
     "within_week": "last seen within a week",
     "within_month": "last seen within a month",
@@ -187,10 +190,17 @@ class World:
         seen = None if redis_away else p.seen_at
         if seen is None and (durable or redis_away):
             seen = p.row_at  # "the LastSeen fallbacks, with Redis away too"
-        how = self.last_seen_how(ws, viewer, subject) if seen is not None else ""
-        out["last_seen"] = ("at", seen) if how == "exact" else None
-        out["last_active"] = ANY if how == "exact" else None
-        out["last_seen_approx"] = bucket(now - seen) if how == "approximate" else ""
+        how = self.last_seen_how(ws, viewer, subject)
+        out["last_seen"] = ("at", seen) if how == "exact" and seen is not None else None
+        out["last_active"] = ANY if how == "exact" and seen is not None else None
+        approx = bucket(now - seen) if how == "approximate" and seen is not None else ""
+        # "hidden" where a choice hides it from this viewer altogether, whether or not there
+        # is a last seen to hide (read as "offline", not as a never-seen account's "not seen
+        # yet"); outside the audience nothing at all. With Redis away only a row is redacted
+        # (the read of Redis that would have marked it failed).
+        if how == "" and self.sees(viewer, subject) and (not redis_away or seen is not None):
+            approx = HIDDEN
+        out["last_seen_approx"] = approx
         return out
 
     def last_seen_text(
