@@ -568,3 +568,33 @@ def check_static_served(app_configs=None, **kwargs) -> list:
             id="presence_app.W025",
         )
     ]
+
+
+@register(Tags.compatibility)
+def check_count_only_rooms(app_configs=None, **kwargs) -> list:
+    """``COUNT_ONLY_ROOMS`` is a list of regular expressions; ``COUNT_SAMPLE`` a whole number."""
+    s = conf.get_settings()
+    patterns, sample = s["COUNT_ONLY_ROOMS"], s["COUNT_SAMPLE"]
+    errors: list = []
+    wrong = not isinstance(patterns, (list, tuple))
+    for pattern in [] if wrong else patterns:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError):
+            wrong = True
+    if wrong:
+        errors.append(
+            Error(
+                "PRESENCE['COUNT_ONLY_ROOMS'] must be a list of regular expressions "
+                "(room names that fully match one show their members a count only).",
+                id="presence_app.E044",
+            )
+        )
+    if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+        errors.append(
+            Error(
+                "PRESENCE['COUNT_SAMPLE'] must be a whole number (0: no sample).",
+                id="presence_app.E044",
+            )
+        )
+    return errors

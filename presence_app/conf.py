@@ -105,6 +105,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PERMANENT_ROOMS": 500,
     # A room's snapshot goes out in frames of at most this many members.
     "ROOM_SNAPSHOT_PAGE": 200,
+    # Count-only rooms: rooms whose names fully match one of these patterns show their members
+    # the live count (a presence.count frame a tick) and never the list; COUNT_SAMPLE > 0 adds
+    # that many members' presences (the first who came, as a signed-out visitor sees them).
+    "COUNT_ONLY_ROOMS": [],
+    "COUNT_SAMPLE": 0,
     # Workspaces: a callable or dotted path to tenant(request_or_scope) -> a key or None; each
     # key is a key space of its own (presence_app.tenants). None: one space for the whole site.
     "TENANT": None,

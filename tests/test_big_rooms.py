@@ -223,3 +223,95 @@ async def test_diffs_keep_the_one_redaction(slow_ticks):
         assert b_id in seen_by_a
         for f in frames:
             assert d_id not in users_in(f), f  # the invisible user: in no frame of anybody's
+
+
+# -- count-only rooms ------------------------------------------------------------------------------
+COUNT_ONLY = {"ROOM_STATE_RATE": 2, "COUNT_ONLY_ROOMS": [r"stadium(-\d+)?"]}
+
+
+async def counted(sock: Socket, room: str, count: int, timeout: float) -> list[dict[str, Any]]:
+    """``sock``'s frames until a ``presence.count`` of ``room`` says ``count``."""
+    frames: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        left = deadline - loop.time()
+        assert left > 0, f"{sock.name}: no count {count}; {frames[-5:]}"
+        try:
+            frame = await sock.next(left)
+        except TimeoutError:
+            continue
+        frames.append(frame)
+        if frame == {"type": "presence.count", "room": room, "count": count}:
+            return frames
+
+
+async def test_a_count_only_room_never_names_a_member_to_another(slow_ticks):
+    """Every frame of every socket in a count-only room is read: none names anybody but the
+    socket's own user, whatever they do there (join, status, typing, room state, leave)."""
+    tick = slow_ticks
+    people = [await make_user(f"fan{n}") for n in range(8)]
+    with presence_settings(**COUNT_ONLY):
+        socks = [
+            await open_socket(c, u.username, diffs=n % 2 == 0) for n, (u, c) in enumerate(people)
+        ]
+        frames: dict[str, list[dict[str, Any]]] = {s.user: [] for s in socks}
+        first = socks[0]
+        await first.send(type="join", room="stadium")
+        frames[first.user] += await counted(first, "stadium", 1, limit(5))
+        reads = roomstate.get_counts().reads
+        started = time.monotonic()
+        await asyncio.gather(*(s.send(type="join", room="stadium") for s in socks[1:]))
+        frames[first.user] += await counted(first, "stadium", len(socks), limit(10))
+        took = time.monotonic() - started
+        # The joins cost the first member a frame a tick at most, the process a read a tick
+        # (and one a joiner: its own count at once).
+        heard = [f for f in frames[first.user] if f["type"] == "presence.count"]
+        assert len(heard) <= took / tick + 3, (len(heard), took)
+        assert roomstate.get_counts().reads - reads <= len(socks) - 1 + took / tick + 2
+        # What a member might give away, tried: each is refused or reaches nobody.
+        for s in socks:
+            await s.send(type="typing", room="stadium")
+            await s.send(type="roomstate", room="stadium", data={"x": 1})
+        errors = [await s.wait_for("error", frame="typing") for s in socks]
+        assert {e["code"] for e in errors} == {"forbidden"}
+        await socks[1].send(type="status", state="dnd", message="cheering")
+        assert await presence.aset_room_state(socks[2].user, "stadium", {"seat": 7}) is True
+        for s in socks[:3]:
+            await s.send(type="leave", room="stadium")
+        for s in socks[3:]:
+            frames[s.user] += await counted(s, "stadium", len(socks) - 3, limit(10))
+        await asyncio.sleep(2 * tick)  # a window for anything stray (nothing may come)
+        for s in socks:
+            frames[s.user] += await s.collect(0.2)
+            named = set().union(*(users_in(f) for f in frames[s.user]))
+            assert named <= {s.user}, (s.name, named - {s.user})
+        assert len(await truth("stadium")) == len(socks) - 3
+
+
+async def test_a_count_only_rooms_sample_is_bounded(slow_ticks):
+    people = [await make_user(f"fan{n}") for n in range(4)]
+    with presence_settings(**COUNT_ONLY, COUNT_SAMPLE=2):
+        socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
+        for s in socks:
+            await join_counted(s, "stadium-1")
+        first = socks[0]
+        frame = await first.wait_for("presence.count", room="stadium-1", count=4, timeout=limit(5))
+        assert [m["user"] for m in frame["sample"]] == [socks[0].user, socks[1].user]
+        assert {m["state"] for m in frame["sample"]} == {"online"}
+
+
+async def join_counted(sock: Socket, room: str) -> dict[str, Any]:
+    await sock.send(type="join", room=room)
+    return await sock.wait_for("presence.count", room=room)
+
+
+def test_the_count_only_settings_are_checked():
+    from presence_app.checks import check_count_only_rooms
+
+    with presence_settings(COUNT_ONLY_ROOMS=["ok-.*"], COUNT_SAMPLE=3):
+        assert check_count_only_rooms() == []
+    with presence_settings(COUNT_ONLY_ROOMS=["(unclosed"], COUNT_SAMPLE=-1):
+        assert [e.id for e in check_count_only_rooms()] == ["presence_app.E044"] * 2
+    with presence_settings(COUNT_ONLY_ROOMS="stadium"):
+        assert [e.id for e in check_count_only_rooms()] == ["presence_app.E044"]

@@ -28,16 +28,18 @@ import concurrent.futures
 import hashlib
 import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 
-from .. import signals
+from .. import conf, signals
 from ..store import UNAVAILABLE, Presence, Transition
 from . import tenants
 from .limits import Throttle
@@ -77,10 +79,36 @@ def self_group(user_id: str) -> str:
     return _group("self", str(user_id))
 
 
+def count_group(room: str) -> str:
+    """The group of the processes serving a count-only room (one channel each): its joins and
+    leaves reach them as ``presence.count`` marks, never its members' sockets."""
+    return _group("count", room)
+
+
+@lru_cache(maxsize=8)
+def _count_only(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+def count_only(room: str) -> bool:
+    """Does ``room`` show its members a count and never the list (``COUNT_ONLY_ROOMS``)?"""
+    pattern = _count_only(tuple(conf.get("COUNT_ONLY_ROOMS") or ()))
+    return pattern is not None and pattern.fullmatch(room) is not None
+
+
+def count_event(room: str) -> dict[str, Any]:
+    """A count-only room's membership changed: no user named, the count is read on the tick."""
+    return {"type": "presence.count", "room": room, "tenant": tenants.current()}
+
+
 def targets(transition: Transition) -> list[str]:
+    """Where a transition goes: a count-only room's members hear nothing of it (its count
+    changes on the next tick), so neither its join or leave nor its users' updates go there."""
     if transition.room is not None:
-        return [room_group(transition.room)]
-    return [watchers_group(transition.user_id), *(room_group(r) for r in transition.rooms)]
+        room = transition.room
+        return [count_group(room) if count_only(room) else room_group(room)]
+    rooms = [room_group(r) for r in transition.rooms if not count_only(r)]
+    return [watchers_group(transition.user_id), *rooms]
 
 
 async def apublish(transitions: Iterable[Transition], *, layer: Any = None) -> None:
@@ -115,6 +143,8 @@ def _queues(transitions: list[Transition]) -> dict[str, list[dict[str, Any]]]:
     queues: dict[str, list[dict[str, Any]]] = {}
     for transition in transitions:
         event = transition.as_event()
+        if transition.room is not None and count_only(transition.room):
+            event = count_event(transition.room)
         for group in targets(transition):
             queues.setdefault(group, []).append(event)
     return queues
@@ -368,7 +398,7 @@ async def atyping(room: str, user_id: str, state: str, sender: str, *, layer: An
     """Tells ``room`` that ``user_id`` is typing (``state``: "online" or "dnd", as the store
     said); ``sender`` (the typist's channel) is not told."""
     layer = layer or get_channel_layer()
-    if layer is None:
+    if layer is None or count_only(room):  # nobody in a count-only room learns who is there
         return
     await layer.group_send(
         room_group(room),
@@ -391,7 +421,7 @@ def room_state_event(room: str, states: list[dict[str, Any]]) -> dict[str, Any]:
 async def aroom_states(room: str, states: list[dict[str, Any]], *, layer: Any = None) -> None:
     """Sends one batch of ``room``'s state changes to every connection in the room."""
     layer = layer or get_channel_layer()
-    if layer is not None and states:
+    if layer is not None and states and not count_only(room):
         await layer.group_send(room_group(room), room_state_event(room, states))
 
 

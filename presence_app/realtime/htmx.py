@@ -21,7 +21,7 @@ here with the same markup as the template tags:
 - ``presence-dot-<user>``: the user's dot, on every change of their state or status;
 - ``presence-seen-<user>``: "online now" / "last seen …";
 - ``presence-room-<room>``: the room's members (dot and name), in the order they came;
-- ``presence-count-<room>``: how many they are;
+- ``presence-count-<room>``: how many they are (a count-only room's live count);
 - ``presence-message``: a ``presence.send_to_user()`` payload, as JSON text.
 """
 
@@ -151,6 +151,14 @@ class HtmlEventStream(EventStream):
             for name in changed:
                 out += await self.room_events(name)
             return out
+        if kind == "presence.count" and isinstance(frame.get("room"), str):
+            # A count-only room: its count, and its list is the sample (if any).
+            room = frame["room"]
+            sample = [presence_of(m) for m in frame.get("sample") or () if isinstance(m, dict)]
+            self.members[room] = {p.user_id: p for p in sample}
+            listed, _ = await self.room_events(room)
+            out = [e for p in sample for e in self.user_events(p)]
+            return [*out, listed, (f"presence-count-{room}", str(int(frame.get("count") or 0)))]
         if kind == "presence.message":
             return [("presence-message", escape(json.dumps(frame.get("payload"))))]
         return []  # typing, errors, acks: nothing to swap

@@ -30,7 +30,7 @@ from typing import Any
 from django.conf import settings
 
 from .. import conf
-from ..core import rules, tenants
+from ..core import dispatch, rules, tenants
 from ..core.tasks import per_loop, raise_if_cancelling
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
@@ -326,3 +326,129 @@ class Diffs:
             self.timer = None
         for task in self.tasks:
             task.cancel()
+
+
+# -- count-only rooms: one count a tick, read once per process -------------------------------------
+class RoomCounts:
+    """The count-only rooms (``COUNT_ONLY_ROOMS``) this process's connections are in. Their
+    joins and leaves reach the process once, as ``presence.count`` marks on a channel of its own
+    (:func:`~presence_app.core.dispatch.count_group`); at most once a tick each changed room's
+    count is read once and sent to its local members as a ``presence.count`` frame: a join costs
+    the others nothing until then, and no member's id ever reaches them (a ``COUNT_SAMPLE``
+    names that many members, read as a signed-out visitor reads them)."""
+
+    def __init__(self) -> None:
+        self.rooms: dict[tuple[str | None, str], set[Any]] = {}  # (tenant, room) -> sessions
+        self.sent: dict[tuple[str | None, str], dict[str, Any]] = {}
+        self.dirty: set[tuple[str | None, str]] = set()
+        self.layer: Any = None
+        self.channel: str | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.ticker: asyncio.Task[None] | None = None
+        self.reads = 0  # counts read (the tests' and the bench's measure)
+
+    async def add(self, session: Any, room: str) -> None:
+        """``session`` is in ``room`` (a count-only one): it gets the count now, then each
+        change of it on the tick."""
+        key = (session.tenant, room)
+        first = key not in self.rooms
+        self.rooms.setdefault(key, set()).add(session)
+        if first:
+            if self.channel is None:
+                self.layer = session.layer
+                self.channel = await session.layer.new_channel()
+                task = asyncio.get_running_loop().create_task(self._receive())
+                self.tasks.add(task)
+            with tenants.activate(session.tenant):
+                await self.layer.group_add(dispatch.count_group(room), self.channel)
+        await self.refresh(session, room)
+
+    async def refresh(self, session: Any, room: str) -> None:
+        """The count of ``room`` now, to ``session`` alone (a join, a recovery)."""
+        frame = await self._frame((session.tenant, room), session.viewer)
+        await session.send(frame)
+
+    async def discard(self, session: Any, room: str) -> None:
+        key = (session.tenant, room)
+        members = self.rooms.get(key)
+        if members is None or session not in members:
+            return
+        members.discard(session)
+        if not members:
+            del self.rooms[key]
+            self.sent.pop(key, None)
+            self.dirty.discard(key)
+            with tenants.activate(session.tenant):
+                try:
+                    await self.layer.group_discard(dispatch.count_group(room), self.channel)
+                except UNAVAILABLE as exc:
+                    log_outage(exc)  # a stale member costs a dropped mark, and expires
+
+    async def _receive(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except UNAVAILABLE as exc:
+                log_outage(exc)
+                await asyncio.sleep(1)
+                continue
+            if message.get("type") != "presence.count":
+                continue
+            key = (message.get("tenant"), str(message.get("room")))
+            if key in self.rooms:
+                self.dirty.add(key)
+                if self.ticker is None or self.ticker.done():
+                    self.ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        """The first change of a quiet room goes at once, the next ones a tick apart."""
+        while self.dirty:
+            batch, self.dirty = self.dirty, set()
+            for key in batch:
+                try:
+                    await self._send(key)
+                except UNAVAILABLE as exc:
+                    log_outage(exc, "a room's count not sent")
+            await asyncio.sleep(tick())
+
+    async def _send(self, key: tuple[str | None, str]) -> None:
+        members = self.rooms.get(key)
+        if not members:
+            return
+        frame = await self._frame(key, None)
+        if self.sent.get(key) == frame:
+            return
+        self.sent[key] = frame
+        sampled = int(conf.get("COUNT_SAMPLE") or 0) > 0
+        for session in list(members):
+            # Under an AUDIENCE policy a sample is read for each viewer (the one redaction).
+            shown = frame
+            if sampled and session.viewer.filtered:
+                shown = await self._frame(key, session.viewer)
+            if not session.closed:
+                await session.send(shown)
+
+    async def _frame(self, key: tuple[str | None, str], viewer: Any) -> dict[str, Any]:
+        """A room's ``presence.count``: its visible members as a signed-out visitor counts them
+        (the same number for every member) and, with ``COUNT_SAMPLE``, the first of them."""
+        from .. import presence  # the front door imports this module
+
+        tenant, room = key
+        size = max(0, int(conf.get("COUNT_SAMPLE") or 0))
+        with tenants.activate(tenant):
+            ids = await presence.aroom_members(room)
+            self.reads += 1
+            frame: dict[str, Any] = {"type": "presence.count", "room": room, "count": len(ids)}
+            if size:
+                reader = viewer if viewer is not None and viewer.filtered else presence.ANONYMOUS
+                found = await presence.aget_many(ids[:size], viewer=reader) if ids else {}
+                frame["sample"] = [p.as_dict() for p in found.values() if p.is_online]
+        return frame
+
+
+_counts = per_loop(RoomCounts)
+
+
+def get_counts() -> RoomCounts:
+    """The count-only rooms of the running event loop (one per process)."""
+    return _counts()

@@ -39,6 +39,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 OUTAGE_NOTICE_INTERVAL = 30.0
 #: The AUDIENCE answers one connection remembers (the least recently used go first).
 AUDIENCE_ANSWERS = 512
+#: The refusal of a typing or a room state in a count-only room (``COUNT_ONLY_ROOMS``).
+COUNT_ONLY = "This room shows its count only: nobody there learns who is in it."
 #: Its own states in which a connection's typing and room states may go out.
 PUBLISHING_STATES = ONLINE_STATES - {"invisible"}
 
@@ -185,6 +187,7 @@ class PresenceSession:
             task.cancel()
         try:
             async with self.lock:
+                await self.uncount(self.rooms)
                 try:
                     # Its states go now, not after the grace: a reload comes back as a new
                     # connection, whose state would otherwise show twice meanwhile.
@@ -259,6 +262,7 @@ class PresenceSession:
         self.typing_throttle.forget(room)
         self.outbox.drop(room)
         self.diffs.drop(room)
+        await self.uncount({room})
         await self.groups.discard([dispatch.room_group(room)])
         try:
             await self.clear_states({room})  # announced as a removal, for another tab's sake
@@ -313,6 +317,8 @@ class PresenceSession:
         room = rules.room(room)
         if room not in self.rooms:
             raise FrameError("not_joined", "Join the room before typing in it.")
+        if dispatch.count_only(room):
+            raise FrameError("forbidden", COUNT_ONLY)
         # Ephemeral and best effort: throttled, never from an invisible user (a giveaway), nor
         # while this connection does not know its own state.
         if self.own_state is None:
@@ -329,6 +335,8 @@ class PresenceSession:
         room = rules.room(room)
         if room not in self.rooms:
             raise FrameError("not_joined", "Join the room before setting a state in it.")
+        if dispatch.count_only(room):
+            raise FrameError("forbidden", COUNT_ONLY)
         text = roomstate.encode(data)
         if self.own_state is None:
             await self.read_own_state()
@@ -373,7 +381,11 @@ class PresenceSession:
         """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
         the browser held, the next ones add to it, ``more`` is false on the last. A page costs
         one round trip; members outside the viewer's audience are left out (the policy's
-        answers come from this connection's memory of them, or one call for the list)."""
+        answers come from this connection's memory of them, or one call for the list). A
+        count-only room's is its count (``presence.count``), and its changes on the tick."""
+        if dispatch.count_only(room):
+            await roomstate.get_counts().add(self, room)
+            return
         await self.diffs.settle(room)  # what it holds of the room, the snapshot has
         ids = await presence.aroom_members(room, viewer=self.viewer)
         states = await presence.aroom_states(room, viewer=self.viewer) if ids else []
@@ -422,6 +434,8 @@ class PresenceSession:
             return
         else:
             self.hidden.learn(event.get("user", ""), event.get("state"))
+        if "room" in event and dispatch.count_only(str(event.get("room"))):
+            return  # nothing of a count-only room's members but its count (dispatch sends none)
         if "room" in event and event.get("room") not in self.rooms:
             return  # left or revoked (its own leave came from leave()), or not in yet (the
             # snapshot is next)
@@ -440,6 +454,11 @@ class PresenceSession:
             return
         await self.send(shown)
 
+    async def uncount(self, rooms: set[str]) -> None:
+        """Out of the count-only ones among ``rooms``: their counts stop coming."""
+        for room in [r for r in rooms if dispatch.count_only(r)]:
+            await roomstate.get_counts().discard(self, room)
+
     def accept(self, kinds: list[str]) -> None:
         """The client handles these frame types (its ``hello`` frame): ``presence.diff``
         batches the joins, leaves and updates it gets."""
@@ -454,7 +473,7 @@ class PresenceSession:
         """Members' room states: this connection's own left out, the others only of users this
         viewer may see (the one redaction), buffered to one frame per room per tick."""
         room = event.get("room")
-        if room not in self.rooms:
+        if room not in self.rooms or dispatch.count_only(room):
             return
         mine = self.public_id
         states = [
@@ -574,6 +593,7 @@ class PresenceSession:
         self.typing_throttle.forget(room)
         self.outbox.drop(room)
         self.diffs.drop(room)
+        await self.uncount({room})
         await self.groups.discard([dispatch.room_group(room)])
         await self.send(
             protocol.error_frame(

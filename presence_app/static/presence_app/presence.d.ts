@@ -81,6 +81,17 @@ export interface DiffFrame {
   updated?: DiffMember[];
 }
 
+/**
+ * presence.count: a count-only room's live count (COUNT_ONLY_ROOMS), at most once a tick; its
+ * members never learn who is in it, but for `sample` (COUNT_SAMPLE members' presences).
+ */
+export interface CountFrame {
+  type: "presence.count";
+  room: string;
+  count: number;
+  sample?: PresenceInfo[];
+}
+
 export interface TypingEvent {
   type: "presence.typing";
   user: string;
@@ -162,6 +173,7 @@ export interface PresenceEvents {
   leave: RoomEvent;
   update: UpdateEvent;
   diff: DiffFrame;
+  count: CountFrame;
   self: UpdateEvent;
   state: StateFrame;
   typing: TypingEvent;
@@ -243,6 +255,8 @@ export declare class PresenceClient {
   /** A frame of the project's own on the same socket; false while disconnected. */
   send(frame: ProjectFrame): boolean;
   members(room: string | number): PresenceInfo[];
+  /** How many are in the room: a count-only room's live count, else its members' number. */
+  count(room: string | number): number;
   get(userId: string | number): PresenceInfo | null;
   close(): void;
 }

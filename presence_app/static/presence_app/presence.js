@@ -22,7 +22,8 @@
  * dedicated worker, which a hidden tab's timer throttling does not slow; false: a page timer).
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update (each
- * also for every member of a presence.diff: the server batches them per tick), diff, typing,
+ * also for every member of a presence.diff: the server batches them per tick), diff, count (a
+ * count-only room's live count: {room, count, sample?}), typing,
  * roomstate (members' live states in a room changed: {room, states}), state (a room's or the
  * watch list's snapshot), self (your own status), direct (a payload
  * presence.send_to_user() sent to all your tabs and devices), privacy (your last-seen
@@ -32,7 +33,7 @@
  * expiresIn}), setPrivacy({lastSeen, approximate}), watch(ids), typing(room),
  * setRoomState(room, data) (your live state in a room: a cursor, a selection; sent at most
  * limits.room_state_rate times a second, the latest), roomState(room) (the others' states),
- * members(room), get(userId), send(frame) (a project's
+ * members(room), count(room), get(userId), send(frame) (a project's
  * own frame, rate limited with the rest; false while disconnected), close().
  *
  * In the page: every element with data-presence-user="<id>" gets the class presence-<state>
@@ -144,6 +145,7 @@
       this.handlers = new Map();
       this.users = new Map(); // user id -> latest presence seen
       this.roomMembers = new Map(); // room -> Map(user id -> member)
+      this.roomCounts = new Map(); // a count-only room -> its last presence.count
       this.userId = null;
       this.me = null; // your own presence, as only you see it
       this.limits = null;
@@ -222,6 +224,7 @@
       room = String(room);
       if (!this.rooms.delete(room)) return;
       this.roomMembers.delete(room);
+      this.roomCounts.delete(room);
       this.roomStates.delete(room);
       this.ownStates.delete(room);
       this.dirtyStates.delete(room);
@@ -285,9 +288,20 @@
       return this._send(frame);
     }
 
+    // A count-only room's: its count frame's sample (its count: count(room)).
     members(room) {
+      const counted = this.roomCounts.get(String(room));
+      if (counted) return (counted.sample || []).slice();
       const map = this.roomMembers.get(String(room));
       return map ? Array.from(map.values()) : [];
+    }
+
+    // How many are in a room: a count-only room's live count, else its members' number.
+    count(room) {
+      const counted = this.roomCounts.get(String(room));
+      if (counted) return counted.count;
+      const map = this.roomMembers.get(String(room));
+      return map ? map.size : 0;
     }
 
     get(userId) {
@@ -522,6 +536,13 @@
         case "presence.diff":
           this._diff(msg);
           break;
+        case "presence.count": // a count-only room: how many, never who (but a sample)
+          if (!this.rooms.has(msg.room)) break;
+          this.roomCounts.set(msg.room, msg);
+          for (const m of msg.sample || []) this._remember(m);
+          this._paintCounts();
+          this._emit("count", msg);
+          break;
         case "presence.update":
           if (msg.self) {
             this.me = msg;
@@ -746,8 +767,10 @@
 
     _paintCounts() {
       for (const el of this.root.querySelectorAll("[data-presence-room-count]")) {
-        const map = this.roomMembers.get(el.dataset.presenceRoomCount);
-        if (map) el.textContent = String(map.size);
+        const room = el.dataset.presenceRoomCount;
+        if (this.roomMembers.has(room) || this.roomCounts.has(room)) {
+          el.textContent = String(this.count(room));
+        }
       }
     }
 
