@@ -572,7 +572,8 @@ def check_static_served(app_configs=None, **kwargs) -> list:
 
 @register(Tags.compatibility)
 def check_count_only_rooms(app_configs=None, **kwargs) -> list:
-    """``COUNT_ONLY_ROOMS`` is a list of regular expressions; ``COUNT_SAMPLE`` a whole number."""
+    """``COUNT_ONLY_ROOMS`` is a list of regular expressions; ``COUNT_SAMPLE`` a whole number;
+    ``ROOM_SNAPSHOT_BYTES`` a number of bytes a frame of members can hold."""
     s = conf.get_settings()
     patterns, sample = s["COUNT_ONLY_ROOMS"], s["COUNT_SAMPLE"]
     errors: list = []
@@ -595,6 +596,14 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
             Error(
                 "PRESENCE['COUNT_SAMPLE'] must be a whole number (0: no sample).",
                 id="presence_app.E044",
+            )
+        )
+    size = s["ROOM_SNAPSHOT_BYTES"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
+        errors.append(
+            Error(
+                "PRESENCE['ROOM_SNAPSHOT_BYTES'] must be a whole number of bytes, 1024 or more.",
+                id="presence_app.E045",
             )
         )
     return errors

@@ -103,8 +103,10 @@ DEFAULTS: dict[str, Any] = {
     "LAST_SEEN_RECIPROCAL": False,
     # How many permanent rooms one user may be a member of (each is a database row).
     "MAX_PERMANENT_ROOMS": 500,
-    # A room's snapshot goes out in frames of at most this many members.
+    # A room's snapshot goes out in frames of at most this many members, and of about this many
+    # bytes of JSON (a member and their room states are never split); the JSON API's room pages too.
     "ROOM_SNAPSHOT_PAGE": 200,
+    "ROOM_SNAPSHOT_BYTES": 65536,
     # Count-only rooms: rooms whose names fully match one of these patterns show their members
     # the live count (a presence.count frame a tick) and never the list; COUNT_SAMPLE > 0 adds
     # that many members' presences (the first who came, as a signed-out visitor sees them).

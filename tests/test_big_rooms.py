@@ -315,3 +315,71 @@ def test_the_count_only_settings_are_checked():
         assert [e.id for e in check_count_only_rooms()] == ["presence_app.E044"] * 2
     with presence_settings(COUNT_ONLY_ROOMS="stadium"):
         assert [e.id for e in check_count_only_rooms()] == ["presence_app.E044"]
+
+
+# -- snapshots of big rooms: paged and bounded in bytes --------------------------------------------
+async def test_a_big_rooms_snapshot_comes_in_pages_bounded_in_bytes(slow_ticks):
+    import json
+
+    people = [await make_user(f"talker{n}") for n in range(12)]
+    with presence_settings(ROOM_STATE_RATE=2, ROOM_SNAPSHOT_BYTES=1024, ROOM_SNAPSHOT_PAGE=5):
+        socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
+        for n, s in enumerate(socks):
+            await s.send(type="status", message=f"{n} " + "x" * 120)
+            await join(s, "forum")
+        await socks[0].send(type="roomstate", room="forum", data={"note": "y" * 500})
+        _, cr = await make_user("reader")
+        viewer = await open_socket(cr, "reader", diffs=True)
+        deadline = asyncio.get_running_loop().time() + limit(5)
+        while not await presence.aroom_states("forum", viewer=presence.TRUSTED):
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        await viewer.send(type="join", room="forum")
+        frames = [await viewer.wait_for("presence.state", room="forum")]
+        while frames[-1]["more"]:
+            frames.append(await viewer.wait_for("presence.state", room="forum"))
+        assert [f["page"] for f in frames] == list(range(len(frames)))
+        members = [m["user"] for f in frames for m in f["members"]]
+        assert sorted(members) == sorted([s.user for s in socks] + [viewer.user])
+        assert len(members) == len(set(members))
+        assert all(len(f["members"]) <= 5 for f in frames)
+        for f in frames:  # over the bound only by a frame of one member (and their states)
+            assert len(json.dumps(f)) <= 1024 + 400 or len(f["members"]) == 1, f
+        assert len(frames) > len(members) / 5  # the bytes cut pages the count alone would not
+        states = [st for f in frames for st in f["states"]]
+        assert [st["user"] for st in states] == [socks[0].user]
+
+
+def test_the_api_pages_a_big_room_and_bounds_its_bytes(client, redis_client):
+    """``GET presence/api/rooms/<room>/``: ``?offset=&limit=`` pages, ``next`` until the last,
+    about ``ROOM_SNAPSHOT_BYTES`` a page; a count-only room answers its count alone."""
+    import json
+
+    from .users import create_user
+
+    client.force_login(create_user("reader"))
+    ids = [f"member-{n:02d}" for n in range(30)]
+    for uid in ids:
+        presence.connect(f"c-{uid}", uid)
+        presence.set_status(uid, message="m" * 100)
+        presence.join("arena", f"c-{uid}", uid)
+        presence.join("stadium-9", f"c-{uid}", uid)
+    with presence_settings(ROOM_SNAPSHOT_BYTES=2048, COUNT_ONLY_ROOMS=[r"stadium-\d+"]):
+        body = client.get("/presence/api/rooms/arena/", {"limit": 3}).json()
+        assert body["count"] == 30 and len(body["members"]) == 3 and body["next"] == 3
+        body = client.get("/presence/api/rooms/arena/", {"offset": 3, "limit": 100}).json()
+        assert 1 < len(body["members"]) < 27 and body["next"] == 3 + len(body["members"])
+        seen, offset, pages = [], 0, 0
+        while offset is not None:
+            reply = client.get("/presence/api/rooms/arena/", {"offset": offset})
+            assert reply.status_code == 200
+            page = reply.json()
+            assert len(reply.content) <= 2048 + 400 or len(page["members"]) == 1
+            seen += [m["user"] for m in page["members"]]
+            offset, pages = page["next"], pages + 1
+        assert seen == ids and pages > 1  # each once, in the order they came
+        assert client.get("/presence/api/rooms/arena/", {"limit": 0}).status_code == 400
+        counted = client.get("/presence/api/rooms/stadium-9/").json()
+        assert counted == {"room": "stadium-9", "count": 30, "members": [], "offset": 0,
+                           "next": None}  # fmt: skip
+        assert "member-" not in json.dumps(counted)

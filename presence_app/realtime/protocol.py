@@ -20,7 +20,7 @@ a bad frame is answered and changes nothing. The codes are part of the protocol 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .. import conf
@@ -85,6 +85,31 @@ def state_frame(presences: Iterable[Presence], **extra: Any) -> dict[str, Any]:
     """A ``presence.state`` frame: the members of a room (``room``, ``page``, ``more``) or of
     the watch list (``watch``)."""
     return {"type": "presence.state", **extra, "members": [p.as_dict() for p in presences]}
+
+
+def byte_pages(
+    members: list[Presence], states: list[dict[str, Any]]
+) -> Iterator[tuple[list[Presence], list[dict[str, Any]]]]:
+    """``members`` (and each one's ``states``) cut into pages of about ``ROOM_SNAPSHOT_BYTES``
+    of JSON: a member and their states go in one page, over the bound alone if they must. At
+    least one page, empty when there is nobody."""
+    limit = max(1, int(conf.get("ROOM_SNAPSHOT_BYTES")))
+    theirs: dict[str, list[dict[str, Any]]] = {}
+    for st in states:
+        theirs.setdefault(str(st["user"]), []).append(st)
+    page: list[Presence] = []
+    page_states: list[dict[str, Any]] = []
+    size = 0
+    for p in members:
+        own = theirs.get(p.user_id, [])
+        cost = len(json.dumps(p.as_dict())) + sum(len(json.dumps(st)) for st in own) + 2
+        if page and size + cost > limit:
+            yield page, page_states
+            page, page_states, size = [], [], 0
+        page.append(p)
+        page_states += own
+        size += cost
+    yield page, page_states
 
 
 def _not_json(name: str) -> Any:

@@ -378,7 +378,8 @@ class PresenceSession:
 
     @in_tenant
     async def send_room_state(self, room: str) -> None:
-        """The room's members in frames of ``ROOM_SNAPSHOT_PAGE``: ``page`` 0 replaces what
+        """The room's members in frames of ``ROOM_SNAPSHOT_PAGE`` members and about
+        ``ROOM_SNAPSHOT_BYTES`` (a member and their states never split): ``page`` 0 replaces what
         the browser held, the next ones add to it, ``more`` is false on the last. A page costs
         one round trip; members outside the viewer's audience are left out (the policy's
         answers come from this connection's memory of them, or one call for the list). A
@@ -391,7 +392,10 @@ class PresenceSession:
         states = await presence.aroom_states(room, viewer=self.viewer) if ids else []
         size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
         pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
-        for n, page in enumerate(pages):
+        mine = (self.user_id, self.public_id)
+        held: dict[str, Any] | None = None  # a frame is sent once the next one is known
+        n = 0
+        for page in pages:
             presences = (
                 await presence.aget_many(page, viewer=self.viewer, activity=True) if page else {}
             )
@@ -401,14 +405,19 @@ class PresenceSession:
             # Only states of members this page shows online: none of anyone the viewer does not
             # see (an invisible user, one outside the audience), nor this connection's own.
             online = {p.user_id for p in shown}
-            mine = (self.user_id, self.public_id)
             page_states = [
                 st for st in states if st["user"] in online and (st["user"], st["conn"]) != mine
             ]
-            frame = protocol.state_frame(
-                shown, room=room, page=n, more=n + 1 < len(pages), states=page_states
-            )
-            await self.send(frame)
+            for members, their_states in protocol.byte_pages(shown, page_states):
+                if held is not None:
+                    await self.send(held)
+                held = protocol.state_frame(
+                    members, room=room, page=n, more=True, states=their_states
+                )
+                n += 1
+        if held is not None:  # always: byte_pages yields a page, empty or not
+            held["more"] = False
+            await self.send(held)
 
     # -- events from the channel layer ----------------------------------------------------------
     @in_tenant

@@ -23,7 +23,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
 from .. import conf, presence, rooms
-from ..core import rules, tenants
+from ..core import dispatch, rules, tenants
 from ..failopen import breaker
 from ..store import UNAVAILABLE, InvalidInput, Presence
 from .ratelimit import bounded_ids, rate_limited
@@ -264,15 +264,39 @@ def _raw_path_is_utf8(request: HttpRequest) -> bool:
 @rate_limited
 @api_view
 def room(request: HttpRequest, room: str) -> dict[str, Any]:
-    """The visible members of ``room``, in the order they came, with their presence."""
+    """The visible members of ``room``, in the order they came, with their presence: a page at
+    a time (``?offset=0&limit=100``; ``next``, the offset of the next page, null after the
+    last), of at most ``limit`` members and about ``ROOM_SNAPSHOT_BYTES`` of them; ``count``
+    is all of them. Only the page's presences are read. A count-only room
+    (``COUNT_ONLY_ROOMS``): its count alone, as its members get it."""
     if not _raw_path_is_utf8(request):
         raise InvalidInput(rules.NOT_UTF8_ROOM)
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
+    offset = _int(request, "offset", 0, 0, MAX_CURSOR)
+    limit = _int(request, "limit", MAX_PER_PAGE, 1, MAX_PER_PAGE)
+    if dispatch.count_only(rules.room(room)):
+        count = presence.room_count(room)  # as a signed-out visitor counts, for everyone
+        return {"room": room, "count": count, "members": [], "offset": 0, "next": None}
     viewer = presence.viewer(request.user)
     ids = presence.room_members(room, viewer=viewer)
-    presences = presence.get_many(ids, viewer=viewer, activity=True) if ids else {}
-    return {"room": room, "count": len(ids), "members": _with_names(presences)}
+    page = ids[offset : offset + limit]
+    presences = presence.get_many(page, viewer=viewer, activity=True) if page else {}
+    members, size, bound = [], 0, max(1, int(conf.get("ROOM_SNAPSHOT_BYTES")))
+    for member in _with_names(presences):
+        cost = len(json.dumps(member)) + 2
+        if members and size + cost > bound:
+            break
+        members.append(member)
+        size += cost
+    end = offset + len(members)
+    return {
+        "room": room,
+        "count": len(ids),
+        "members": members,
+        "offset": offset,
+        "next": end if end < len(ids) else None,
+    }
 
 
 @rate_limited
