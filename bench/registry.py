@@ -15,4 +15,5 @@ MODULES = [
     "bench.roomstate",  # 13: live room state, 100 cursors at 30 Hz, coalesced vs naive
     "bench.store_layout3",  # 14: the store's memory, heartbeats and sweep through Store
     "bench.soak",  # 15: 30 minutes of churn: memory flat, the key space exact (issue 31)
+    "bench.big_rooms",  # 17: a storm of joins into one room, diffs vs a frame a join (issue 44)
 ]

@@ -23,7 +23,8 @@ import asyncio
 import hashlib
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -309,12 +310,15 @@ class Diffs:
             for frame in frames:
                 await self.send(frame)
 
-    async def settle(self, room: str) -> None:
-        """A snapshot of ``room`` is about to be read: it holds every change buffered so far
-        (each was written before it was announced), so they are dropped, after any flush on
-        its way (a frame older than the snapshot must not follow it)."""
+    @asynccontextmanager
+    async def snapshot(self, room: str) -> AsyncIterator[None]:
+        """While a snapshot of ``room`` is read and sent: it holds every change buffered so far
+        (each was written before it was announced), so they are dropped, after any flush on its
+        way (a frame older than the snapshot must not follow it); a change that comes meanwhile
+        (a recovery's snapshot runs beside the events) goes out after it, not before it."""
         async with self.lock:
             self.rooms.pop(room, None)
+            yield
 
     def drop(self, room: str) -> None:
         """The connection left ``room``: nothing more about it."""

@@ -387,7 +387,10 @@ class PresenceSession:
         if dispatch.count_only(room):
             await roomstate.get_counts().add(self, room)
             return
-        await self.diffs.settle(room)  # what it holds of the room, the snapshot has
+        async with self.diffs.snapshot(room):  # what it holds of the room, this has
+            await self._send_members(room)
+
+    async def _send_members(self, room: str) -> None:
         ids = await presence.aroom_members(room, viewer=self.viewer)
         states = await presence.aroom_states(room, viewer=self.viewer) if ids else []
         size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
