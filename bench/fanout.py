@@ -118,6 +118,7 @@ def setup_django(url: str, kind: str) -> None:
             }
         },
         USE_TZ=True,
+        SECRET_KEY="bench-fanout",  # a connection's public id is keyed by it (realtime/roomstate)
     )
     import django
 
