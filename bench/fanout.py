@@ -125,6 +125,18 @@ def setup_django(url: str, kind: str) -> None:
     django.setup()
 
 
+def answer(conn: Any, proc: Any, timeout: float = 600.0) -> Any:
+    """The sender process' next answer; raises when it died (its traceback is on stderr) or
+    said nothing for ``timeout`` seconds, instead of waiting for ever."""
+    deadline = time.monotonic() + timeout
+    while not conn.poll(1.0):
+        if not proc.is_alive():
+            raise RuntimeError(f"the sender process died (exit code {proc.exitcode})")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the sender process said nothing for {timeout:.0f} s")
+    return conn.recv()
+
+
 def sender(url: str, kind: str, conn: Any) -> None:
     """Serves ``conn`` commands: ("group",) -> the watchers' group name; ("change", mode,
     state, channels) -> (t0, layer messages); ("room", members, rounds) -> room figures."""
@@ -293,7 +305,7 @@ def measure(
     send_proc = spawn.Process(target=sender, args=(ctx.redis.url, kind, child), daemon=True)
     send_proc.start()
     parent.send(("group",))
-    group = parent.recv()
+    group = answer(parent, send_proc)
     stop, names = spawn.Event(), spawn.Queue()
     servers = [
         Server(
@@ -333,7 +345,7 @@ def measure(
                         channels if mode == "per_watcher" else None,
                     )
                 )
-                t0, call_s, messages = parent.recv()
+                t0, call_s, messages = answer(parent, send_proc)
                 got = _wait(counters, base + watchers, limit=60) - base
                 end = max(s.last_at.value for s in servers)
                 after = commandstats(client)
@@ -371,7 +383,7 @@ def room(ctx: Context, members: int, rounds: int) -> dict[str, Any]:
     proc.start()
     try:
         parent.send(("room", members, rounds))
-        out = parent.recv()
+        out = answer(parent, proc)
         parent.send(("quit",))
     finally:
         proc.join(15)
