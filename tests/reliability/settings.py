@@ -23,15 +23,20 @@ TIMERS = {**TIMERS, "TOUCH_INTERVAL": 1, "ONLINE_WINDOW": 2}  # noqa: F405
 #:   whose heartbeat it has not handled within LEASE_TTL is closed as silent (4408, store layout
 #:   3) though its client beat on time. 30 s against heartbeats every second leaves 29 s of such
 #:   lag (the shared 3 s left 2 s; seen: 3.2 s);
-#: - Redis' answers: redis-py times a call out on the server's event loop, which a loaded
-#:   server runs seconds late, so a call Redis answered at once fails as a timeout after 2 s
-#:   (REDIS_OPTIONS' default) and is taken for an outage: a join answered ``unavailable``, a
-#:   close whose lease is not cut (its user left online until the lease ran out). 30 s here;
-#:   the other options are the defaults (presence_app/conf.py).
+#: - Redis' answers: redis-py times a call (and a new connection) out on the server's event
+#:   loop, which a loaded server runs seconds late, so a call Redis answered at once fails as a
+#:   timeout after 2 s (1 s to connect: REDIS_OPTIONS' defaults) and is taken for an outage: a
+#:   join answered ``unavailable``, a close whose lease is not cut (its user left online until
+#:   the lease ran out, its registry field until its process ends: seen, under 600 closes at
+#:   once). 30 s here; ``retry_on_timeout`` stays the default (presence_app/conf.py).
 #: The grace, the sweep and the heartbeat interval stay the shared ones.
 LOADED = {
     "LEASE_TTL": 30,
-    "REDIS_OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 30, "retry_on_timeout": False},
+    "REDIS_OPTIONS": {
+        "socket_connect_timeout": 30,
+        "socket_timeout": 30,
+        "retry_on_timeout": False,
+    },
 }
 
 DEBUG = True  # project/urls.py serves the static files (presence.js) when DEBUG is on
