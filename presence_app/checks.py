@@ -598,6 +598,14 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
                 id="presence_app.E044",
             )
         )
+    rate = s["MEMBERSHIP_RATE"]
+    if not _number(rate) or rate <= 0:
+        errors.append(
+            Error(
+                "PRESENCE['MEMBERSHIP_RATE'] must be a number of frames a second above 0.",
+                id="presence_app.E046",
+            )
+        )
     size = s["ROOM_SNAPSHOT_BYTES"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
         errors.append(

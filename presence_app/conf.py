@@ -75,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
     # latest wins: per connection on the sending side, one frame per room on the receiving).
     "ROOM_STATE_MAX_BYTES": 1024,
     "ROOM_STATE_RATE": 20,
+    # Membership changes (joins, leaves, updates as presence.diff; a count-only room's count):
+    # frames a second to a socket at most, per room. The first change of a quiet tick goes at once.
+    "MEMBERSHIP_RATE": 5,
     # JSON API abuse limits (presence_app/web/ratelimit.py), per process: requests a second and
     # burst per signed-in user and per client IP (429 with Retry-After past them), and the
     # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).

@@ -32,8 +32,8 @@ def audience(viewer, user_ids):
 async def slow_ticks(redis_client):
     """Half-second ticks: a storm of joins spans a few of them whatever the machine's speed."""
     channel_layers.backends.clear()
-    with presence_settings(ROOM_STATE_RATE=2):
-        yield roomstate.tick()
+    with presence_settings(MEMBERSHIP_RATE=2):
+        yield roomstate.membership_tick()
         await shutdown()
     channel_layers.backends.clear()
     RELATION.clear()
@@ -148,7 +148,7 @@ async def test_a_lone_join_goes_out_at_once(redis_client):
     """The first change of a quiet slot is not held for the tick: with ten-second ticks, a lone
     join reaches the room well before the next one."""
     channel_layers.backends.clear()
-    with presence_settings(ROOM_STATE_RATE=0.1):
+    with presence_settings(MEMBERSHIP_RATE=0.1):
         (_, ca), (_, cb) = await make_user("alice"), await make_user("bob")
         a = await open_socket(ca, "alice", diffs=True)
         await join(a, "quiet")
@@ -158,7 +158,7 @@ async def test_a_lone_join_goes_out_at_once(redis_client):
         diff = await a.wait_for("presence.diff", room="quiet", timeout=limit(3))
         assert [m["user"] for m in diff["joined"]] == [b.user] and diff["left"] == []
         # at once, or at most the slot's last fifth later: never a whole tick
-        assert time.monotonic() - started < roomstate.tick()
+        assert time.monotonic() - started < roomstate.membership_tick()
         # A status change is an update: a diff without a room, about the user wherever shown.
         await b.send(type="status", state="dnd", message="busy")
         diff = await a.wait_for("presence.diff", timeout=limit(12))
@@ -187,7 +187,7 @@ async def test_diffs_keep_the_one_redaction(slow_ticks):
     a_id, b_id, c_id, d_id = (str(u.pk) for u in (alice, bob, carol, dave))
     RELATION.update({a_id: {a_id, b_id}, b_id: {a_id, b_id, c_id, d_id}})
     RELATION.update({c_id: {a_id, b_id, c_id, d_id}, d_id: {a_id, b_id, c_id, d_id}})
-    with presence_settings(ROOM_STATE_RATE=2, AUDIENCE="tests.test_big_rooms.audience"):
+    with presence_settings(MEMBERSHIP_RATE=2, AUDIENCE="tests.test_big_rooms.audience"):
         a = await open_socket(ca, "alice", diffs=True)
         b = await open_socket(cb, "bob", diffs=True)
         ra = Roster(a, "hall", await join(a, "hall"))
@@ -213,7 +213,7 @@ async def test_diffs_keep_the_one_redaction(slow_ticks):
         while not any(m["user"] == b_id for f in got for m in f.get("updated", ())):
             assert asyncio.get_running_loop().time() < deadline, got
             got.append(await a.wait_for("presence.diff", timeout=limit(5)))
-        frames = ra.frames + got + await a.collect(2 * roomstate.tick())
+        frames = ra.frames + got + await a.collect(2 * roomstate.membership_tick())
         frames += rb.frames + await b.collect(0)
         seen_by_a = {
             m["user"] for f in ra.frames + got for k in ("joined", "left", "updated")
@@ -226,7 +226,7 @@ async def test_diffs_keep_the_one_redaction(slow_ticks):
 
 
 # -- count-only rooms ------------------------------------------------------------------------------
-COUNT_ONLY = {"ROOM_STATE_RATE": 2, "COUNT_ONLY_ROOMS": [r"stadium(-\d+)?"]}
+COUNT_ONLY = {"MEMBERSHIP_RATE": 2, "COUNT_ONLY_ROOMS": [r"stadium(-\d+)?"]}
 
 
 async def counted(sock: Socket, room: str, count: int, timeout: float) -> list[dict[str, Any]]:
@@ -322,7 +322,7 @@ async def test_a_big_rooms_snapshot_comes_in_pages_bounded_in_bytes(slow_ticks):
     import json
 
     people = [await make_user(f"talker{n}") for n in range(12)]
-    with presence_settings(ROOM_STATE_RATE=2, ROOM_SNAPSHOT_BYTES=1024, ROOM_SNAPSHOT_PAGE=5):
+    with presence_settings(MEMBERSHIP_RATE=2, ROOM_SNAPSHOT_BYTES=1024, ROOM_SNAPSHOT_PAGE=5):
         socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
         for n, s in enumerate(socks):
             await s.send(type="status", message=f"{n} " + "x" * 120)

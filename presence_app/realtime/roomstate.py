@@ -58,6 +58,12 @@ def tick() -> float:
     return 1.0 / max(float(conf.get("ROOM_STATE_RATE")), 0.1)
 
 
+def membership_tick() -> float:
+    """Seconds between two frames of membership changes (``1 / MEMBERSHIP_RATE``): a
+    ``presence.diff`` or a ``presence.count`` of a room."""
+    return 1.0 / max(float(conf.get("MEMBERSHIP_RATE")), 0.1)
+
+
 def next_tick(last: float) -> float:
     """The next flush: the first boundary of the wall clock's ticks (multiples of the tick) not
     past and at least half a tick after ``last`` (so, after a flush on a boundary, the next
@@ -221,20 +227,24 @@ DIFF_EVENTS = frozenset({"presence.join", "presence.leave", "presence.update"})
 
 
 def _slot() -> tuple[int, float, float]:
-    """The current slot (ticks shifted by :data:`GATHER`), how far into it, and the tick."""
-    t = tick()
+    """The current slot of membership changes (their ticks shifted by :data:`GATHER`), how far
+    into it, and the tick."""
+    t = membership_tick()
     slot, into = divmod(time.time() - t * GATHER, t)
     return int(slot), into, t
 
 
 def diff_entry(event: dict[str, Any]) -> dict[str, Any]:
     """A join's, leave's or update's member as a ``presence.diff`` lists it."""
-    return {k: v for k, v in event.items() if k not in ("type", "room")}
+    entry = dict(event)
+    entry.pop("type", None)
+    entry.pop("room", None)
+    return entry
 
 
 class Diffs:
-    """A connection's membership changes, sent at most once per slot (the slots of
-    :class:`Outbox`): a ``presence.diff`` frame per room with its ``joined`` and ``left``
+    """A connection's membership changes, sent at most once per slot (``MEMBERSHIP_RATE`` a
+    second, placed as :class:`Outbox`'s): a ``presence.diff`` frame per room with its ``joined`` and ``left``
     members, then one with the ``updated`` users (a status, idle, offline: about the user
     wherever the browser shows them). Latest wins per user: a join then a leave in one slot is
     a leave. The first change of a quiet slot goes at once, so a lone join costs no wait; a
@@ -413,7 +423,7 @@ class RoomCounts:
                     await self._send(key)
                 except UNAVAILABLE as exc:
                     log_outage(exc, "a room's count not sent")
-            await asyncio.sleep(tick())
+            await asyncio.sleep(membership_tick())
 
     async def _send(self, key: tuple[str | None, str]) -> None:
         members = self.rooms.get(key)
