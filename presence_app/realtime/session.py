@@ -462,7 +462,9 @@ class PresenceSession:
         shown = await presence.aredact_event(event, viewer=self.viewer)
         if shown is None:
             return
-        if shown.get("type") == "presence.update" and not self.recent.first_time(shown):
+        # deduplicated on the event as sent, not as redacted: two offlines whose time a privacy
+        # choice withholds read alike, and the second one must still arrive
+        if shown.get("type") == "presence.update" and not self.recent.first_time(event):
             return
         await self.send(shown)
 
