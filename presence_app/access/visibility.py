@@ -13,9 +13,11 @@ durable last seen read from the database) passes through :func:`redact` (and its
 lists, events and the database's last seen) with a :class:`Sight` of the list: the ids the
 ``AUDIENCE`` policy admits and the users' last-seen privacy choices (:func:`sight` /
 :func:`asight`: one policy call and one query a list). Someone outside a user's audience learns
-of them exactly what they learn of an invisible user: offline, no last seen, no status text, no
-room, no metadata. A user's last seen shows as their privacy choice allows
-(:mod:`presence_app.access.privacy`).
+of them nothing but "offline": no last seen, no status text, no room, no metadata. An invisible
+user reads offline too, with the last seen they had when they went invisible. A user's last seen
+shows as their privacy choice allows (:mod:`presence_app.access.privacy`); where it hides it
+from the viewer (the user's choice, or the viewer's own with ``LAST_SEEN_RECIPROCAL``) it reads
+"hidden", not as a never-seen account's none.
 """
 
 from __future__ import annotations
