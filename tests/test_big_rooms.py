@@ -383,3 +383,39 @@ def test_the_api_pages_a_big_room_and_bounds_its_bytes(client, redis_client):
         assert counted == {"room": "stadium-9", "count": 30, "members": [], "offset": 0,
                            "next": None}  # fmt: skip
         assert "member-" not in json.dumps(counted)
+
+
+# -- the htmx stream draws a diff and a count ------------------------------------------------------
+async def test_the_htmx_stream_draws_a_diff_once_and_a_count(slow_ticks):
+    from channels.layers import get_channel_layer
+
+    from presence_app.realtime.htmx import HtmlEventStream
+
+    user, _ = await make_user("page")
+    layer = get_channel_layer()
+    stream = HtmlEventStream(
+        user, layer, await layer.new_channel(), None, rooms=[], users=[], language=None
+    )
+    assert stream.session.batched  # it takes its joins and leaves batched
+    member = {"state": "online", "at": 1.0, "message": "", "emoji": ""}
+    await stream.render({"type": "presence.state", "room": "hall", "members": [], "page": 0})
+    events = await stream.render(
+        {"type": "presence.diff", "room": "hall", "left": [],
+         "joined": [{**member, "user": "u1"}, {**member, "user": "u2"}]}  # fmt: skip
+    )
+    names = [name for name, _ in events]
+    assert names.count("presence-room-hall") == 1 and names.count("presence-count-hall") == 1
+    assert dict(events)["presence-count-hall"] == "2"
+    assert {"presence-dot-u1", "presence-dot-u2"} <= set(names)
+    events = await stream.render(
+        {"type": "presence.diff", "room": "hall", "joined": [],
+         "left": [{**member, "user": "u1", "state": "offline", "at": None}]}  # fmt: skip
+    )
+    assert dict(events)["presence-count-hall"] == "1"
+    events = await stream.render({"type": "presence.diff", "updated": [{**member, "user": "u2",
+                                  "state": "dnd"}]})  # fmt: skip
+    assert "presence-dnd" in dict(events)["presence-dot-u2"]
+    assert "presence-room-hall" in dict(events)  # the room it is in, drawn again
+    events = await stream.render({"type": "presence.count", "room": "stadium", "count": 12345})
+    assert dict(events)["presence-count-stadium"] == "12345"
+    assert dict(events)["presence-room-stadium"] == '<ul class="presence-roster"></ul>'
