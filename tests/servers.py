@@ -173,6 +173,34 @@ class Database:
         return {name: User(**fields) for name, fields in out.items()}
 
 
+def listening(pid: int, port: int) -> bool:
+    """Does process ``pid`` hold a socket listening on loopback ``port``? (Linux: the
+    listening sockets of /proc/net/tcp, then the process' descriptors.)"""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in descriptors:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue  # closed meanwhile
+    return False
+
+
 class AsgiServer:
     """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess; or a
     project's ``manage.py runserver`` (``server="runserver"``, ``manage``: its path)."""
@@ -263,8 +291,21 @@ class AsgiServer:
         ]
 
     def start(self, timeout: float = 60) -> AsgiServer:
+        """Starts the server and returns once it answers, on a socket of its own: the port
+        free_port() chose may be another process's by then (another test run's server, beside
+        this one under pytest-xdist), which answered for it while this one, still loading
+        Django, was yet to fail to bind (its tests then spoke to a stranger: a session unknown
+        there, 4401). A server that finds its port taken starts again on another."""
+        for _ in range(5):
+            if self._start(timeout):
+                return self
+            self.port = free_port()
+        raise ServerError(f"{self.name} found its port taken five times:\n{self.log()}")
+
+    def _start(self, timeout: float) -> bool:
+        """False when the server exited because its port was taken."""
         if self.alive:
-            return self
+            return True
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen(
                 self.command(),
@@ -277,11 +318,13 @@ class AsgiServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if "address already in use" in self.log(2000):
+                    return False
                 raise ServerError(
                     f"{self.name} exited with {self.process.returncode}:\n{self.log()}"
                 )
-            if self.answers():
-                return self
+            if listening(self.process.pid, self.port) and self.answers():
+                return True
             time.sleep(0.05)
         self.stop()
         raise ServerError(

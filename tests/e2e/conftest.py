@@ -23,6 +23,7 @@ import pytest
 from presence_app.testing import free_port
 
 from ..browser import SHOWN_WITHIN, SKIP_REASON, chromium_path, launch, skip_browser
+from ..servers import listening
 from ..users import login_name
 from .settings import TIMERS
 
@@ -85,10 +86,22 @@ class DemoServer:
                 f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}", pytrace=False
             )
 
-    def start(self, timeout: float = 30) -> DemoServer:
+    def start(self, timeout: float = 60) -> DemoServer:
+        """Migrates, then serves; returns once it answers on a socket of its own (the port
+        free_port() chose may be another process's by then: tests/servers.py, AsgiServer.start):
+        a server that finds its port taken starts again on another."""
         self.manage("migrate", "--noinput", "--verbosity", "0")
         self.manage("demo_users")
-        log = open(self.log_path, "wb")  # the child keeps its own copy of the descriptor
+        for _ in range(5):
+            if self._serve(timeout):
+                return self
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+        pytest.fail(f"uvicorn found its port taken five times:\n{self.log()}", pytrace=False)
+
+    def _serve(self, timeout: float) -> bool:
+        """False when uvicorn exited because its port was taken."""
+        log = open(self.log_path, "ab")  # the child keeps its own copy of the descriptor
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -113,11 +126,16 @@ class DemoServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if "address already in use" in self.log():
+                    return False
                 pytest.fail(f"uvicorn exited:\n{self.log()}", pytrace=False)
+            if not listening(self.process.pid, self.port):
+                time.sleep(0.1)
+                continue
             try:
                 with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=1) as reply:
                     if reply.status == 200:
-                        return self
+                        return True
             except (urllib.error.URLError, OSError):
                 time.sleep(0.1)
         self.stop()
