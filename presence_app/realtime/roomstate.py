@@ -360,6 +360,7 @@ class RoomCounts:
         self.tasks: set[asyncio.Task[None]] = set()
         self.ticker: asyncio.Task[None] | None = None
         self.reads = 0  # counts read (the tests' and the bench's measure)
+        self.renewed = 0.0  # when the groups were last added (the layer forgets them)
 
     async def add(self, session: Any, room: str) -> None:
         """``session`` is in ``room`` (a count-only one): it gets the count now, then each
@@ -371,11 +372,25 @@ class RoomCounts:
             if self.channel is None:
                 self.layer = session.layer
                 self.channel = await session.layer.new_channel()
+                self.renewed = asyncio.get_running_loop().time()
                 task = asyncio.get_running_loop().create_task(self._receive())
                 self.tasks.add(task)
             with tenants.activate(session.tenant):
                 await self.layer.group_add(dispatch.count_group(room), self.channel)
         await self.refresh(session, room)
+
+    async def renew(self) -> None:
+        """Adds every group again before the layer's ``group_expiry`` forgets them (the
+        sessions' heartbeats call this; it does the work twice a ``group_expiry``)."""
+        if self.channel is None:
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self.renewed < float(getattr(self.layer, "group_expiry", 86400)) / 2:
+            return
+        self.renewed = now
+        for tenant, room in list(self.rooms):
+            with tenants.activate(tenant):
+                await self.layer.group_add(dispatch.count_group(room), self.channel)
 
     async def refresh(self, session: Any, room: str) -> None:
         """The count of ``room`` now, to ``session`` alone (a join, a recovery)."""

@@ -214,6 +214,8 @@ class PresenceSession:
         self.finish_recovery()
         if self.groups.due():
             await self.groups.add_all(self.rooms, self.watched)
+        if any(dispatch.count_only(r) for r in self.rooms):
+            await roomstate.get_counts().renew()
 
     @in_tenant
     async def activity(self) -> None:
