@@ -840,3 +840,37 @@ def test_a_connection_past_the_users_limit_is_refused_and_takes_nothing(make3):
     a.connect("c3", "u1", now=T + 1, max_connections=2)
     assert kinds(a.connect("c9", "u2", now=T + 1, max_connections=1)) == [("online", "u2")]
     assert sorted(a.export("u1")["connections"]) == ["c1", "c3"]  # c2 closed: its grace only
+
+
+async def test_a_read_after_a_write_in_one_round_trip_sees_it_after_noscript(
+    presence_redis_url, redis_client
+):
+    """A round trip's calls run in order: a status set, then the user read back, reads the
+    status. After a SCRIPT FLUSH (a Redis restart) with only the read's script loaded again, the
+    write failed NOSCRIPT and the read ran without it; repeating the failed write alone left
+    the read stale (a socket's own update showed an emoji it had just set as none)."""
+    import redis.asyncio as aredis
+
+    from presence_app.store import scripts
+
+    def flushed() -> None:
+        redis_client.script_flush()
+        redis_client.script_load(scripts.load()["get_many"].source)  # the read's script only
+
+    store = Store(redis_client, StoreConfig())
+    store.connect("c1", "u1", now=T)
+    flushed()
+    p = store.planned
+    _, me = store.gather(p.set_status("u1", emoji="🎧", now=T), p.get("u1", viewer="u1", now=T))
+    assert me.emoji == "🎧"
+    client = aredis.Redis.from_url(presence_redis_url)
+    try:
+        astore = AsyncStore(client, StoreConfig())
+        flushed()
+        p = astore.planned
+        _, me = await astore.gather(
+            p.set_status("u1", emoji="📅", now=T), p.get("u1", viewer="u1", now=T)
+        )
+        assert me.emoji == "📅"
+    finally:
+        await client.aclose()

@@ -11,7 +11,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from . import scripts
 from .base import BaseStore
 from .plans import Call, Plan
-from .sync import missing_scripts, queue, raise_errors
+from .sync import missing_scripts, queue, raise_errors, to_repeat
 from .types import StoreConfig, Transition
 
 
@@ -42,7 +42,7 @@ async def pipeline(client: Any, calls: list[Call]) -> list[Any]:
     if missing:
         for name in missing:
             await client.script_load(scripts.load()[name].source)
-        again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        again = to_repeat(calls, replies)
         for i, reply in zip(again, await pipeline(client, [calls[i] for i in again]), strict=True):
             replies[i] = reply
     return replies

@@ -29,6 +29,9 @@ NAMES = (
 #: Reads that need only head.lua (the keys and the clock), not the library: every call of a
 #: script runs its whole prelude.
 READS = {"get_many"}
+#: The scripts that change nothing: safe to run again (after NOSCRIPT, a read that ran before a
+#: write it came after is read again: sync.to_repeat).
+READS_ONLY = {"get_many", "online", "room", "counts"}
 
 
 class Script:

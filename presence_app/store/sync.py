@@ -24,6 +24,23 @@ def missing_scripts(calls: list[Call], replies: list[Any]) -> set[str]:
     return {c.script for c, r in zip(calls, replies, strict=True) if isinstance(r, NoScriptError)}
 
 
+def to_repeat(calls: list[Call], replies: list[Any]) -> list[int]:
+    """After NOSCRIPT: the calls to run again once the scripts are loaded, in order. The failed
+    ones, and every read after the first of them: a round trip's calls run in order, so a read
+    that came after a write it missed (a status set, then the user read back) is read again,
+    after it. A write that ran is not repeated."""
+    failed = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+    if not failed:
+        return []
+    return [
+        i
+        for i in range(failed[0], len(calls))
+        if isinstance(replies[i], NoScriptError)
+        or not calls[i].script  # a plain command: a read, or a write as it was (idempotent)
+        or calls[i].script in scripts.READS_ONLY
+    ]
+
+
 def raise_errors(replies: list[Any]) -> list[Any]:
     for reply in replies:
         if isinstance(reply, Exception):
@@ -61,7 +78,7 @@ def pipeline(client: Any, calls: list[Call]) -> list[Any]:
     if missing:
         for name in missing:
             client.script_load(scripts.load()[name].source)
-        again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        again = to_repeat(calls, replies)
         for i, reply in zip(again, pipeline(client, [calls[i] for i in again]), strict=True):
             replies[i] = reply
     return replies

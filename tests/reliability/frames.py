@@ -14,6 +14,7 @@ checks every answer against the model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -569,7 +570,11 @@ class Conversation:
         for frame in got:
             if frame["type"] == "presence.update" and self._is(frame, status):
                 return
+        # a deadline of its own: heartbeat acks keep coming, so waiting frame by frame never ends
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
         while True:
+            assert loop.time() < deadline, ("no update of the user's own status", status, got)
             frame = await self.sock.next(5)
             if frame["type"] == "presence.update" and frame.get("self") and self._is(frame, status):
                 return
