@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.servers import AsgiServer, User
+from tests.timing import limit
 
 from .clients import Client
 
@@ -74,7 +75,7 @@ class Actor:
         server = self.rng.choice(self.sim.servers)
         client = Client(server, self.user.user)
         await client.connect()
-        self.sim.note_connect(self.user)
+        self.sim.note_connect(self.user, client.hello.get("me"))
         self.client = client
         self.rooms = set()
         client.beat(self.sim.timers.heartbeat)
@@ -175,17 +176,38 @@ class Simulation:
         if self._open_tabs(user) == 0:
             user.offline_since = asyncio.get_running_loop().time()
 
-    def note_connect(self, user: UserTruth) -> None:
+    def note_connect(self, user: UserTruth, me: dict[str, Any] | None) -> None:
+        """A tab of a user with none open connected; ``me``: the user's own presence its hello
+        told. The store keeps a status METADATA_TTL past the end of the user's last connection
+        (its grace, seen by a sweep) and forgets it at a sweep after that: by the time a loaded
+        machine's sweeps come, which the hello tells. It must tell the status set before, or
+        the one forgotten; before the grace could end, the one set; well past the expiry (held
+        to tests/timing.py's multiple of it), the one forgotten."""
         if user.offline_since is None or self._open_tabs(user) > 0:
             return
         gap = asyncio.get_running_loop().time() - user.offline_since
         user.offline_since = None
-        t = self.timers
-        # Listed until the grace ends and a sweep sees it; the hash expires METADATA_TTL later.
-        if gap > t.grace + t.sweep + t.metadata_ttl + 1.0:
-            user.state, user.message, user.known = "online", "", True
-        elif gap > t.grace + t.metadata_ttl - 0.5:
+        if me is None:  # Redis did not answer the hello: the store may say either
             user.known = False
+            return
+        t = self.timers
+        told = ("online" if me["state"] in ("online", "idle") else me["state"], me["message"])
+        kept, forgotten = (user.state, user.message), ("online", "")
+        expected = [kept, forgotten] if user.known else [told]
+        if user.known and gap < t.grace:
+            expected = [kept]
+        elif user.known and gap > limit(t.grace + t.sweep + t.metadata_ttl) + 1.0:
+            expected = [forgotten]
+        if told not in expected:
+            self.errors.append(
+                {
+                    "user": user.user.id,
+                    "offline for": round(gap, 2),
+                    "hello": told,
+                    "expected": expected,
+                }
+            )
+        user.state, user.message, user.known = told[0], told[1], True
 
     # -- running ------------------------------------------------------------------------------
     async def run(self, seconds: float) -> None:
