@@ -54,6 +54,11 @@ async def _sent_nowhere(frame: dict[str, Any]) -> None:
     """A closed session's ``send``."""
 
 
+async def _redacted_away(events: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """A closed session's redaction of its membership diffs: nothing is shown."""
+    return [None] * len(events)
+
+
 class PresenceSession:
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
     (default: the current one) is the key space it lives in for its whole life. ``end`` closes
@@ -162,6 +167,7 @@ class PresenceSession:
             await self.groups.discard(self.groups.all(self.rooms, self.watched))
             self.closed = True  # nothing else taken, nothing to close
             self.send = self.outbox.send = self.diffs.send = _sent_nowhere
+            self.diffs.redact = _redacted_away  # it was this session's: a cycle
             raise ConnectionLimit(limit) from None
         except UNAVAILABLE as exc:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
@@ -203,6 +209,7 @@ class PresenceSession:
             # a connection of minutes has reached. Nothing is sent once closed: let go, and an
             # ended connection is freed at once (the soak's RSS grew with every one kept).
             self.send = self.outbox.send = self.diffs.send = _sent_nowhere
+            self.diffs.redact = _redacted_away  # it was this session's: a cycle
             self.end, self.liveness = None, None  # the same for the transport's close
 
     # -- what a connection does (frames, REST calls) ------------------------------------------
