@@ -263,3 +263,35 @@ def test_the_requests_own_user_reads_online_on_the_page_it_renders(
     client.force_login(hidden)
     assert client.get("/own/").content.decode().endswith("|invisible")
     assert presence.get(hidden).state == "offline"  # to everybody else
+
+
+def test_a_prefetch_of_a_page_reads_what_each_tag_then_shows(
+    people, django_user_model, redis_calls
+):
+    """A list or a queryset of users is checked at once; a page with something that is no user
+    in it (None, a visitor) is read key by key, skipping it, as before: one round trip either
+    way, and each dot as if read alone."""
+    from django.contrib.auth.models import AnonymousUser
+
+    p = people
+    alone = {n: render("{% presence_dot u %}", u=p[n]) for n in p}
+    pks = [p[n].pk for n in ("ann", "cy", "di")]
+    pages = {
+        "list": ([p["ann"], p["cy"], p["di"]], ["ann", "cy", "di"]),
+        "queryset": (
+            django_user_model.objects.filter(pk__in=pks).order_by("pk"),
+            ["ann", "cy", "di"],
+        ),
+        "mixed": (
+            [p["ann"], None, AnonymousUser(), p["eve"].pk, str(p["ben"].pk)],
+            ["ann", "eve", "ben"],
+        ),
+    }
+    for name, (users, shown) in pages.items():
+        redis_calls.reset()
+        html = render(
+            "{% presence_prefetch users %}{% for u in users %}{% presence_dot u %}{% endfor %}",
+            users=users,
+        )
+        assert redis_calls.by_command() == {"evalsha": 1}, name
+        assert html == "".join(alone[n] for n in shown), name

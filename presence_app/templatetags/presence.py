@@ -15,16 +15,17 @@ from typing import Any
 
 from django import template
 from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.db.models import QuerySet
 from django.template.library import SimpleNode, parse_bits
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeData
 
 from .. import presence
-from ..core.rules import MAX_USER_ID_LENGTH, user_key, users_in_order
+from ..core.rules import MAX_USER_ID_LENGTH, user_ids, user_key, users_in_order
 from ..failopen import breaker
 from ..jobs.touches import TOUCHED, is_activity
 from ..markup import LABELS, display_name, dot_html, last_seen_html, last_seen_text, state_label
-from ..store import UNAVAILABLE, Presence
+from ..store import UNAVAILABLE, InvalidInput, Presence
 from ..web.lookup import ATTR, PresenceBatch, batch_for, user_keys
 
 register = template.Library()
@@ -127,8 +128,20 @@ def presence_prefetch(context: template.Context, users: Any, attr: str = "") -> 
 
     ``attr`` may name the foreign key's id (``"author_id"``) to spare the database a query.
     """
-    _batch(context).prefetch(user_keys(users, attr))
+    _batch(context).prefetch(_page_keys(users, attr))
     return ""
+
+
+def _page_keys(users: Any, attr: str) -> list[str]:
+    """:func:`user_keys` of a page: a list of users (one model's objects, keys) checked at once
+    by the front door's rule (``rules.user_ids``), a key at a time only for anything else (an
+    attribute, something that is no user: skipped)."""
+    if not attr and isinstance(users, list | tuple | QuerySet):
+        try:
+            return user_ids(users)
+        except InvalidInput:
+            pass
+    return user_keys(users, attr)
 
 
 @page_tag
