@@ -37,9 +37,32 @@ class PageTagNode(SimpleNode):
     is not safe already (``conditional_escape`` of a safe string is most of simple_tag's own
     time a call)."""
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        # ``{% presence_dot u %}``: the context's ``u``, no filter, no lookup (a page's usual)
+        arg = self.args[0] if len(self.args) == 1 and not self.kwargs else None
+        var = getattr(arg, "var", None)
+        self.name = (
+            var.lookups[0]
+            if isinstance(var, template.Variable)
+            and not arg.filters
+            and var.lookups is not None
+            and len(var.lookups) == 1
+            and not var.translate
+            else None
+        )
+
     def render(self, context: template.Context) -> str:
         args, kwargs = self.args, self.kwargs
-        if len(args) == 1 and not kwargs:
+        if self.name is not None:
+            try:
+                value = context[self.name]
+            except KeyError:  # as the template engine resolves it (string_if_invalid)
+                value = args[0].resolve(context)
+            if callable(value):  # the engine calls it (or does not): its own resolution
+                value = args[0].resolve(context)
+            output = self.func(context, value)
+        elif len(args) == 1 and not kwargs:
             output = self.func(context, args[0].resolve(context))
         else:
             output = self.func(
