@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from html import escape
-from inspect import getfullargspec, unwrap
+from inspect import getfullargspec, signature, unwrap
 from typing import Any
 
 from django import template
@@ -83,6 +83,10 @@ def page_tag(func: Any) -> Any:
     compiled into a :class:`PageTagNode`."""
     params, varargs, varkw, defaults, kwonly, kwonly_defaults, _ = getfullargspec(unwrap(func))
     name = func.__name__
+    params = params[1:]  # "context": the node passes it, as simple_tag's own does
+    # Django 6.1's parse_bits lost its takes_context argument (simple_tag strips "context")
+    old_parse = "takes_context" in signature(parse_bits).parameters
+    taken: tuple[bool, ...] = (False,) if old_parse else ()
 
     def compile_func(parser: Any, token: Any) -> PageTagNode:
         bits = token.split_contents()[1:]
@@ -90,7 +94,7 @@ def page_tag(func: Any) -> Any:
         if len(bits) >= 2 and bits[-2] == "as":
             target, bits = bits[-1], bits[:-2]
         args, kwargs = parse_bits(
-            parser, bits, params, varargs, varkw, defaults, kwonly, kwonly_defaults, True, name
+            parser, bits, params, varargs, varkw, defaults, kwonly, kwonly_defaults, *taken, name
         )
         return PageTagNode(func, True, args, kwargs, target)
 
