@@ -180,12 +180,12 @@ async def _server(index: int, members: int, total: int, conn: Any) -> None:
         await asyncio.sleep(max(0.0, start_at - time.time()))
         cpu = time.process_time()
 
-        async def join(k: int, s: PresenceSession) -> None:
+        async def join(k: int, s: PresenceSession, room: str, start_at: float) -> None:
             await asyncio.sleep(max(0.0, start_at + STORM * k / members - time.time()))
             async with turns[s.channel_name]:
                 await s.join(room)
 
-        await asyncio.gather(*(join(k, s) for k, s in enumerate(sessions)))
+        await asyncio.gather(*(join(k, s, room, start_at) for k, s in enumerate(sessions)))
         joined_at = time.time()
         deadline = joined_at + SETTLE
         while time.time() < deadline and any(v.full_at is None for v in views):
@@ -319,8 +319,11 @@ def run(ctx: Context) -> list[Row]:
             "s",
             theirs["converged_s"] if theirs["converged_s"] is not None else never,
             label,
-            checks=[Check("<= 2 s", never if ours["converged_s"] is None else ours["converged_s"],
-                          "<=", 2)],  # fmt: skip
+            checks=[
+                Check(
+                    "<= 2 s", never if ours["converged_s"] is None else ours["converged_s"], "<=", 2
+                )
+            ],  # fmt: skip
         ),
         Row(
             "17 big_rooms",

@@ -165,8 +165,8 @@ async def test_a_lone_join_goes_out_at_once(redis_client):
         while "updated" not in diff:
             diff = await a.wait_for("presence.diff", timeout=limit(12))
             assert [(m["user"], m["state"], m["message"]) for m in diff["updated"]] == [
-            (b.user, "dnd", "busy")
-        ]
+                (b.user, "dnd", "busy")
+            ]
         # Its own leave comes back as a diff too (the layer may hand a join of alice's, made
         # before bob's group add, to bob after his snapshot: a repeat of what it showed).
         await b.send(type="leave", room="quiet")
@@ -216,7 +216,9 @@ async def test_diffs_keep_the_one_redaction(slow_ticks):
         frames = ra.frames + got + await a.collect(2 * roomstate.membership_tick())
         frames += rb.frames + await b.collect(0)
         seen_by_a = {
-            m["user"] for f in ra.frames + got for k in ("joined", "left", "updated")
+            m["user"]
+            for f in ra.frames + got
+            for k in ("joined", "left", "updated")
             for m in f.get(k, ())  # fmt: skip
         }
         assert c_id not in seen_by_a and d_id not in seen_by_a, seen_by_a
@@ -400,16 +402,24 @@ async def test_the_htmx_stream_draws_a_diff_once_and_a_count(slow_ticks):
     member = {"state": "online", "at": 1.0, "message": "", "emoji": ""}
     await stream.render({"type": "presence.state", "room": "hall", "members": [], "page": 0})
     events = await stream.render(
-        {"type": "presence.diff", "room": "hall", "left": [],
-         "joined": [{**member, "user": "u1"}, {**member, "user": "u2"}]}  # fmt: skip
+        {
+            "type": "presence.diff",
+            "room": "hall",
+            "left": [],
+            "joined": [{**member, "user": "u1"}, {**member, "user": "u2"}],
+        }  # fmt: skip
     )
     names = [name for name, _ in events]
     assert names.count("presence-room-hall") == 1 and names.count("presence-count-hall") == 1
     assert dict(events)["presence-count-hall"] == "2"
     assert {"presence-dot-u1", "presence-dot-u2"} <= set(names)
     events = await stream.render(
-        {"type": "presence.diff", "room": "hall", "joined": [],
-         "left": [{**member, "user": "u1", "state": "offline", "at": None}]}  # fmt: skip
+        {
+            "type": "presence.diff",
+            "room": "hall",
+            "joined": [],
+            "left": [{**member, "user": "u1", "state": "offline", "at": None}],
+        }  # fmt: skip
     )
     assert dict(events)["presence-count-hall"] == "1"
     events = await stream.render({"type": "presence.diff", "updated": [{**member, "user": "u2",

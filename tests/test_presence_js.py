@@ -5,9 +5,9 @@ re-joins its room after its socket drops or its link goes dead."""
 from __future__ import annotations
 
 import contextlib
-from concurrent.futures import ThreadPoolExecutor
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -398,6 +398,7 @@ def test_a_storm_of_joins_comes_batched_and_fires_the_same_events(redis_client):
         page = open_page(browser, server, cookie, url="/e2e-storm/")
         page.wait_for_function("presence.members('hall').length === 1")
         others = [(f"conn{n}", f"storm-{n}") for n in range(12)]
+
         def in_thread(fn) -> None:  # Playwright's loop runs in this one: sync code elsewhere
             with ThreadPoolExecutor(1) as pool:
                 pool.submit(fn).result()
