@@ -1,7 +1,7 @@
 """The checks CI runs besides `make test`: `nox` runs them all, `nox -l` lists them.
 
-- ``tests``: the fast core (every top-level ``tests/test_*.py`` but the browser one: the store,
-  consumer, API, middleware, tags, admin and command tests) on each supported Python x Django
+- ``tests``: the fast core (every test module but the browser one and ``SERVER_SUITES``' folders:
+  the store, consumer, API, middleware, tags, admin and command tests) on each supported Python x Django
   pair but the first (Python 3.11, Django 5.2: `make test`'s, the whole suite), on Debian's
   redis-server; on a single Redis, and on the newest pair with the Redis
   Cluster variants too, under coverage (and the store's model checks in full: elsewhere at
@@ -82,11 +82,16 @@ SERVERS = {
 # with a private Redis and Cluster of its own), e.g. for one session run alone.
 WORKERS = os.environ.get("PRESENCE_NOX_WORKERS", "0")
 
-# The store's model checks (Hypothesis state machines, tests/test_store*_model.py) are half of
+# The store's model checks (Hypothesis state machines, tests/store/test_store_model.py) are half of
 # the core's time at their full 300 examples. They test the store's logic, which no Python or
 # Django version changes: `make test` and the newest cell run them in full, the other runs of
 # the core at this many examples (enough to catch a version that breaks them at all).
 MODEL_EXAMPLES_ELSEWHERE = "50"
+
+
+#: The folders of tests that drive real servers (each its own session or `make test` only); the
+#: core is every other test module, laid out like the package.
+SERVER_SUITES = {"e2e", "ha", "reliability", "scaleout"}
 
 
 def core_tests(
@@ -97,11 +102,15 @@ def core_tests(
     cluster: bool = False,
     full_models: bool = False,
 ) -> None:
-    """The fast core: top-level test modules, without the browser (make test runs that), and
+    """The fast core: the test modules laid out like the package, without the browser (make test runs that), and
     without the Redis Cluster variants unless ``cluster`` (they double the time). The model
     checks run at ``MODEL_EXAMPLES_ELSEWHERE`` examples unless ``full_models``."""
-    modules = sorted(glob.glob("tests/test_*.py"))
-    modules.remove("tests/test_presence_js.py")
+    modules = sorted(
+        path
+        for path in glob.glob("tests/**/test_*.py", recursive=True)
+        if path.split("/")[1] not in SERVER_SUITES
+    )
+    modules.remove("tests/static/test_presence_js.py")
     if not cluster:
         args = ("-m", "not cluster", *args)
     env = dict(env or {})
@@ -176,21 +185,21 @@ def tests(session: nox.Session, django: str) -> None:
 #: every path a user id takes, from the socket to the LastSeen rows, and one browser.
 UUID_USER_TESTS = [
     "tests/test_uuid_users.py",
-    "tests/test_user_ids.py",
+    "tests/store/test_user_ids.py",
     "tests/test_front_door.py",
-    "tests/test_consumer.py",
-    "tests/test_api.py",
-    "tests/test_templatetags.py",
+    "tests/realtime/test_consumer.py",
+    "tests/web/test_api.py",
+    "tests/templatetags/test_templatetags.py",
     "tests/test_admin.py",
     "tests/test_rooms.py",
-    "tests/test_lastseen.py",
+    "tests/jobs/test_lastseen.py",
     "tests/test_demo_users.py",
-    "tests/test_tutorial_consumer.py",
+    "tests/docs/test_tutorial_consumer.py",
     "tests/test_erasure.py",
-    "tests/test_visibility.py",
-    "tests/test_drf.py",
-    "tests/test_privacy.py",
-    "tests/test_htmx.py",
+    "tests/access/test_visibility.py",
+    "tests/contrib/test_drf.py",
+    "tests/access/test_privacy.py",
+    "tests/realtime/test_htmx.py",
     "tests/reliability/test_sse.py",
     "tests/reliability/test_mixin.py",
     "tests/e2e/test_sse.py",
@@ -287,10 +296,10 @@ def lint(session: nox.Session) -> None:
 @nox.parametrize("django", [CELLS[0][1], NEWEST[1]])
 def drf(session: nox.Session, django: str) -> None:
     """presence_app[drf] (Django REST framework's serializer field and filter) on the oldest
-    and the newest Django: the other cells skip tests/test_drf.py, without DRF installed."""
+    and the newest Django: the other cells skip tests/contrib/test_drf.py, without DRF installed."""
     install(session, ".[drf]", f"django~={django}.0", "--group", "test")
     session.run(
-        "pytest", "-p", "no:cacheprovider", "-q", "tests/test_drf.py", *session.posargs,
+        "pytest", "-p", "no:cacheprovider", "-q", "tests/contrib/test_drf.py", *session.posargs,
         env={"REDIS_URL": ""},
     )  # fmt: skip
 

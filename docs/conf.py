@@ -45,7 +45,7 @@ html_title = f"presence_app {release}"
 
 # -- settings.md: its default column must be presence_app.conf.DEFAULTS ----------------------
 # The table carries the defaults itself (Python literals), so that it reads the same on GitHub;
-# the build only checks it (tests/test_docs.py does too).
+# the build only checks it (tests/docs/test_docs.py does too).
 SETTING_ROW = re.compile(r"^\| `([A-Z_]+)` \| `(.*?)` \|", re.M)
 
 

@@ -18,7 +18,7 @@ from project.settings import *  # noqa: E402, F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 # The suite runs on the app's defaults; the demo turns LAST_SEEN_PRIVACY on, and the tests of
-# privacy (tests/test_privacy.py, tests/test_visibility_model.py, the demo's e2e) turn it on too.
+# privacy (tests/access/test_privacy.py, tests/access/test_visibility_model.py, the demo's e2e) turn it on too.
 PRESENCE = {**PRESENCE, "LAST_SEEN_PRIVACY": False}  # noqa: F405
 
 # tests/settings_uuid.py (and every server a run under it starts): the UUID-and-email user model.

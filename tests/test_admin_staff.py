@@ -22,7 +22,7 @@ from presence_app import presence, tenants
 from presence_app.core.connection import get_store
 from presence_app.models import LastSeen
 
-from .test_audience import RELATION
+from .access.test_audience import RELATION
 from .users import create_user, login_name
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +91,7 @@ def test_the_chart_is_withheld_from_staff_under_an_audience_policy(client, staff
     RELATION.clear()
     RELATION[str(staff.pk)] = set()  # the viewer's audience: nobody
     try:
-        with with_presence(AUDIENCE="tests.test_audience.policy"):
+        with with_presence(AUDIENCE="tests.access.test_audience.policy"):
             client.force_login(staff)
             page = client.get(DASHBOARD)
             assert page.status_code == 200 and page.context["chart"] is None

@@ -4,7 +4,7 @@ active in both: no row of one is read, revoked, forgotten or left behind in the 
 Each test failed on 47aebdf (one LastSeen row per user across workspaces, memberships without a
 workspace, a deletion forgotten in the current workspace only, the privacy row kept by forget
 and left out of export). Real Redis, real channel layer, real sockets and requests; the
-workspace is named by ``?ws=`` (``tests.test_tenants.tenant_of``).
+workspace is named by ``?ws=`` (``tests.core.test_tenants.tenant_of``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .ws import Socket, make_user, presence_settings, shutdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TENANT = "tests.test_tenants.tenant_of"
+TENANT = "tests.core.test_tenants.tenant_of"
 WORKSPACES = ("acme", "globex")
 
 

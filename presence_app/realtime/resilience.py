@@ -11,7 +11,7 @@ Three overrides of Channels' consumer, each for a reason a test or a benchmark s
   ends every consumer at once (a traceback and a 1006 per socket). Here the receive is retried
   until Redis is back and the browser told once per outage; the socket stays open and its next
   heartbeat takes its lease and rooms again. Shown by the same test and by
-  tests/test_consumer.py::test_redis_away_gets_unavailable_errors_not_a_crash.
+  tests/realtime/test_consumer.py::test_redis_away_gets_unavailable_errors_not_a_crash.
 - ``dispatch``: Channels closes stale database connections before every message, a hop to its
   one sync thread each: too dear for every heartbeat and room event (bench/sockets.py). Presence
   touches the database only inside ``database_sync_to_async`` (hooks), which does it itself.

@@ -1,0 +1,431 @@
+"""Big rooms (issue 44) over real sockets, the real channels-redis layer and a real Redis:
+membership changes batched per tick (``presence.diff``) for a client that accepts them, a storm
+of joins and of leaves converging with no lost or duplicated member, and the one redaction
+(invisible users, the ``AUDIENCE`` policy) holding in every diff."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from channels.layers import channel_layers
+
+from presence_app import presence
+from presence_app.realtime import roomstate
+
+from ..timing import limit
+from ..ws import Socket, make_user, presence_settings, shutdown
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Who may see whom under the audience test's policy (viewer id -> ids).
+RELATION: dict[str, set[str]] = {}
+
+
+def audience(viewer, user_ids):
+    return [u for u in user_ids if u in RELATION.get(viewer, set())]
+
+
+@pytest.fixture
+async def slow_ticks(redis_client):
+    """Half-second ticks: a storm of joins spans a few of them whatever the machine's speed."""
+    channel_layers.backends.clear()
+    with presence_settings(MEMBERSHIP_RATE=2):
+        yield roomstate.membership_tick()
+        await shutdown()
+    channel_layers.backends.clear()
+    RELATION.clear()
+
+
+async def open_socket(cookie: str, name: str, *, diffs: bool) -> Socket:
+    sock = await Socket.open(cookie, name=name)
+    sock.beat()
+    if diffs:
+        await sock.send(type="hello", accept=["presence.diff"])
+    return sock
+
+
+async def join(sock: Socket, room: str) -> dict[str, Any]:
+    await sock.send(type="join", room=room)
+    return await sock.wait_for("presence.state", room=room)
+
+
+class Roster:
+    """A room's members as a diff-accepting client keeps them: the snapshot, then each diff."""
+
+    def __init__(self, sock: Socket, room: str, snapshot: dict[str, Any]) -> None:
+        self.sock, self.room = sock, room
+        self.members = {m["user"] for m in snapshot["members"]}
+        self.frames: list[dict[str, Any]] = []  # every frame after the snapshot
+        self.joined: list[str] = []
+        self.left: list[str] = []
+
+    async def until(self, wanted: set[str], timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.members != wanted:
+            left = deadline - loop.time()
+            assert left > 0, f"{self.sock.name}: {sorted(self.members)} != {sorted(wanted)}"
+            try:
+                frame = await self.sock.next(left)
+            except TimeoutError:
+                continue
+            self.frames.append(frame)
+            if frame["type"] == "presence.diff" and frame.get("room") == self.room:
+                for m in frame["left"]:
+                    self.members.discard(m["user"])
+                    self.left.append(m["user"])
+                for m in frame["joined"]:
+                    self.members.add(m["user"])
+                    self.joined.append(m["user"])
+
+    def diffs(self) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f["type"] == "presence.diff" and f.get("room")]
+
+
+def users_in(value: Any) -> set[str]:
+    """Every user id a frame names, at any depth (members, states, events)."""
+    if isinstance(value, dict):
+        found = {str(value["user"])} if "user" in value else set()
+        return found.union(*(users_in(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(users_in(v) for v in value))
+    return set()
+
+
+async def truth(room: str) -> set[str]:
+    return set(await presence.aroom_members(room, viewer=presence.TRUSTED))
+
+
+N = 30
+
+
+async def test_a_storm_of_joins_and_leaves_reaches_a_watcher_as_few_frames(slow_ticks):
+    tick = slow_ticks
+    (_, cw), (_, cl) = await make_user("watcher"), await make_user("legacy")
+    members = [await make_user(f"m{n}") for n in range(N)]
+    w = await open_socket(cw, "watcher", diffs=True)
+    legacy = await open_socket(cl, "legacy", diffs=False)  # today's frames, for comparison
+    roster = Roster(w, "hall", await join(w, "hall"))
+    await join(legacy, "hall")
+    await roster.until({w.user, legacy.user}, timeout=limit(5))
+    roster.frames.clear(), roster.joined.clear()
+    socks = [await open_socket(c, u.username, diffs=False) for u, c in members]
+    ids = {s.user for s in socks}
+
+    started = time.monotonic()
+    await asyncio.gather(*(s.send(type="join", room="hall") for s in socks))
+    await roster.until({w.user, legacy.user} | ids, timeout=limit(10))
+    took = time.monotonic() - started
+    assert roster.members == await truth("hall")
+    diffs = roster.diffs()
+    # No member lost or told twice; at most one frame a tick, and far fewer frames than joins.
+    assert sorted(roster.joined) == sorted(ids)
+    assert len(diffs) <= took / tick + 2, (len(diffs), took)
+    assert len(diffs) < N / 3, [len(d["joined"]) for d in diffs]
+    assert {m["state"] for d in diffs for m in d["joined"]} == {"online"}
+    # The same storm, one frame a join, to a socket that did not accept diffs.
+    joins: list[dict[str, Any]] = []
+    while len(joins) < N:
+        joins.append(await legacy.wait_for("presence.join", room="hall", timeout=limit(5)))
+    print(f"{N} joins in {took:.2f} s: {len(diffs)} diff frames (tick {tick} s), {N} joins")
+
+    # A storm of leaves: the same, the other way.
+    roster.frames.clear()
+    started = time.monotonic()
+    await asyncio.gather(*(s.send(type="leave", room="hall") for s in socks))
+    await roster.until({w.user, legacy.user}, timeout=limit(10))
+    took = time.monotonic() - started
+    assert roster.members == await truth("hall")
+    assert sorted(roster.left) == sorted(ids)
+    assert len(roster.diffs()) <= took / tick + 2
+    assert len(roster.diffs()) < N / 3
+
+
+async def test_a_lone_join_goes_out_at_once(redis_client):
+    """The first change of a quiet slot is not held for the tick: with ten-second ticks, a lone
+    join reaches the room well before the next one."""
+    channel_layers.backends.clear()
+    with presence_settings(MEMBERSHIP_RATE=0.1):
+        (_, ca), (_, cb) = await make_user("alice"), await make_user("bob")
+        a = await open_socket(ca, "alice", diffs=True)
+        await join(a, "quiet")
+        b = await open_socket(cb, "bob", diffs=True)
+        started = time.monotonic()
+        await b.send(type="join", room="quiet")
+        diff = await a.wait_for("presence.diff", room="quiet", timeout=limit(3))
+        assert [m["user"] for m in diff["joined"]] == [b.user] and diff["left"] == []
+        # at once, or at most the slot's last fifth later: never a whole tick
+        assert time.monotonic() - started < roomstate.membership_tick()
+        # A status change is an update: a diff without a room, about the user wherever shown.
+        await b.send(type="status", state="dnd", message="busy")
+        diff = await a.wait_for("presence.diff", timeout=limit(12))
+        while "updated" not in diff:
+            diff = await a.wait_for("presence.diff", timeout=limit(12))
+            assert [(m["user"], m["state"], m["message"]) for m in diff["updated"]] == [
+                (b.user, "dnd", "busy")
+            ]
+        # Its own leave comes back as a diff too (the layer may hand a join of alice's, made
+        # before bob's group add, to bob after his snapshot: a repeat of what it showed).
+        await b.send(type="leave", room="quiet")
+        mine = await b.wait_for("presence.diff", room="quiet", timeout=limit(3))
+        while not mine["left"]:
+            mine = await b.wait_for("presence.diff", room="quiet", timeout=limit(3))
+        assert [m["user"] for m in mine["left"]] == [b.user], mine
+        await shutdown()
+    channel_layers.backends.clear()
+
+
+async def test_diffs_keep_the_one_redaction(slow_ticks):
+    """Under an ``AUDIENCE`` policy a diff lists only members the viewer may see, and an
+    invisible user is in nobody's diff: every frame of every socket is read."""
+    (alice, ca), (bob, cb), (carol, cc), (dave, cd) = [
+        await make_user(n) for n in ("alice", "bob", "carol", "dave")
+    ]
+    a_id, b_id, c_id, d_id = (str(u.pk) for u in (alice, bob, carol, dave))
+    RELATION.update({a_id: {a_id, b_id}, b_id: {a_id, b_id, c_id, d_id}})
+    RELATION.update({c_id: {a_id, b_id, c_id, d_id}, d_id: {a_id, b_id, c_id, d_id}})
+    with presence_settings(MEMBERSHIP_RATE=2, AUDIENCE="tests.realtime.test_big_rooms.audience"):
+        a = await open_socket(ca, "alice", diffs=True)
+        b = await open_socket(cb, "bob", diffs=True)
+        ra = Roster(a, "hall", await join(a, "hall"))
+        rb = Roster(b, "hall", await join(b, "hall"))
+        await rb.until({a_id, b_id}, timeout=limit(5))
+        d = await open_socket(cd, "dave", diffs=True)
+        await d.send(type="status", state="invisible")
+        deadline = asyncio.get_running_loop().time() + limit(5)
+        while (await presence.aget(d_id, viewer=presence.TRUSTED)).state != "invisible":
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        await join(d, "hall")  # invisible: nobody hears of it
+        c = await open_socket(cc, "carol", diffs=True)
+        await join(c, "hall")
+        await rb.until({a_id, b_id, c_id}, timeout=limit(5))  # bob sees carol, not dave
+        await c.send(type="status", state="dnd")
+        await c.send(type="leave", room="hall")
+        await rb.until({a_id, b_id}, timeout=limit(5))
+        # Bob sees carol's status; a further diff about bob's own dnd is the last word.
+        await b.send(type="status", state="dnd")
+        got: list[dict[str, Any]] = []
+        deadline = asyncio.get_running_loop().time() + limit(5)
+        while not any(m["user"] == b_id for f in got for m in f.get("updated", ())):
+            assert asyncio.get_running_loop().time() < deadline, got
+            got.append(await a.wait_for("presence.diff", timeout=limit(5)))
+        frames = ra.frames + got + await a.collect(2 * roomstate.membership_tick())
+        frames += rb.frames + await b.collect(0)
+        seen_by_a = {
+            m["user"]
+            for f in ra.frames + got
+            for k in ("joined", "left", "updated")
+            for m in f.get(k, ())  # fmt: skip
+        }
+        assert c_id not in seen_by_a and d_id not in seen_by_a, seen_by_a
+        assert b_id in seen_by_a
+        for f in frames:
+            assert d_id not in users_in(f), f  # the invisible user: in no frame of anybody's
+
+
+# -- count-only rooms ------------------------------------------------------------------------------
+COUNT_ONLY = {"MEMBERSHIP_RATE": 2, "COUNT_ONLY_ROOMS": [r"stadium(-\d+)?"]}
+
+
+async def counted(sock: Socket, room: str, count: int, timeout: float) -> list[dict[str, Any]]:
+    """``sock``'s frames until a ``presence.count`` of ``room`` says ``count``."""
+    frames: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        left = deadline - loop.time()
+        assert left > 0, f"{sock.name}: no count {count}; {frames[-5:]}"
+        try:
+            frame = await sock.next(left)
+        except TimeoutError:
+            continue
+        frames.append(frame)
+        if frame == {"type": "presence.count", "room": room, "count": count}:
+            return frames
+
+
+async def test_a_count_only_room_never_names_a_member_to_another(slow_ticks):
+    """Every frame of every socket in a count-only room is read: none names anybody but the
+    socket's own user, whatever they do there (join, status, typing, room state, leave)."""
+    tick = slow_ticks
+    people = [await make_user(f"fan{n}") for n in range(8)]
+    with presence_settings(**COUNT_ONLY):
+        socks = [
+            await open_socket(c, u.username, diffs=n % 2 == 0) for n, (u, c) in enumerate(people)
+        ]
+        frames: dict[str, list[dict[str, Any]]] = {s.user: [] for s in socks}
+        first = socks[0]
+        await first.send(type="join", room="stadium")
+        frames[first.user] += await counted(first, "stadium", 1, limit(5))
+        reads = roomstate.get_counts().reads
+        started = time.monotonic()
+        await asyncio.gather(*(s.send(type="join", room="stadium") for s in socks[1:]))
+        frames[first.user] += await counted(first, "stadium", len(socks), limit(10))
+        took = time.monotonic() - started
+        # The joins cost the first member a frame a tick at most, the process a read a tick
+        # (and one a joiner: its own count at once).
+        heard = [f for f in frames[first.user] if f["type"] == "presence.count"]
+        assert len(heard) <= took / tick + 3, (len(heard), took)
+        assert roomstate.get_counts().reads - reads <= len(socks) - 1 + took / tick + 2
+        # What a member might give away, tried: each is refused or reaches nobody.
+        for s in socks:
+            await s.send(type="typing", room="stadium")
+            await s.send(type="roomstate", room="stadium", data={"x": 1})
+        errors = [await s.wait_for("error", frame="typing") for s in socks]
+        assert {e["code"] for e in errors} == {"forbidden"}
+        await socks[1].send(type="status", state="dnd", message="cheering")
+        assert await presence.aset_room_state(socks[2].user, "stadium", {"seat": 7}) is True
+        for s in socks[:3]:
+            await s.send(type="leave", room="stadium")
+        for s in socks[3:]:
+            frames[s.user] += await counted(s, "stadium", len(socks) - 3, limit(10))
+        await asyncio.sleep(2 * tick)  # a window for anything stray (nothing may come)
+        for s in socks:
+            frames[s.user] += await s.collect(0.2)
+            named = set().union(*(users_in(f) for f in frames[s.user]))
+            assert named <= {s.user}, (s.name, named - {s.user})
+        assert len(await truth("stadium")) == len(socks) - 3
+
+
+async def test_a_count_only_rooms_sample_is_bounded(slow_ticks):
+    people = [await make_user(f"fan{n}") for n in range(4)]
+    with presence_settings(**COUNT_ONLY, COUNT_SAMPLE=2):
+        socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
+        for s in socks:
+            await join_counted(s, "stadium-1")
+        first = socks[0]
+        frame = await first.wait_for("presence.count", room="stadium-1", count=4, timeout=limit(5))
+        assert [m["user"] for m in frame["sample"]] == [socks[0].user, socks[1].user]
+        assert {m["state"] for m in frame["sample"]} == {"online"}
+
+
+async def join_counted(sock: Socket, room: str) -> dict[str, Any]:
+    await sock.send(type="join", room=room)
+    return await sock.wait_for("presence.count", room=room)
+
+
+def test_the_count_only_settings_are_checked():
+    from presence_app.checks import check_count_only_rooms
+
+    with presence_settings(COUNT_ONLY_ROOMS=["ok-.*"], COUNT_SAMPLE=3):
+        assert check_count_only_rooms() == []
+    with presence_settings(COUNT_ONLY_ROOMS=["(unclosed"], COUNT_SAMPLE=-1):
+        assert [e.id for e in check_count_only_rooms()] == ["presence_app.E044"] * 2
+    with presence_settings(COUNT_ONLY_ROOMS="stadium"):
+        assert [e.id for e in check_count_only_rooms()] == ["presence_app.E044"]
+
+
+# -- snapshots of big rooms: paged and bounded in bytes --------------------------------------------
+async def test_a_big_rooms_snapshot_comes_in_pages_bounded_in_bytes(slow_ticks):
+    import json
+
+    people = [await make_user(f"talker{n}") for n in range(12)]
+    with presence_settings(MEMBERSHIP_RATE=2, ROOM_SNAPSHOT_BYTES=1024, ROOM_SNAPSHOT_PAGE=5):
+        socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
+        for n, s in enumerate(socks):
+            await s.send(type="status", message=f"{n} " + "x" * 120)
+            await join(s, "forum")
+        await socks[0].send(type="roomstate", room="forum", data={"note": "y" * 500})
+        _, cr = await make_user("reader")
+        viewer = await open_socket(cr, "reader", diffs=True)
+        deadline = asyncio.get_running_loop().time() + limit(5)
+        while not await presence.aroom_states("forum", viewer=presence.TRUSTED):
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        await viewer.send(type="join", room="forum")
+        frames = [await viewer.wait_for("presence.state", room="forum")]
+        while frames[-1]["more"]:
+            frames.append(await viewer.wait_for("presence.state", room="forum"))
+        assert [f["page"] for f in frames] == list(range(len(frames)))
+        members = [m["user"] for f in frames for m in f["members"]]
+        assert sorted(members) == sorted([s.user for s in socks] + [viewer.user])
+        assert len(members) == len(set(members))
+        assert all(len(f["members"]) <= 5 for f in frames)
+        for f in frames:  # over the bound only by a frame of one member (and their states)
+            assert len(json.dumps(f)) <= 1024 + 400 or len(f["members"]) == 1, f
+        assert len(frames) > len(members) / 5  # the bytes cut pages the count alone would not
+        states = [st for f in frames for st in f["states"]]
+        assert [st["user"] for st in states] == [socks[0].user]
+
+
+def test_the_api_pages_a_big_room_and_bounds_its_bytes(client, redis_client):
+    """``GET presence/api/rooms/<room>/``: ``?offset=&limit=`` pages, ``next`` until the last,
+    about ``ROOM_SNAPSHOT_BYTES`` a page; a count-only room answers its count alone."""
+    import json
+
+    from ..users import create_user
+
+    client.force_login(create_user("reader"))
+    ids = [f"member-{n:02d}" for n in range(30)]
+    for uid in ids:
+        presence.connect(f"c-{uid}", uid)
+        presence.set_status(uid, message="m" * 100)
+        presence.join("arena", f"c-{uid}", uid)
+        presence.join("stadium-9", f"c-{uid}", uid)
+    with presence_settings(ROOM_SNAPSHOT_BYTES=2048, COUNT_ONLY_ROOMS=[r"stadium-\d+"]):
+        body = client.get("/presence/api/rooms/arena/", {"limit": 3}).json()
+        assert body["count"] == 30 and len(body["members"]) == 3 and body["next"] == 3
+        body = client.get("/presence/api/rooms/arena/", {"offset": 3, "limit": 100}).json()
+        assert 1 < len(body["members"]) < 27 and body["next"] == 3 + len(body["members"])
+        seen, offset, pages = [], 0, 0
+        while offset is not None:
+            reply = client.get("/presence/api/rooms/arena/", {"offset": offset})
+            assert reply.status_code == 200
+            page = reply.json()
+            assert len(reply.content) <= 2048 + 400 or len(page["members"]) == 1
+            seen += [m["user"] for m in page["members"]]
+            offset, pages = page["next"], pages + 1
+        assert seen == ids and pages > 1  # each once, in the order they came
+        assert client.get("/presence/api/rooms/arena/", {"limit": 0}).status_code == 400
+        counted = client.get("/presence/api/rooms/stadium-9/").json()
+        assert counted == {"room": "stadium-9", "count": 30, "members": [], "offset": 0,
+                           "next": None}  # fmt: skip
+        assert "member-" not in json.dumps(counted)
+
+
+# -- the htmx stream draws a diff and a count ------------------------------------------------------
+async def test_the_htmx_stream_draws_a_diff_once_and_a_count(slow_ticks):
+    from channels.layers import get_channel_layer
+
+    from presence_app.realtime.htmx import HtmlEventStream
+
+    user, _ = await make_user("page")
+    layer = get_channel_layer()
+    stream = HtmlEventStream(
+        user, layer, await layer.new_channel(), None, rooms=[], users=[], language=None
+    )
+    assert stream.session.batched  # it takes its joins and leaves batched
+    member = {"state": "online", "at": 1.0, "message": "", "emoji": ""}
+    await stream.render({"type": "presence.state", "room": "hall", "members": [], "page": 0})
+    events = await stream.render(
+        {
+            "type": "presence.diff",
+            "room": "hall",
+            "left": [],
+            "joined": [{**member, "user": "u1"}, {**member, "user": "u2"}],
+        }  # fmt: skip
+    )
+    names = [name for name, _ in events]
+    assert names.count("presence-room-hall") == 1 and names.count("presence-count-hall") == 1
+    assert dict(events)["presence-count-hall"] == "2"
+    assert {"presence-dot-u1", "presence-dot-u2"} <= set(names)
+    events = await stream.render(
+        {
+            "type": "presence.diff",
+            "room": "hall",
+            "joined": [],
+            "left": [{**member, "user": "u1", "state": "offline", "at": None}],
+        }  # fmt: skip
+    )
+    assert dict(events)["presence-count-hall"] == "1"
+    events = await stream.render({"type": "presence.diff", "updated": [{**member, "user": "u2",
+                                  "state": "dnd"}]})  # fmt: skip
+    assert "presence-dnd" in dict(events)["presence-dot-u2"]
+    assert "presence-room-hall" in dict(events)  # the room it is in, drawn again
+    events = await stream.render({"type": "presence.count", "room": "stadium", "count": 12345})
+    assert dict(events)["presence-count-stadium"] == "12345"
+    assert dict(events)["presence-room-stadium"] == '<ul class="presence-roster"></ul>'
