@@ -7,7 +7,7 @@ run:  ## serve the demo on http://127.0.0.1:8000
 test:  ## run the whole test suite
 	scripts/test.sh $(ARGS)
 
-soak:  ## the suite RUNS times (10) in a row with a CPU hog on one core (scripts/soak_tests.sh); ARGS go to pytest
+soak:  ## the suite RUNS times (10) in a row with SOAK_HOG CPU hogs (1) (scripts/soak_tests.sh); ARGS go to pytest
 	scripts/soak_tests.sh $(ARGS)
 
 check:  ## the support matrix, lint, docs and packages (noxfile.py), several sessions at once; ARGS="-s lint" runs one

@@ -7,6 +7,7 @@
 #   make soak                      # 10 runs, the hog on the last core
 #   RUNS=3 make soak ARGS="tests/reliability"   # fewer runs, some tests (ARGS go to pytest)
 #   SOAK_HOG=0 make soak           # no hog (a baseline)
+#   SOAK_HOG=2 RUNS=3 make soak    # two hogs, one on each of the last two cores
 #
 # Long: 10 runs of the suite take about 75 minutes on 2 cores. Run it on a machine of your own.
 set -uo pipefail
@@ -17,17 +18,18 @@ cores="$(nproc)"
 logs="soak-logs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs"
 
-hog=""
-stop_hog() { [ -n "$hog" ] && kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null; hog=""; }
-trap 'stop_hog; exit 130' INT TERM
-trap stop_hog EXIT
-if [ "${SOAK_HOG:-1}" != 0 ]; then
-  # One busy loop pinned to the last core: the suite's processes keep the others, and share
-  # that one with it.
-  taskset -c "$((cores - 1))" python3 -c 'while 1: pass' &
-  hog=$!
-  echo "soak: CPU hog $hog on core $((cores - 1)) of $cores"
-fi
+hogs=()
+stop_hogs() { for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; wait "$h" 2>/dev/null; done; hogs=(); }
+trap 'stop_hogs; exit 130' INT TERM
+trap stop_hogs EXIT
+# SOAK_HOG busy loops (1 unless set), each pinned to a core from the last one down: the suite's
+# processes keep the others, and share those with them.
+for i in $(seq 1 "${SOAK_HOG:-1}"); do
+  core=$(( (cores - i) % cores ))
+  taskset -c "$core" python3 -c 'while 1: pass' &
+  hogs+=($!)
+  echo "soak: CPU hog $! on core $core of $cores"
+done
 
 failed=0
 for i in $(seq 1 "$runs"); do
