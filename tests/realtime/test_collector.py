@@ -55,20 +55,19 @@ async def test_a_full_collection_once_a_share_of_the_open_connections_ended(full
             collector_module.tune(share=0.5, min_ended=2)
             assert gc.get_threshold() == collector_module.THRESHOLDS
             _, cookie = await make_user("ann")
-            sockets = [await Socket.open(cookie) for _ in range(6)]
+            sockets = [await Socket.open(cookie) for _ in range(3)]
             ours = collector.passes
-            await sockets.pop().close()  # 1 ended, 5 open: below min_ended
+            # 1 ended, 2 open: the share is reached (1 >= 0.5 * 2), min_ended is not
+            await sockets.pop().close()
             await asyncio.sleep(0)
             assert collector.passes == ours
             before = len(full_passes)
-            await sockets.pop().close()  # 2 ended >= max(2, 0.5 * 4 open): a full pass
+            await sockets.pop().close()  # 2 ended >= max(2, 0.5 * 1 open): a full pass
             await asyncio.sleep(0)  # it runs after the close that called it
             assert collector.passes == ours + 1 and len(full_passes) > before
-            await sockets.pop().close()  # the count starts again
+            await sockets.pop().close()  # the count starts again: 1 ended, below min_ended
             await asyncio.sleep(0)
             assert collector.passes == ours + 1
-            for sock in sockets:
-                await sock.close()
         finally:
             await shutdown()
 
