@@ -332,6 +332,8 @@ def _set_room_state(user: User, room: str, data: dict[str, Any] | None) -> Write
     when the user is not a visible member of the room (an invisible user publishes nothing); the
     state ends when the user leaves the room."""
     uid, name, text = rules.user_id(user), rules.room(room), rules.room_state(data)
+    if dispatch.count_only(name):
+        return False  # nobody in a count-only room learns who is there
     taken = yield lambda s: s.set_room_states(name, [(uid, SERVER_STATE, "", text)])
     if taken:
         yield _Announce(states=(name, _state_entries(taken)))
@@ -349,6 +351,7 @@ async def apublish_room_states(rooms: dict[str, list[tuple[str, str, str, str | 
     reaches nobody. A joiner listens before it reads its snapshot, so it misses neither."""
     store = get_async_store()
     named = {rules.room(room): entries for room, entries in rooms.items() if entries}
+    named = {room: entries for room, entries in named.items() if not dispatch.count_only(room)}
     taken = await store.gather(*(store.planned.set_room_states(r, e) for r, e in named.items()))
     await asyncio.gather(
         *(dispatch.aroom_states(r, _state_entries(t)) for r, t in zip(named, taken, strict=True))
@@ -365,6 +368,8 @@ def typing(room: str, conn_id: str, user: User, *, sender: str = "") -> bool:
 async def atyping(room: str, conn_id: str, user: User, *, sender: str = "") -> bool:
     """:func:`typing` for async code."""
     uid, name = rules.user_id(user), rules.room(room)
+    if dispatch.count_only(name):
+        return False  # nobody in a count-only room learns who is there
     state = await get_async_store().typing(name, conn_id, uid)
     if state is None:
         return False
@@ -703,18 +708,31 @@ def _online_count(
     return len(ids)
 
 
+def _listless(name: str, v: Viewer) -> bool:
+    """Is ``name`` a count-only room (``COUNT_ONLY_ROOMS``) whose list ``v`` may not read?
+    Only ``TRUSTED`` reads list its members: everyone else gets its count as a signed-out
+    visitor counts it, and with ``COUNT_SAMPLE`` a few faces (:func:`room_sample`)."""
+    return not v.trusted and dispatch.count_only(name)
+
+
 def _room_members(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
-    """Ids of the visible users in ``room``, in the order they came (as ``viewer`` sees them).
+    """Ids of the visible users in ``room``, in the order they came (as ``viewer`` sees them);
+    none of a count-only room's but to ``TRUSTED`` reads (its count: :func:`room_count`).
     Whether the viewer may see the room at all is ``CAN_JOIN``'s: entry points ask first."""
     name, v = rules.room(room), viewer_of(viewer)
+    if _listless(name, v):
+        return []
     ids = yield lambda s: s.room_members(name, now)
     return (yield from _listed(v, ids))
 
 
 def _room_states(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
     """The live per-member states in ``room`` as ``viewer`` may see them: ``[{"user", "conn",
-    "data"}]`` of visible members with a live connection (or server state), in the audience."""
+    "data"}]`` of visible members with a live connection (or server state), in the audience
+    (none in a count-only room, where nobody but ``TRUSTED`` reads learns who is there)."""
     name, v = rules.room(room), viewer_of(viewer)
+    if _listless(name, v):
+        return []
     found = yield lambda s: s.room_states(name, now)
     shown = set((yield from _listed(v, list(dict.fromkeys(uid for uid, _, _ in found)))))
     return [
@@ -725,8 +743,30 @@ def _room_states(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS
 
 
 def _room_count(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
-    """How many visible users are in ``room`` (as ``viewer`` sees them)."""
-    return len((yield from _room_members(room, now, viewer=viewer)))
+    """How many visible users are in ``room`` (as ``viewer`` sees them); a count-only room's
+    as a signed-out visitor counts them, the same for everyone (invisible users never)."""
+    name, v = rules.room(room), viewer_of(viewer)
+    ids = yield lambda s: s.room_members(name, now)
+    return len((yield from _listed(visibility.PUBLIC if _listless(name, v) else v, ids)))
+
+
+def _room_sample(
+    room: str, limit: int = 0, now: float | None = None, *, viewer: Any = ANONYMOUS
+) -> Read:
+    """A count-only room as its members learn it (``presence.count``): ``(count, sample)``,
+    the count of its visible users as a signed-out visitor counts them (the same for everyone,
+    whatever ``viewer``'s ``AUDIENCE``: it names nobody; invisible users never count), and the
+    presences of at most ``limit`` of those, the first who came, that ``viewer`` sees online (as
+    ``viewer`` reads them: nobody outside their audience, nobody invisible)."""
+    name, v = rules.room(room), viewer_of(viewer)
+    ids = yield lambda s: s.room_members(name, now)
+    counted = yield from _listed(visibility.PUBLIC, ids)
+    first = counted[: max(0, int(limit))]
+    if not first:
+        return len(counted), []
+    found = yield lambda s: s.get_many(first, **v.store_args, now=now)
+    shown = visibility.redact_all(v, found, (yield from _sight(v, first)), now)
+    return len(counted), [p for p in shown.values() if p.is_online]
 
 
 def _rooms(limit: int = 100, *, viewer: Any = ANONYMOUS) -> Read:
@@ -740,7 +780,8 @@ def _rooms(limit: int = 100, *, viewer: Any = ANONYMOUS) -> Read:
     members = yield lambda s: s.gather(*(s.room_members(room) for room, _ in found))
     counted = []
     for (room, _), ids in zip(found, members, strict=True):
-        if shown := (yield from _listed(v, ids)):
+        # a count-only room counts the same for everyone (room_count)
+        if shown := (yield from _listed(visibility.PUBLIC if _listless(room, v) else v, ids)):
             counted.append((room, len(shown)))
     return sorted(counted, key=lambda item: -item[1])
 
@@ -772,13 +813,19 @@ def _state_counts(
 
 def _user_rooms_many(users: Iterable[User], *, viewer: Any = ANONYMOUS) -> Read:
     """``{user_id: rooms}`` in one round trip: a user's rooms show only where the user is
-    online to ``viewer`` (an invisible user's, or a hidden one's, read as none)."""
+    online to ``viewer`` (an invisible user's, or a hidden one's, read as none), and their
+    count-only rooms to nobody but themself (and ``TRUSTED`` reads)."""
     ids, v = rules.user_ids(users), viewer_of(viewer)
     if v.trusted:
         return (yield lambda s: s.user_rooms_many(ids))
     rooms, found = yield lambda s: s.gather(s.user_rooms_many(ids), s.get_many(ids, **v.store_args))
     seen = yield from _sight(v, ids, last_seen=False)
-    return {uid: rooms[uid] if redact(v, found[uid], seen).is_online else [] for uid in ids}
+    return {
+        uid: [r for r in rooms[uid] if uid == v.id or not dispatch.count_only(r)]
+        if redact(v, found[uid], seen).is_online
+        else []
+        for uid in ids
+    }
 
 
 def _history(since: float) -> Read:
@@ -794,6 +841,7 @@ online_page, aonline_page = _sync(_online_page), _async(_online_page)
 online_count, aonline_count = _sync(_online_count), _async(_online_count)
 room_members, aroom_members = _sync(_room_members), _async(_room_members)
 room_count, aroom_count = _sync(_room_count), _async(_room_count)
+room_sample, aroom_sample = _sync(_room_sample), _async(_room_sample)
 room_states, aroom_states = _sync(_room_states), _async(_room_states)
 rooms, arooms = _sync(_rooms), _async(_rooms)
 state_counts, astate_counts = _sync(_state_counts), _async(_state_counts)
@@ -811,6 +859,7 @@ READS = {
         _online_count,
         _room_members,
         _room_count,
+        _room_sample,
         _rooms,
         _state_counts,
         _user_rooms_many,

@@ -91,6 +91,7 @@ ARGS = {
     "user_rooms_many": ((["u1", "u2", "u3"],), {}),
     "room_members": (("lobby",), {}),
     "room_count": (("lobby",), {}),
+    "room_sample": (("lobby", 2), {}),
     "history": ((0,), {}),
 }
 
@@ -141,6 +142,10 @@ def test_the_three_forms_give_the_same_answers(redis_client, viewer, policy):
     assert {u for u, p in answers["get_many"].items() if p.is_online} == shown
     assert set(answers["online"]) == shown - {"u2"}
     assert set(answers["room_members"]) == shown - {"u2"}
+    # counted as a signed-out visitor counts, whoever reads; the faces those the reader sees
+    public = {"u1", "u3"} if policy is None else AUDIENCE[None]
+    count, sample = answers["room_sample"]
+    assert count == len(public) and {p.user_id for p in sample} == public & shown
 
 
 def test_the_a_prefix_means_a_coroutine_everywhere():

@@ -147,6 +147,10 @@ def _queues(transitions: list[Transition]) -> dict[str, list[dict[str, Any]]]:
             event = count_event(transition.room)
         for group in targets(transition):
             queues.setdefault(group, []).append(event)
+        if transition.room is None and conf.get("COUNT_SAMPLE"):
+            # a sample shows its members' states and texts: their changes are marks too
+            for room in filter(count_only, transition.rooms):
+                queues.setdefault(count_group(room), []).append(count_event(room))
     return queues
 
 

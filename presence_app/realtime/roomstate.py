@@ -464,14 +464,15 @@ class RoomCounts:
 
         tenant, room = key
         size = max(0, int(conf.get("COUNT_SAMPLE") or 0))
+        # Without a policy every member reads a sample alike (its members are online: no
+        # last seen to withhold), so one read serves them all.
+        reader = viewer if viewer is not None and viewer.filtered else presence.ANONYMOUS
         with tenants.activate(tenant):
-            ids = await presence.aroom_members(room)
+            count, sample = await presence.aroom_sample(room, size, viewer=reader)
             self.reads += 1
-            frame: dict[str, Any] = {"type": "presence.count", "room": room, "count": len(ids)}
-            if size:
-                reader = viewer if viewer is not None and viewer.filtered else presence.ANONYMOUS
-                found = await presence.aget_many(ids[:size], viewer=reader) if ids else {}
-                frame["sample"] = [p.as_dict() for p in found.values() if p.is_online]
+        frame: dict[str, Any] = {"type": "presence.count", "room": room, "count": count}
+        if size:
+            frame["sample"] = [p.as_dict() for p in sample]
         return frame
 
 

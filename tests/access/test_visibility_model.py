@@ -96,6 +96,9 @@ from .visibility_rules import ANY, SHOWN_ONLINE, TRUSTED, World
 N = 4
 WORKSPACES = ["acme", "globex"]
 ROOMS = ["lobby", "den"]
+#: A count-only room (``COUNT_ONLY_ROOMS``): its members learn its count, a sample at most.
+STANDS = "stands"
+ALL_ROOMS = [*ROOMS, STANDS]
 KINDS = ["online", "idle", "dnd", "invisible", "gone", "never"]
 PRIVACY = ["everyone", "audience", "nobody"]
 EMOJI = ["☕", "🌙", "🎧", "📚"]
@@ -143,7 +146,7 @@ def per_workspace(strategy):
     return st.fixed_dictionaries(dict.fromkeys(WORKSPACES, strategy))
 
 
-room_sets = st.sets(st.sampled_from(ROOMS))
+room_sets = st.sets(st.sampled_from(ALL_ROOMS))
 sites = st.fixed_dictionaries(
     {
         "kinds": per_workspace(per_user(st.sampled_from(KINDS))),
@@ -157,6 +160,7 @@ sites = st.fixed_dictionaries(
         "reciprocal": st.booleans(),
         "access": per_workspace(per_user(room_sets)),
         "home": st.sampled_from(WORKSPACES),
+        "sample": st.sampled_from([0, 2]),  # COUNT_SAMPLE
         "mover": st.integers(0, N - 1),
         # (device, state, whether the other devices' typing and room state go first)
         "bursts": st.lists(
@@ -179,8 +183,8 @@ EXPLICIT = {
         "globex": ["dnd", "never", "online", "never"],
     },
     "joined": {
-        "acme": [{"lobby"}, {"lobby", "den"}, {"lobby"}, {"den"}],
-        "globex": [{"lobby"}, set(), {"lobby"}, set()],
+        "acme": [{"lobby"}, {"lobby", "den"}, {"lobby", "stands"}, {"den", "stands"}],
+        "globex": [{"lobby", "stands"}, set(), {"lobby", "stands"}, set()],
     },
     "members": {
         "acme": [{"lobby"}, set(), {"lobby"}, {"lobby"}],
@@ -194,10 +198,11 @@ EXPLICIT = {
     "policy": True,
     "reciprocal": False,
     "access": {
-        "acme": [{"lobby", "den"}, {"lobby"}, {"lobby"}, {"den"}],
-        "globex": [{"lobby"}, {"lobby", "den"}, set(), {"lobby", "den"}],
+        "acme": [{"lobby", "den", "stands"}, {"lobby"}, {"lobby"}, {"den"}],
+        "globex": [{"lobby", "stands"}, {"lobby", "den", "stands"}, set(), {"lobby", "den"}],
     },
     "home": "acme",
+    "sample": 2,
     "mover": 0,
     "bursts": [(1, "dnd", True), (2, "invisible", False), (0, "auto", True)],
 }
@@ -213,6 +218,7 @@ HIDDEN_SEEN = {
     },
     "policy": False,
     "reciprocal": True,
+    "sample": 0,
     "bursts": [(2, "invisible", True), (0, "auto", False), (1, "invisible", True)],
 }
 
@@ -229,7 +235,7 @@ def build(site: dict, users: list, now: float) -> World:
         (ws, ids[i], room): room in allowed
         for ws in WORKSPACES
         for i, allowed in enumerate(site["access"][ws])
-        for room in ROOMS
+        for room in ALL_ROOMS
     }
     SITE["relation"], SITE["access"] = relation, access
     world = World(
@@ -239,6 +245,8 @@ def build(site: dict, users: list, now: float) -> World:
         relation=relation,
         reciprocal=site["reciprocal"],
         access=access,
+        count_only={STANDS},
+        sample=site["sample"],
     )
     for ws in WORKSPACES:
         with tenants.activate(ws):
@@ -329,10 +337,28 @@ def observe_front_door(world: World, ws, viewer) -> None:
         online = world.online(ws, viewer)
         assert set(presence.online(viewer=v)) == online, (*where, "online")
         assert presence.online_count(viewer=v) == len(online), (*where, "online_count")
-        for room in ROOMS:
+        for room in ALL_ROOMS:
             members = world.room_members(ws, viewer, room)
             assert set(presence.room_members(room, viewer=v)) == members, (*where, room)
-            assert presence.room_count(room, viewer=v) == len(members), (*where, room, "count")
+            count = world.room_count(ws, viewer, room)
+            assert presence.room_count(room, viewer=v) == count, (*where, room, "count")
+        counted, sample = presence.room_sample(STANDS, 2, viewer=v)
+        check_sample(world, ws, viewer, counted, [as_shape(p) for p in sample], 2, now, where)
+
+
+def check_sample(world: World, ws, viewer, count, sample, size, now, where, moving=()) -> None:
+    """A count-only room's count and sample as ``viewer`` gets them: the count a signed-out
+    visitor counts; at most ``size`` faces, each a member the count counts whom the viewer sees
+    online, as the viewer reads them (the ``moving`` user's read once the step settled)."""
+    assert count == world.room_count(ws, None, STANDS), (*where, "count", count)
+    assert len(sample) <= size, (*where, "sample", sample)
+    if not world.policy or viewer == TRUSTED:  # every counted member is the viewer's to see
+        assert len(sample) == min(size, count), (*where, "sample", count, sample)
+    for m in sample:
+        if m["user"] == viewer or m["user"] in moving:
+            continue
+        assert world.in_sample(ws, viewer, STANDS, m["user"]), (*where, "in the sample", m)
+        compare(world.presence(ws, viewer, m["user"], now), m, (*where, "sample"))
 
 
 def observe_api(world: World, ws, viewer, client: Client) -> None:
@@ -359,7 +385,7 @@ def observe_api(world: World, ws, viewer, client: Client) -> None:
             break
         query = {"per_page": 1, "cursor": page["next"]}
     assert sorted(paged) == sorted(online), (*where, "online, page by page", paged)
-    for room in ROOMS:
+    for room in ALL_ROOMS:
         for path in (f"/presence/api/rooms/{room}/", f"/presence/api/rooms/{room}/members/"):
             response = client.get(path)
             if not world.may_join(ws, viewer, room):
@@ -377,7 +403,8 @@ def observe_api(world: World, ws, viewer, client: Client) -> None:
             else:
                 expected = world.room_members(ws, viewer, room)
                 assert {m["user"] for m in body["members"]} == expected, (*where, path, body)
-                assert body["count"] == len(expected), (*where, path, body)
+                count = world.room_count(ws, viewer, room)
+                assert body["count"] == count, (*where, path, body)
                 for m in body["members"]:
                     compare(world.presence(ws, viewer, m["user"], now), m, (*where, path))
 
@@ -410,7 +437,7 @@ def observe_tags(world: World, ws, viewer, users: list, redis_away: bool = False
     request = RequestFactory().get("/")
     request.user = next((u for u in users if str(u.pk) == viewer), AnonymousUser())
     with tenants.activate(ws):
-        html = TAGS.render(Context({"request": request, "users": users, "rooms": ROOMS}))
+        html = TAGS.render(Context({"request": request, "users": users, "rooms": ALL_ROOMS}))
     now, where = time.time(), ("tags (Redis away)" if redis_away else "tags", ws, viewer)
     no_secrets(world, ws, viewer, html, where)
     people, count, online, members, roster = html.split("§")
@@ -434,7 +461,7 @@ def observe_tags(world: World, ws, viewer, users: list, redis_away: bool = False
     listed = {tuple(m.split(":")) for m in members.split(",") if m}
     expected = {
         (room, uid)
-        for room in ROOMS
+        for room in ALL_ROOMS
         if world.may_join(ws, viewer, room) and not redis_away
         for uid in world.room_members(ws, viewer, room)
     }
@@ -444,7 +471,7 @@ def observe_tags(world: World, ws, viewer, users: list, redis_away: bool = False
     rows = ROSTER.findall(roster)
     expected_rows = [
         (room, uid)
-        for room in ROOMS
+        for room in ALL_ROOMS
         if world.may_join(ws, viewer, room)
         for uid in world.permanent_members(ws, room)
     ]
@@ -470,7 +497,8 @@ def observe_admin(world: World, ws, viewer, client: Client) -> None:
     now = time.time()
     for row in rows:
         compare(world.presence(ws, viewer, row.user_id, now), as_shape(row.presence), where)
-        expected = {r for r in world.person(ws, row.user_id).rooms if world.may_join(ws, viewer, r)}
+        shown = world.user_rooms(ws, viewer, row.user_id)
+        expected = {r for r in shown if world.may_join(ws, viewer, r)}
         assert set(row.rooms) == expected, (*where, "rooms of", row.user_id, row.rooms)
     counts = page.context["counts"]
     got = {k: getattr(counts, k) for k in SHOWN_ONLINE}
@@ -1061,6 +1089,8 @@ def test_no_observer_learns_more_than_the_model_allows(redis_client, django_user
         "CAN_JOIN": "tests.access.test_visibility_model.can_join",
         "LAST_SEEN_PRIVACY": True,
         "LAST_SEEN_RECIPROCAL": site["reciprocal"],
+        "COUNT_ONLY_ROOMS": [STANDS],
+        "COUNT_SAMPLE": site["sample"],
         "API_USER_RATE": 10_000,
         "API_USER_BURST": 10_000,
         "API_IP_RATE": 10_000,

@@ -11,7 +11,8 @@ their own: never seen, gone (offline, with a last seen), or live (connected), wi
 override (``dnd``, ``invisible``), an idle flag, a status text, metadata, a device, the rooms
 their connections are in, their permanent rooms and their last-seen privacy choice, and a
 ``LastSeen`` row. Across workspaces: the ``AUDIENCE`` relation (who may see whom), whether a
-policy applies at all, ``LAST_SEEN_RECIPROCAL`` and ``CAN_JOIN``'s answers.
+policy applies at all, ``LAST_SEEN_RECIPROCAL`` and ``CAN_JOIN``'s answers; the count-only rooms
+(``COUNT_ONLY_ROOMS``).
 """
 
 from __future__ import annotations
@@ -89,8 +90,11 @@ class World:
         relation: dict[str | None, set[str]],
         reciprocal: bool,
         access: dict[tuple[str | None, str, str], bool],
+        count_only: set[str] | None = None,
+        sample: int = 0,
     ) -> None:
         self.ids = list(ids)
+        self.count_only, self.sample = set(count_only or ()), sample
         self.workspaces = list(workspaces)
         self.policy, self.relation, self.reciprocal = policy, relation, reciprocal
         self.access = access
@@ -222,8 +226,9 @@ class World:
         (invisible users too, their own view included: they are not listed)."""
         return {s for s in self.ids if self.state(ws, viewer, s) in SHOWN_ONLINE}
 
-    def room_members(self, ws: str | None, viewer: str | None, room: str) -> set[str]:
-        """A room's live members: users with a connection in it who show online to the viewer."""
+    def present(self, ws: str | None, viewer: str | None, room: str) -> set[str]:
+        """Who is in a room as ``viewer`` may know it: users with a connection in it who show
+        online to the viewer ("left out of ... room members": invisible users too)."""
         return {
             s
             for s in self.ids
@@ -231,6 +236,35 @@ class World:
             and self.person(ws, s).kind in SHOWN_ONLINE
             and self.sees(viewer, s)
         }
+
+    def room_members(self, ws: str | None, viewer: str | None, room: str) -> set[str]:
+        """A room's live members as listed to the viewer; a count-only room's to nobody but
+        TRUSTED reads ("its members get its live count ... and never its list")."""
+        if room in self.count_only and viewer != TRUSTED:
+            return set()
+        return self.present(ws, viewer, room)
+
+    def room_count(self, ws: str | None, viewer: str | None, room: str) -> int:
+        """How many are in a room: those the viewer may know of; a count-only room's "as a
+        signed-out visitor counts its visible members (the same for every member)": invisible
+        members never, hidden ones as the policy hides them from nobody in particular."""
+        if room in self.count_only and viewer != TRUSTED:
+            viewer = None
+        return len(self.present(ws, viewer, room))
+
+    def in_sample(self, ws: str | None, viewer: str | None, room: str, subject: str) -> bool:
+        """May a count-only room's sample name ``subject`` to ``viewer``? Only a member the
+        count counts ("the first who came and are online, as a signed-out visitor sees them")
+        whom the viewer sees online too ("under AUDIENCE, as each viewer does")."""
+        return subject in self.present(ws, None, room) and self.shown_online(ws, viewer, subject)
+
+    def user_rooms(self, ws: str | None, viewer: str | None, subject: str) -> set[str]:
+        """The rooms a viewer may learn ``subject`` is in (the admin dashboard's rows): none of
+        a user who does not show online to them, and a count-only room only to themself."""
+        if not self.shown_online(ws, viewer, subject) and viewer not in (subject, TRUSTED):
+            return set()
+        rooms = self.person(ws, subject).rooms
+        return {r for r in rooms if r not in self.count_only or viewer in (subject, TRUSTED)}
 
     def permanent_members(self, ws: str | None, room: str) -> list[str]:
         """A permanent room's members (``RoomMembership`` rows of the workspace), in order."""
@@ -278,8 +312,8 @@ class World:
         (the lists, the per-state counts and the rooms' counts alike)."""
         online = self.online(ws, viewer)
         rooms = {
-            room: len(self.room_members(ws, viewer, room))
-            for room in {r for s in online for r in self.person(ws, s).rooms}
+            room: self.room_count(ws, viewer, room)
+            for room in {r for s in self.ids for r in self.person(ws, s).rooms}
             if self.may_join(ws, viewer, room)
         }
         return {
