@@ -249,10 +249,9 @@ def _set_status(
     true state (``invisible`` included)."""
     uid = rules.user_id(user)
     args = _status_args(state, message, emoji, expires_in, device)
-    # the write, then the user's true state after it: two round trips, as a cluster client sends
-    # the calls of one at once, in no order (one round trip read the state from before)
-    transitions = yield lambda s: s.set_status(uid, now=now, **args, **meta)
-    own = yield lambda s: s.get(uid, viewer=uid, now=now)
+    # the write and the user's true state after it, from the one script call (two calls, even
+    # in one round trip, may run in either order on a cluster client)
+    transitions, own = yield lambda s: s.set_status_and_get(uid, now=now, **args, **meta)
     yield _Announce(transitions, own=own)
     return transitions
 

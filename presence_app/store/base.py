@@ -126,6 +126,25 @@ class BaseStore(roomstate.RoomStates):
             self.plans.set_status(user_id, state, message, emoji, device, expires_in, meta, now)
         )
 
+    def set_status_and_get(
+        self,
+        user_id,
+        state: str | None = None,
+        message: str | None = _UNSET,
+        emoji: str | None = _UNSET,
+        *,
+        device: str | None = _UNSET,
+        expires_in: float | None = None,
+        now: float | None = None,
+        **meta: Any,
+    ):
+        """:meth:`set_status`, and the user's presence after it as they see it themselves
+        (their last activity included): ``(transitions, presence)``, from one script call."""
+        plan = self.plans.set_status(
+            user_id, state, message, emoji, device, expires_in, meta, now, read_back=True
+        )
+        return self.run(plan)
+
     def sweep_round(self, now: float | None = None):
         """One round of the sweep (at most SWEEP_BATCH of each kind of end a shard): ``(more,
         transitions)``, ``more`` while a shard has more to evict. The faces' ``sweep`` (and the

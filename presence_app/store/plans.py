@@ -380,7 +380,11 @@ class Planner:
         expires_in: float | None,
         meta: dict[str, Any] | None,
         now: float | None,
+        read_back: bool = False,
     ) -> Plan:
+        """The status change; with ``read_back`` the plan's result is ``(transitions, the
+        user's presence after it as they see it themselves)``, read by the same script call
+        (a second call could run before it on a Redis Cluster client)."""
         if state is not None:
             inputs.state(state)
         updates: dict[str, Any] = {}
@@ -407,9 +411,19 @@ class Planner:
                     f"metadata is larger than {self.config.max_metadata_bytes} bytes"
                 )
             updates["meta"] = encoded
-        return self.transitions(
-            "set_status", user_id, now, state or "", json.dumps(updates, separators=(",", ":"))
-        )
+        changes = json.dumps(updates, separators=(",", ":"))
+        if not read_back:
+            return self.transitions("set_status", user_id, now, state or "", changes)
+        uid = inputs.user_id(user_id)
+        bucket = registry_bucket(uid, self.config.registry_buckets)
+        call = self.user_call("set_status", uid, now, uid, state or "", changes, bucket)
+        derive = deriver(uid, False, self.config)
+
+        def finish(replies: list[Any]) -> tuple[list[Transition], Presence]:
+            told, read = replies[0]
+            return Transition.parse_many(told), derive([uid], read)[uid]
+
+        return Plan([call], finish)
 
     def sweep(self, now: float | None) -> Plan:
         calls = [

@@ -1,5 +1,6 @@
 """The Lua scripts: one per state change or read, each ``head.lua`` (the keys, the clock, the
-timers) + the shared library ``lib.lua`` + its own body (lua/)."""
+timers) + the shared library ``lib.lua`` + its own body (lua/); the scripts that read users'
+presences also take ``read.lua`` (get_many's read, as a function)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ NAMES = (
 #: Reads that need only head.lua (the keys and the clock), not the library: every call of a
 #: script runs its whole prelude.
 READS = {"get_many"}
+#: The scripts that read presences with read.lua's ``read_many``: get_many, and set_status,
+#: which answers with its user's state after its write.
+READERS = {"get_many", "set_status"}
 #: The scripts that change nothing: safe to run again (after NOSCRIPT, a read that ran before a
 #: write it came after is read again: sync.to_repeat).
 READS_ONLY = {"get_many", "online", "room", "counts"}
@@ -49,9 +53,11 @@ def _read(name: str) -> str:
 
 @cache
 def load() -> dict[str, Script]:
-    head, lib = _read("head"), _read("lib")
+    head, lib, read = _read("head"), _read("lib"), _read("read")
     scripts = {}
     for name in NAMES:
-        prelude = head if name in READS else f"{head}\n{lib}"
-        scripts[name] = Script(name, f"{prelude}\n{_read(name)}")
+        parts = [head] if name in READS else [head, lib]
+        if name in READERS:
+            parts.append(read)
+        scripts[name] = Script(name, "\n".join([*parts, _read(name)]))
     return scripts

@@ -874,3 +874,53 @@ async def test_a_read_after_a_write_in_one_round_trip_sees_it_after_noscript(
         assert me.emoji == "📅"
     finally:
         await client.aclose()
+
+
+async def test_a_status_change_answers_with_the_users_own_state_after_it(backend, request, make3):
+    """``set_status_and_get`` is one script call: the transitions and the user's presence after
+    the write as they see it themselves, the same as ``set_status`` then ``get`` (so the user's
+    own sockets learn it without a second call, which a cluster client may run first). Two
+    users go through the same changes, one each way, on the sync face and the async one."""
+    import dataclasses
+
+    import redis.asyncio as aredis
+    from django.conf import settings
+
+    client, shards = backend
+    store = make3()
+    if isinstance(client, redis.RedisCluster):
+        aclient = aredis.RedisCluster.from_url(request.getfixturevalue("redis_cluster").url)
+    else:
+        aclient = aredis.Redis.from_url(settings.REDIS_URL)
+    # the same process as the sync store: a write renews its own process's lease
+    astore = AsyncStore(aclient, StoreConfig(shards=shards), process=store.plans.process)
+    steps = [
+        ({"state": "dnd", "message": "Deep work", "emoji": "🎧"}, T + 1),
+        ({"message": "Lunch", "expires_in": 60, "team": "core"}, T + 2),
+        ({"state": "invisible"}, T + 3),  # to themself: invisible, not offline
+        ({"state": "auto", "message": ""}, T + 4),
+        ({"message": "Gone", "emoji": "🌴"}, T + 500),  # past the lease: offline
+    ]
+    try:
+        for face, (one, other) in (("sync", ("a1", "b1")), ("async", ("a2", "b2"))):
+            for uid in (one, other):
+                store.connect(f"c-{uid}", uid, now=T)
+                store.join("room", f"c-{uid}", uid, now=T)
+            for fields, now in steps:
+                if face == "sync":
+                    told, me = store.set_status_and_get(one, now=now, **fields)
+                else:
+                    told, me = await astore.set_status_and_get(one, now=now, **fields)
+                expected = store.set_status(other, now=now, **fields)
+                them = store.get(other, viewer=other, now=now)
+                assert [(t.kind, t.room, t.state) for t in told] == [
+                    (t.kind, t.room, t.state) for t in expected
+                ]
+                assert me == dataclasses.replace(them, user_id=one), (face, fields)
+                assert me.meta == them.meta
+            assert me.state == "offline" and me.last_seen == T  # their last heartbeat
+        store.forget("a1", now=T + 600)  # erased: nothing written, the state read as it is
+        told, me = store.set_status_and_get("a1", message="back", now=T + 601)
+        assert told == [] and me.state == "offline" and me.message == ""
+    finally:
+        await aclient.aclose()

@@ -3,9 +3,18 @@
 -- null deletes). A status is the user's record: it exists while the user differs from the
 -- default. Going invisible reads to the public as leaving every room and going offline; coming
 -- back, as online and joining them again.
+-- ARGV[A + 3], when given: the user's registry bucket; the reply is then {transitions, the
+-- user's read after the write (read.lua, as get_many with their bucket)}, so that the user's
+-- own devices learn their true state without a second call, which a Redis Cluster client
+-- could run before this one.
 renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
-if erased(uid) then return transitions() end
+local back = ARGV[A + 3]
+local function answer()
+  if not back then return transitions() end
+  return {transitions(), read_many({uid}, {back})}
+end
+if erased(uid) then return answer() end
 local u = load_user(uid)
 local old_idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', old_idx, uid))
@@ -65,7 +74,7 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
       redis.call('HDEL', bkey(uid), uid)
       u._c = {}
       save_user(uid, u, false)
-      return transitions()
+      return answer()
     end
     redis.call('ZREM', K_HIDDEN, uid)
     redis.call('ZADD', K_SEEN, sc(seen), uid)
@@ -81,4 +90,4 @@ elseif new_idx == K_SEEN and live then
   end
 end
 save_user(uid, u, listed)
-return transitions()
+return answer()

@@ -1,0 +1,72 @@
+-- read_many(ids, buckets): the read of get_many.lua (whose head describes its reply), as a
+-- function, so that a write can answer with its user's state after it in the same script call
+-- (set_status.lua): a second call, in the same round trip or after it, could run before the
+-- write on a Redis Cluster client, which sends a round trip's calls at once, in no order.
+-- ids: at most 1,000; buckets: their registry buckets (keys.registry_bucket), or nil.
+local function read_many(ids, buckets)
+local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
+local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
+local records = redis.call('HMGET', K_RECS, unpack(ids))
+local missing = {}  -- the ids with no seen score
+for i = 1, #ids do
+  if not seen[i] then missing[#missing + 1] = ids[i] end
+end
+local function scores(key, which)
+  if #which == 0 or redis.call('EXISTS', key) == 0 then return {} end
+  return redis.call('ZMSCORE', key, unpack(which))
+end
+local hidden, web = scores(K_HIDDEN, missing), scores(K_WEB, missing)
+local codes, seen2, ends2, records2, webs3 = {}, {}, {}, {}, {}
+local hidden2, web2, last2, unknown, at = {}, {}, {}, {}, {}
+local has_ends, k, n, m = #ends > 0, 0, 0, 0
+for i = 1, #ids do
+  local s, r = seen[i], records[i]
+  if s then
+    if not (has_ends and ends[i]) and tonumber(s) + SPAN >= NOW then  -- within their lease
+      if r then
+        codes[i], n = '2', n + 1
+        records2[n] = r
+      else
+        codes[i] = '1'
+      end
+    else
+      codes[i], n, k = '0', n + 1, k + 1
+      records2[n], seen2[k] = r or '', s
+      if has_ends then ends2[k] = ends[i] end
+    end
+  else
+    m = m + 1
+    local h, w = hidden[m] or false, web[m] or false
+    if not (h or r) and w and tonumber(w) + WINDOW >= NOW then  -- HTTP only, within their window
+      codes[i] = '3'
+      webs3[#webs3 + 1] = w
+    else
+      codes[i], n, k = '0', n + 1, k + 1
+      records2[n], seen2[k] = r or '', false
+      if has_ends then ends2[k] = ends[i] end
+      local j = #hidden2 + 1
+      hidden2[j], web2[j], last2[j] = h, w, false
+      if not (h or w) then  -- their last seen, if the sweep wrote one
+        unknown[#unknown + 1] = ids[i]
+        at[#unknown] = j
+      end
+    end
+  end
+end
+for j, v in ipairs(scores(K_LAST, unknown)) do last2[at[j]] = v end
+local out = {sc(NOW), table.concat(codes), table.concat(records2, '\30'), table.concat(webs3, ' '),
+  seen2, ends2, hidden2, web2, last2}
+if buckets then  -- the registry fields of the connected (seen or hidden) only
+  local fields, mm = {}, 0
+  for i = 1, #ids do
+    local connected = seen[i]
+    if not connected then
+      mm = mm + 1
+      connected = hidden[mm]
+    end
+    fields[i] = connected and redis.call('HGET', TAG .. ':c:' .. buckets[i], ids[i]) or false
+  end
+  out[10] = fields
+end
+return out
+end
