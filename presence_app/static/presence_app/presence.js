@@ -118,9 +118,14 @@
     return new TextEncoder().encode(text).length;
   }
 
-  class PresenceClient {
-    constructor(options) {
-      const opts = options || {};
+  // One connection to the server and its life: the WebSocket (or the SSE fallback), the
+  // heartbeat, the reconnect with backoff, the token bucket of outgoing frames. A tab's client
+  // is one (its own connection); so is the hub that holds the connection a browser's tabs share
+  // (a SharedWorker's, or a leader tab's). Subclasses read the frames (_receive), hear what
+  // happens to the connection (_emit: open, close, unauthorized) and say what is lost with it
+  // (_lost).
+  class Connection {
+    constructor(opts) {
       let url = opts.url || defaultUrl();
       if (opts.device) {
         url += (url.includes("?") ? "&" : "?") + "device=" + encodeURIComponent(opts.device);
@@ -132,32 +137,10 @@
       this.transport = opts.transport === "sse" ? "sse" : "websocket";
       this.fallback = opts.transport !== "websocket" && typeof global.EventSource === "function";
       this.lastEventId = null; // the SSE stream's resume point (its rooms, its lease)
-      this.root = opts.root || global.document;
-      this.labels = Object.assign({}, LABELS, opts.labels || {});
-      this.autoWatch = opts.autoWatch !== false;
       this.minDelay = opts.minDelay || 1000;
       this.maxDelay = opts.maxDelay || 30000;
       this.timerWorker = opts.timerWorker !== false;
-
-      this.rooms = new Set((opts.rooms || []).map(String)); // wanted: re-joined on reconnect
-      this.appWatch = new Set((opts.watch || []).map(String));
-      this.sentWatch = null; // the watch list the server has, as a sorted string
-      this.handlers = new Map();
-      this.users = new Map(); // user id -> latest presence seen
-      this.roomMembers = new Map(); // room -> Map(user id -> member)
-      this.roomCounts = new Map(); // a count-only room -> its last presence.count
-      this.userId = null;
-      this.me = null; // your own presence, as only you see it
       this.limits = null;
-      this.pendingStatus = null;
-      this.lastTyping = new Map();
-      this.lastActivity = 0;
-      this.activityMs = 15000;
-      this.typingMs = 2000;
-      this.roomStates = new Map(); // room -> Map("user|conn" -> {user, conn, data}): others'
-      this.ownStates = new Map(); // room -> your latest state there (sent again on reconnect)
-      this.dirtyStates = new Set(); // rooms whose own state waits for the next tick
-      this.stateSentAt = 0;
 
       this.socket = null;
       this.helloSeen = false; // the current connection got its hello
@@ -170,9 +153,214 @@
       this.queue = [];
       this.tokens = 0;
       this.tokensAt = 0;
-      this.timers = {
-        heartbeat: null, retry: null, drain: null, scan: null, ago: null, state: null,
+      this.timers = {heartbeat: null, retry: null, drain: null};
+    }
+
+    _makeSocket() {
+      return this.transport === "sse" ? new SseSocket(this) : new WebSocket(this.url);
+    }
+
+    _open() {
+      if (this.closed) return;
+      const ws = this._makeSocket();
+      this.socket = ws;
+      this.helloSeen = false;
+      ws.onmessage = (event) => {
+        this.heardAt = Date.now();
+        this._receive(event.data);
       };
+      ws.onclose = (event) => this._onClose(ws, event);
+    }
+
+    // Every heartbeat is answered: one that got no frame back within a whole interval means
+    // the link is dead. Drop the socket at once (a close handshake would wait on the dead link
+    // too) and reconnect.
+    _beat() {
+      const ws = this.socket;
+      if (!ws || ws.sse || ws.shared) return; // a stream's lease is kept by the stream itself
+      if (this.beatAt && this.heardAt < this.beatAt) {
+        ws.onclose = null;
+        ws.onmessage = null;
+        ws.close(CLOSE_STALE);
+        this._onClose(ws, {code: CLOSE_STALE});
+        return;
+      }
+      this._send({type: "heartbeat"});
+    }
+
+    _onClose(ws, event, now) {
+      if (ws !== this.socket) return;
+      this.socket = null;
+      this.queue = [];
+      this._lost();
+      for (const key of ["heartbeat", "drain"]) this._clearTimer(key);
+      if (this.openedAt && Date.now() - this.openedAt > STABLE_MS) this.attempt = 0;
+      this.openedAt = 0;
+      if (event.code === CLOSE_UNAUTHENTICATED) {
+        // Logged out: reconnecting cannot help.
+        this.closed = true;
+        this._emit("close", {code: event.code, reconnectIn: null});
+        this._emit("unauthorized", {code: event.code});
+        return;
+      }
+      if (this.closed) {
+        this._emit("close", {code: event.code, reconnectIn: null});
+        return;
+      }
+      if (!ws.sse && !ws.shared && !this.helloSeen && !this.socketWorked && this.fallback) {
+        // No socket of this page ever got as far as the hello: WebSockets do not get through
+        // here. (One that worked before and fails now met a restart: retry it, below.)
+        this.transport = "sse";
+        this._emit("close", {code: event.code, reconnectIn: 0});
+        this._open();
+        return;
+      }
+      // Exponential backoff with jitter, so a restarted server is not hit by every tab at once;
+      // none for a tab that woke up to a dead socket (the server is not the one in trouble).
+      const cap = Math.min(this.maxDelay, this.minDelay * 2 ** this.attempt);
+      const delay = now ? 0 : Math.round(cap / 2 + Math.random() * cap / 2);
+      if (!now) this.attempt += 1;
+      this._emit("close", {code: event.code, reconnectIn: delay});
+      this.timers.retry = setTimeout(() => {
+        this.timers.retry = null;
+        this._open();
+      }, delay);
+    }
+
+    _lost() {}
+
+    _onOnline() {
+      // The network is back: no need to wait out the backoff.
+      if (!this.socket && !this.closed && this.timers.retry) {
+        this._clearTimer("retry");
+        this._open();
+      }
+    }
+
+    // The tab woke (resume, pageshow, visible again). A socket that heard nothing for two
+    // heartbeat intervals slept through them: the server ends a socket silent for a lease, so
+    // it is dropped and a new one opened now (the server's own close, if it comes, is ignored);
+    // a fresher one gets a heartbeat now, whose answer (or its absence) settles it.
+    _onWake() {
+      if (this.closed) return;
+      const ws = this.socket;
+      if (!ws) {
+        this._onOnline();
+        return;
+      }
+      if (ws.shared) {
+        ws.wake(); // the connection is the hub's: it looks at it
+        return;
+      }
+      if (ws.sse || !this.helloSeen || ws.readyState !== WebSocket.OPEN) return;
+      if (Date.now() - (this.heardAt || 0) > 2 * this.heartbeatMs) {
+        ws.onclose = null;
+        ws.onmessage = null;
+        ws.close(CLOSE_STALE);
+        this._onClose(ws, {code: CLOSE_STALE}, true);
+        return;
+      }
+      this._send({type: "heartbeat"});
+    }
+
+    // The server's hello: the connection is up, its limits known, its heartbeat started (the
+    // hub's beats for a shared one: a tab's link needs none).
+    _connected(msg) {
+      this.helloSeen = true;
+      if (!this.socket || (!this.socket.sse && !this.socket.shared)) this.socketWorked = true;
+      this.limits = msg.limits;
+      this.openedAt = Date.now();
+      const rate = Math.max(1, Math.floor(msg.limits.frames_per_second * 0.8));
+      this.rate = rate;
+      this.tokens = rate;
+      this.tokensAt = Date.now();
+      this._clearTimer("heartbeat");
+      this.beatAt = 0;
+      this.heartbeatMs = msg.heartbeat * 1000;
+      if (!this.socket || !this.socket.shared) {
+        this.timers.heartbeat = every(this.heartbeatMs, () => this._beat(), this.timerWorker);
+      }
+    }
+
+    // Frames go out through a token bucket a little below the server's limit: re-joining many
+    // rooms after a reconnect must not trip MAX_FRAMES_PER_SECOND.
+    _send(frame) {
+      const ws = this.socket;
+      if (!ws || ws.readyState !== WebSocket.OPEN || !this.limits) return false;
+      this.queue.push(frame);
+      this._drain();
+      return true;
+    }
+
+    _drain() {
+      const ws = this.socket;
+      if (!ws || ws.readyState !== WebSocket.OPEN) return;
+      const now = Date.now();
+      this.tokens = Math.min(this.rate, this.tokens + ((now - this.tokensAt) / 1000) * this.rate);
+      this.tokensAt = now;
+      while (this.queue.length && this.tokens >= 1) {
+        const frame = this.queue.shift();
+        ws.send(JSON.stringify(frame));
+        if (frame.type === "heartbeat") this.beatAt = Date.now(); // sent, not queued
+        this._sent(frame);
+        this.tokens -= 1;
+      }
+      if (this.queue.length && !this.timers.drain) {
+        const wait = Math.ceil(((1 - this.tokens) / this.rate) * 1000);
+        this.timers.drain = setTimeout(() => {
+          this.timers.drain = null;
+          this._drain();
+        }, wait);
+      }
+    }
+
+    _sent(frame) {}
+
+    _clearTimer(key) {
+      const id = this.timers[key];
+      if (id === null || id === undefined) return;
+      if (typeof id === "function") {
+        id(); // every()'s stop
+      } else {
+        clearTimeout(id);
+        clearInterval(id);
+      }
+      this.timers[key] = null;
+    }
+  }
+
+  class PresenceClient extends Connection {
+    constructor(options) {
+      const opts = options || {};
+      super(opts);
+      this.root = opts.root || global.document;
+      this.labels = Object.assign({}, LABELS, opts.labels || {});
+      this.autoWatch = opts.autoWatch !== false;
+      // One connection for the browser's tabs of this origin (a SharedWorker's, else a leader
+      // tab's), or null: this tab's own (share: false, or a browser with neither).
+      this.share = shareMode(opts, this);
+      this.shared = this.share ? this.share.mode : null;
+
+      this.rooms = new Set((opts.rooms || []).map(String)); // wanted: re-joined on reconnect
+      this.appWatch = new Set((opts.watch || []).map(String));
+      this.sentWatch = null; // the watch list the server has, as a sorted string
+      this.handlers = new Map();
+      this.users = new Map(); // user id -> latest presence seen
+      this.roomMembers = new Map(); // room -> Map(user id -> member)
+      this.roomCounts = new Map(); // a count-only room -> its last presence.count
+      this.userId = null;
+      this.me = null; // your own presence, as only you see it
+      this.pendingStatus = null;
+      this.lastTyping = new Map();
+      this.lastActivity = 0;
+      this.activityMs = 15000;
+      this.typingMs = 2000;
+      this.roomStates = new Map(); // room -> Map("user|conn" -> {user, conn, data}): others'
+      this.ownStates = new Map(); // room -> your latest state there (sent again on reconnect)
+      this.dirtyStates = new Set(); // rooms whose own state waits for the next tick
+      this.stateSentAt = 0;
+
+      Object.assign(this.timers, {scan: null, ago: null, state: null});
 
       this._onActivity = this._onActivity.bind(this);
       this._onVisibility = this._onVisibility.bind(this);
@@ -323,120 +511,39 @@
     }
 
     // -- connection --------------------------------------------------------------------------
-    _open() {
-      if (this.closed) return;
-      const ws = this.transport === "sse" ? new SseSocket(this) : new WebSocket(this.url);
-      this.socket = ws;
-      this.helloSeen = false;
-      ws.onmessage = (event) => {
-        this.heardAt = Date.now();
-        this._receive(event.data);
-      };
-      ws.onclose = (event) => this._onClose(ws, event);
+    _makeSocket() {
+      return this.share ? this.share.link() : super._makeSocket();
     }
 
-    // Every heartbeat is answered: one that got no frame back within a whole interval means
-    // the link is dead. Drop the socket at once (a close handshake would wait on the dead link
-    // too) and reconnect.
-    _beat() {
-      const ws = this.socket;
-      if (!ws || ws.sse) return; // a stream's lease is kept by the stream itself
-      if (this.beatAt && this.heardAt < this.beatAt) {
-        ws.onclose = null;
-        ws.onmessage = null;
-        ws.close(CLOSE_STALE);
-        this._onClose(ws, {code: CLOSE_STALE});
-        return;
-      }
-      this._send({type: "heartbeat"});
-    }
-
-    _onClose(ws, event, now) {
-      if (ws !== this.socket) return;
-      this.socket = null;
-      this.queue = [];
+    _lost() {
       this.sentWatch = null;
-      for (const key of ["heartbeat", "drain"]) this._clearTimer(key);
-      if (this.openedAt && Date.now() - this.openedAt > STABLE_MS) this.attempt = 0;
-      this.openedAt = 0;
+    }
+
+    // The shared connection went down (the hub reconnects it by itself): this tab hears the
+    // close as if it were its own, and gets a hello again once the hub is back.
+    _onDown(ws, event) {
+      if (ws !== this.socket) return;
+      this.helloSeen = false;
+      this.queue = [];
+      this._lost();
+      this._clearTimer("drain");
       if (event.code === CLOSE_UNAUTHENTICATED) {
-        // Logged out: reconnecting cannot help.
         this.closed = true;
+        ws.close(1000);
         this._emit("close", {code: event.code, reconnectIn: null});
         this._emit("unauthorized", {code: event.code});
         return;
       }
-      if (this.closed) {
-        this._emit("close", {code: event.code, reconnectIn: null});
-        return;
-      }
-      if (!ws.sse && !this.helloSeen && !this.socketWorked && this.fallback) {
-        // No socket of this page ever got as far as the hello: WebSockets do not get through
-        // here. (One that worked before and fails now met a restart: retry it, below.)
-        this.transport = "sse";
-        this._emit("close", {code: event.code, reconnectIn: 0});
-        this._open();
-        return;
-      }
-      // Exponential backoff with jitter, so a restarted server is not hit by every tab at once;
-      // none for a tab that woke up to a dead socket (the server is not the one in trouble).
-      const cap = Math.min(this.maxDelay, this.minDelay * 2 ** this.attempt);
-      const delay = now ? 0 : Math.round(cap / 2 + Math.random() * cap / 2);
-      if (!now) this.attempt += 1;
-      this._emit("close", {code: event.code, reconnectIn: delay});
-      this.timers.retry = setTimeout(() => {
-        this.timers.retry = null;
-        this._open();
-      }, delay);
-    }
-
-    _onOnline() {
-      // The network is back: no need to wait out the backoff.
-      if (!this.socket && !this.closed && this.timers.retry) {
-        this._clearTimer("retry");
-        this._open();
-      }
-    }
-
-    // The tab woke (resume, pageshow, visible again). A socket that heard nothing for two
-    // heartbeat intervals slept through them: the server ends a socket silent for a lease, so
-    // it is dropped and a new one opened now (the server's own close, if it comes, is ignored);
-    // a fresher one gets a heartbeat now, whose answer (or its absence) settles it.
-    _onWake() {
-      if (this.closed) return;
-      const ws = this.socket;
-      if (!ws) {
-        this._onOnline();
-        return;
-      }
-      if (ws.sse || !this.helloSeen || ws.readyState !== WebSocket.OPEN) return;
-      if (Date.now() - (this.heardAt || 0) > 2 * this.heartbeatMs) {
-        ws.onclose = null;
-        ws.onmessage = null;
-        ws.close(CLOSE_STALE);
-        this._onClose(ws, {code: CLOSE_STALE}, true);
-        return;
-      }
-      this._send({type: "heartbeat"});
+      this._emit("close", {code: event.code, reconnectIn: event.reconnectIn});
     }
 
     _hello(msg) {
-      this.helloSeen = true;
-      if (!this.socket || !this.socket.sse) this.socketWorked = true;
+      this._connected(msg);
+      if (this.socket && this.socket.shared) this.transport = this.socket.transport;
       this.userId = msg.user;
       this.me = msg.me;
-      this.limits = msg.limits;
-      this.openedAt = Date.now();
       this.activityMs = msg.activity * 1000;
       this.typingMs = msg.typing * 1000;
-      const rate = Math.max(1, Math.floor(msg.limits.frames_per_second * 0.8));
-      this.rate = rate;
-      this.tokens = rate;
-      this.tokensAt = Date.now();
-      this._clearTimer("heartbeat");
-      this.beatAt = 0;
-      this.heartbeatMs = msg.heartbeat * 1000;
-      this.timers.heartbeat = every(this.heartbeatMs, () => this._beat(), this.timerWorker);
       // This client handles batched membership changes (a frame a tick, not one a join).
       this._send({type: "hello", accept: ["presence.diff"]});
       // A new connection knows nothing: join the rooms and watch the users again.
@@ -452,16 +559,6 @@
       }
       if (this.me) this._paint(this.userId);
       this._emit("open", msg);
-    }
-
-    // Frames go out through a token bucket a little below the server's limit: re-joining many
-    // rooms after a reconnect must not trip MAX_FRAMES_PER_SECOND.
-    _send(frame) {
-      const ws = this.socket;
-      if (!ws || ws.readyState !== WebSocket.OPEN || !this.limits) return false;
-      this.queue.push(frame);
-      this._drain();
-      return true;
     }
 
     _stateTickMs() {
@@ -487,27 +584,6 @@
         }
       }
       this.dirtyStates.clear();
-    }
-
-    _drain() {
-      const ws = this.socket;
-      if (!ws || ws.readyState !== WebSocket.OPEN) return;
-      const now = Date.now();
-      this.tokens = Math.min(this.rate, this.tokens + ((now - this.tokensAt) / 1000) * this.rate);
-      this.tokensAt = now;
-      while (this.queue.length && this.tokens >= 1) {
-        const frame = this.queue.shift();
-        ws.send(JSON.stringify(frame));
-        if (frame.type === "heartbeat") this.beatAt = Date.now(); // sent, not queued
-        this.tokens -= 1;
-      }
-      if (this.queue.length && !this.timers.drain) {
-        const wait = Math.ceil(((1 - this.tokens) / this.rate) * 1000);
-        this.timers.drain = setTimeout(() => {
-          this.timers.drain = null;
-          this._drain();
-        }, wait);
-      }
     }
 
     // -- frames from the server ----------------------------------------------------------------
@@ -854,18 +930,6 @@
         }
       }
     }
-
-    _clearTimer(key) {
-      const id = this.timers[key];
-      if (id === null) return;
-      if (typeof id === "function") {
-        id(); // every()'s stop
-      } else {
-        clearTimeout(id);
-        clearInterval(id);
-      }
-      this.timers[key] = null;
-    }
   }
 
   // The SSE transport behind the WebSocket's interface (readyState, send, close, onmessage,
@@ -953,6 +1017,709 @@
     }
   }
 
+  // -- one connection per browser, shared by its tabs ------------------------------------------
+  //
+  // A browser's tabs of one origin share one connection (share: true, the default): a hub holds
+  // it, in a SharedWorker (this same file, run as the worker) or, where SharedWorker is
+  // missing, in a leader tab elected over Web Locks that relays over a BroadcastChannel. Each
+  // tab's client talks to the hub through a TabLink, which looks like a socket to it. The hub
+  // keeps what each tab wants and tells the server what they want together:
+  //   - a room is joined while any tab is in it and left when the last one leaves (or closes);
+  //     a tab that joins a room the connection is in gets the room's snapshot again;
+  //   - the room's events go to the tabs in it; presence of users, your own status, direct
+  //     messages and the project's frames without a room go to every tab;
+  //   - the watch list is the union of the tabs' lists;
+  //   - typing and activity are throttled per connection; a room state is the connection's
+  //     one: the latest a tab set there (a tab that clears it, leaves or closes hands the room
+  //     back to the state another tab set before it, if any). Tabs see each other's states as
+  //     any member's (conn "tab:<id>").
+  // A tab that closes leaves its rooms (if no other tab is in them): the connection lives on.
+  // The leader tab that closes takes the connection with it: the next tab in the lock's queue
+  // opens the next one within the server's grace, and the tabs' frames not yet sent are sent
+  // again through it (acks), so another user sees no leave, no flicker, no lost frame.
+
+  // The script's own URL: the SharedWorker runs this file (presence.mjs tells a module's).
+  const SCRIPT_URL = global.document && global.document.currentScript
+    ? global.document.currentScript.src : null;
+  // Frames that stand for what a tab wants (sent again by its client on every hello): not
+  // repeated through a new hub. Any other frame a tab sent and the hub did not ack is.
+  const WANTS = new Set(["hello", "heartbeat", "join", "leave", "watch", "roomstate"]);
+
+  function randomId() {
+    if (global.crypto && global.crypto.randomUUID) return global.crypto.randomUUID();
+    return Date.now().toString(36) + Math.random().toString(36).slice(2);
+  }
+
+  function cookie(name) {
+    const doc = global.document;
+    const match = doc && new RegExp("(?:^|;\\s*)" + name + "=([^;]*)").exec(doc.cookie);
+    return match ? match[1] : "";
+  }
+
+  // A watch list as frames within the size limit: the first replaces, the next add.
+  function watchFrames(ids, frameBytes) {
+    const budget = frameBytes - 64;
+    const frames = [];
+    let chunk = [];
+    let size = 0;
+    const flush = () => {
+      frames.push(frames.length ? {type: "watch", add: chunk} : {type: "watch", users: chunk});
+      chunk = [];
+      size = 0;
+    };
+    for (const id of ids) {
+      const cost = byteLength(JSON.stringify(id)) + 1;
+      if (chunk.length && size + cost > budget) flush();
+      chunk.push(id);
+      size += cost;
+    }
+    if (chunk.length || !frames.length) flush();
+    return frames;
+  }
+
+  // How this page's client shares its connection: null (its own: share false, or a browser
+  // without SharedWorker nor Web Locks + BroadcastChannel), else {mode: "worker" | "leader"}.
+  // Tabs share only with tabs of the same endpoints and sign-in: the key holds the URLs, the
+  // transport option and shareKey (default: the CSRF cookie, which Django rotates at login, so
+  // a tab signed in as somebody else does not use the last user's connection).
+  function shareMode(opts, client) {
+    if (opts.share === false || !global.document) return null;
+    const key = JSON.stringify([client.url, client.sseUrl, client.restUrl, opts.transport || "auto",
+      opts.shareKey !== undefined ? String(opts.shareKey) : cookie("csrftoken")]);
+    const workerUrl = opts.workerUrl || Presence.workerUrl || SCRIPT_URL;
+    const canLead = !!(global.navigator && global.navigator.locks) &&
+      typeof global.BroadcastChannel === "function";
+    const mode = typeof global.SharedWorker === "function" && workerUrl ? "worker"
+      : canLead ? "leader" : null;
+    if (!mode) return null;
+    const share = {mode, key, workerUrl, canLead, hub: null, current: null, leading: false};
+    share.options = {url: client.url, sseUrl: client.sseUrl, restUrl: client.restUrl,
+                     transport: opts.transport, minDelay: opts.minDelay, maxDelay: opts.maxDelay,
+                     timerWorker: opts.timerWorker};
+    share.link = () => (share.current = new TabLink(client, share));
+    // The leader: the page whose request gets the lock holds it (and the hub) for its life.
+    share.lead = () => {
+      if (share.leading) return;
+      share.leading = true;
+      global.navigator.locks.request("presence-leader:" + key, () => new Promise(() => {
+        share.hub = new Hub(share.options, "presence:" + key);
+        if (share.current && !share.current.ended) share.current.becomeLocal(share.hub);
+      }));
+    };
+    return share;
+  }
+
+  // A tab's end of the shared connection, with a socket's face for its client (readyState,
+  // send, close, onmessage, onclose; shared: true). Down and up again are the hub's doing: the
+  // link stays, its client hears a close (_onDown) and then a hello.
+  class TabLink {
+    constructor(client, share) {
+      this.shared = true;
+      this.client = client;
+      this.share = share;
+      this.mode = share.mode;
+      this.readyState = 0;
+      this.bufferedAmount = 0;
+      this.transport = client.transport;
+      this.onmessage = null;
+      this.onclose = null;
+      this.tab = randomId();
+      this.hub = null; // the hub this tab heard from last
+      this.local = false; // this page holds the hub (the leader)
+      this.seq = 0;
+      this.unacked = []; // frames sent over the channel that no hub has acked yet
+      this.ended = false;
+      this.heard = false;
+      this.release = null;
+      this._onPageHide = () => this._post({t: "bye", tab: this.tab});
+      this._onPageShow = (event) => {
+        if (event.persisted) this._attach(); // back from the back-forward cache
+      };
+      global.addEventListener("pagehide", this._onPageHide);
+      global.addEventListener("pageshow", this._onPageShow);
+      const locks = global.navigator && global.navigator.locks;
+      if (!locks) {
+        this._start();
+        return;
+      }
+      // Held for this tab's life: the hub asks for it too, and gets it when the tab is gone
+      // (closed, crashed, navigated away), whatever the tab managed to say.
+      locks.request("presence-tab:" + this.tab, () => new Promise((release) => {
+        this.release = release;
+        if (this.ended) release();
+        else this._start();
+      }));
+    }
+
+    _start() {
+      if (this.mode === "worker") {
+        try {
+          const worker = new global.SharedWorker(this.share.workerUrl,
+            {name: "presence:" + this.share.key});
+          this.port = worker.port;
+          worker.onerror = () => this._fail();
+          this.port.onmessage = (event) => this._fromHub(event.data);
+          this.port.start();
+          // A worker that never answers (refused by a Content-Security-Policy, not served):
+          // the leader tab, or this tab's own connection.
+          this.failTimer = setTimeout(() => this._fail(), 10000);
+        } catch (e) {
+          this._fail();
+          return;
+        }
+      } else {
+        this.channel = new global.BroadcastChannel("presence:" + this.share.key);
+        this.channel.onmessage = (event) => this._fromChannel(event.data);
+        if (this.share.hub) {
+          this.becomeLocal(this.share.hub); // this page leads already
+          return;
+        }
+        this.share.lead();
+      }
+      this._attach();
+    }
+
+    _attach() {
+      if (this.ended) return;
+      this._post({t: "attach", tab: this.tab, options: this.share.options,
+                  acks: this.mode === "leader" && !this.local});
+    }
+
+    // This page won the election: its hub serves this tab directly.
+    becomeLocal(hub) {
+      if (this.ended) return;
+      this.local = true;
+      this.hubRef = hub;
+      this._attach();
+    }
+
+    _fail() {
+      if (this.heard || this.ended) return;
+      clearTimeout(this.failTimer);
+      this.ended = true;
+      if (this.port) this.port.close();
+      if (this.release) this.release();
+      const share = this.share;
+      share.mode = share.canLead ? "leader" : null;
+      this.client.shared = share.mode;
+      if (!share.mode) this.client.share = null;
+      this.readyState = 3;
+      this.client._onClose(this, {code: 1006}, true); // at once, the other way
+    }
+
+    _post(msg) {
+      if (this.local) {
+        const hub = this.hubRef;
+        Promise.resolve().then(() => hub.fromTab(msg, {kind: "local", link: this}));
+      } else if (this.port) {
+        this.port.postMessage(msg);
+      } else if (this.channel) {
+        this.channel.postMessage(Object.assign({to: "hub"}, msg));
+      }
+    }
+
+    _fromChannel(msg) {
+      if (!msg || msg.to === "hub" || this.local || this.ended) return;
+      if (msg.t === "leader") {
+        this._attach(); // a new leader: tell it this tab is here
+      } else if (Array.isArray(msg.to) && msg.to.includes(this.tab)) {
+        this._fromHub(msg);
+      }
+    }
+
+    _fromHub(msg) {
+      if (this.ended) return;
+      if (!this.heard) {
+        this.heard = true;
+        clearTimeout(this.failTimer);
+      }
+      if (msg.t === "frame") {
+        if (this.readyState === 1 && this.onmessage) this.onmessage({data: msg.data});
+      } else if (msg.t === "up") {
+        // A hub other than the last one (a new leader): what the last did not ack goes again,
+        // after the hello, whose handling sends the tab's rooms, states and watch list.
+        const again = this.hub !== null && msg.hub !== this.hub
+          ? this.unacked.filter((f) => !WANTS.has(f.frame.type)) : [];
+        this.hub = msg.hub;
+        this.unacked = [];
+        this.transport = msg.transport;
+        this.readyState = 1;
+        if (this.onmessage) this.onmessage({data: msg.hello});
+        for (const f of again) this.send(JSON.stringify(f.frame));
+      } else if (msg.t === "down") {
+        this.readyState = 0;
+        this.unacked = []; // as a socket's queue: gone with the connection
+        this.transport = msg.transport;
+        this.client._onDown(this, msg);
+      } else if (msg.t === "ack") {
+        this.unacked = this.unacked.filter((f) => f.seq > msg.seq);
+      }
+    }
+
+    send(text) {
+      if (this.readyState !== 1) return;
+      const frame = JSON.parse(text);
+      const seq = ++this.seq;
+      if (this.channel && !this.local) this.unacked.push({seq, frame});
+      this._post({t: "frame", tab: this.tab, seq, frame});
+    }
+
+    wake() {
+      this._post({t: "wake"});
+    }
+
+    close(code) {
+      if (this.ended) return;
+      this._post({t: "bye", tab: this.tab});
+      this.ended = true;
+      this.readyState = 3;
+      clearTimeout(this.failTimer);
+      global.removeEventListener("pagehide", this._onPageHide);
+      global.removeEventListener("pageshow", this._onPageShow);
+      if (this.release) this.release();
+      if (this.port) this.port.close();
+      if (this.channel) this.channel.close();
+      setTimeout(() => this.onclose && this.onclose({code: code || 1000}), 0);
+    }
+  }
+
+  // The connection a browser's tabs share, and what each tab wants of it (above).
+  class Hub extends Connection {
+    constructor(options, channelName) {
+      super(Object.assign({}, options, {
+        // a SharedWorker's timers are not throttled; a leader tab's are, hidden
+        timerWorker: channelName ? options.timerWorker !== false : false,
+      }));
+      this.id = randomId();
+      this.tabs = new Map(); // tab id -> {sink, rooms, watch, seq, acked, acks}
+      this.rooms = new Map(); // room -> {tabs, waiting, asked, target, states, sent}
+      this.hello = null; // the server's hello, as text, for each tab
+      this.userId = null;
+      this.sentWatch = null;
+      this.lastTyping = new Map();
+      this.lastActivity = 0;
+      this.dirtyStates = new Set();
+      this.stateSentAt = 0;
+      Object.assign(this.timers, {state: null, ack: null, watch: null});
+      this.closed = true; // until a tab comes
+      if (channelName) {
+        this.channel = new global.BroadcastChannel(channelName);
+        this.channel.onmessage = (event) => {
+          const msg = event.data;
+          if (msg && msg.to === "hub") {
+            this.fromTab(msg, {kind: "channel"});
+          }
+        };
+        this.channel.postMessage({t: "leader", hub: this.id});
+      }
+    }
+
+    // -- the tabs ---------------------------------------------------------------------------
+    fromTab(msg, sink) {
+      if (msg.t === "attach") {
+        this._attach(msg.tab, sink, msg.acks);
+      } else if (msg.t === "bye") {
+        this._detach(msg.tab);
+      } else if (msg.t === "wake") {
+        this._onWake();
+      } else if (msg.t === "frame") {
+        const tab = this.tabs.get(msg.tab);
+        if (!tab || !this.helloSeen) return; // not acked: sent again through the next hub
+        tab.seq = msg.seq;
+        this._fromTab(msg.tab, tab, msg.frame);
+        this._ackSoon();
+      }
+    }
+
+    _attach(id, sink, acks) {
+      if (this.tabs.has(id)) return;
+      const post = sink.kind === "port" ? sink.post
+        : sink.kind === "local" ? (m) => Promise.resolve().then(() => sink.link._fromHub(m))
+        : (m) => this.channel.postMessage(Object.assign({to: [id]}, m));
+      this.tabs.set(id, {post, channel: sink.kind === "channel", rooms: new Set(),
+                         watch: new Set(), seq: 0, acked: 0, acks: !!acks});
+      const locks = global.navigator && global.navigator.locks;
+      if (locks) locks.request("presence-tab:" + id, () => this._detach(id));
+      if (this.helloSeen) {
+        post(this._up());
+      } else if (this.closed) {
+        this.closed = false;
+        this.attempt = 0;
+        this._open();
+      }
+    }
+
+    _detach(id) {
+      const tab = this.tabs.get(id);
+      if (!tab) return;
+      this.tabs.delete(id);
+      for (const room of Array.from(tab.rooms)) this._leave(id, tab, room);
+      this._syncWatch();
+      if (this.tabs.size) return;
+      // No tab left: the connection goes (a clean close: the server's grace, as a reload).
+      this.closed = true;
+      for (const key of Object.keys(this.timers)) this._clearTimer(key);
+      const ws = this.socket;
+      if (ws) {
+        this._onClose(ws, {code: 1000});
+        ws.close(1000);
+      }
+    }
+
+    _up() {
+      return {t: "up", hub: this.id, transport: this.transport, hello: this.hello};
+    }
+
+    // Sends msg to the tabs (ids): one message on the channel for all of its tabs.
+    _deliver(ids, msg) {
+      const viaChannel = [];
+      for (const id of ids) {
+        const tab = this.tabs.get(id);
+        if (!tab) continue;
+        if (tab.channel) viaChannel.push(id);
+        else tab.post(msg);
+      }
+      if (viaChannel.length) this.channel.postMessage(Object.assign({to: viaChannel}, msg));
+    }
+
+    _frame(ids, text) {
+      this._deliver(ids, {t: "frame", data: text});
+    }
+
+    // A frame is acked once it left on the socket: a tab sends again, through the next
+    // leader, what its leader took with it.
+    _ackSoon() {
+      if (this.timers.ack) return;
+      this.timers.ack = setTimeout(() => {
+        this.timers.ack = null;
+        const ws = this.socket;
+        if (!ws || this.queue.length || (ws.bufferedAmount || 0) > 0) {
+          if (ws) this._ackSoon();
+          return;
+        }
+        for (const tab of this.tabs.values()) {
+          if (tab.acks && tab.seq > tab.acked) {
+            tab.acked = tab.seq;
+            tab.post({t: "ack", seq: tab.seq});
+          }
+        }
+      }, 20);
+    }
+
+    _room(name) {
+      let room = this.rooms.get(name);
+      if (!room) {
+        room = {tabs: new Set(), waiting: new Set(), asked: false, target: null,
+                states: new Map(), sent: undefined};
+        this.rooms.set(name, room);
+      }
+      return room;
+    }
+
+    // A tab's frame: what it wants, merged with the others'.
+    _fromTab(id, tab, frame) {
+      const name = typeof frame.room === "string" ? frame.room : null;
+      switch (frame.type) {
+        case "hello":
+        case "heartbeat": // the hub's own
+          return;
+        case "join": {
+          if (name === null) break;
+          const room = this._room(name);
+          if (frame.permanent === true) {
+            room.asked = true;
+            this._send(frame); // a membership too: the server's to make
+          } else if (tab.rooms.has(name)) {
+            return; // in it (a hello's joins): the hub joined it again itself
+          }
+          tab.rooms.add(name);
+          room.tabs.add(id);
+          room.waiting.add(id);
+          if (!room.asked) {
+            room.asked = true;
+            this._send({type: "join", room: name});
+          }
+          return;
+        }
+        case "leave":
+          if (name === null) break;
+          if (frame.permanent === true) {
+            this._revoked(name, id);
+            break; // the server leaves it and ends the membership
+          }
+          if (tab.rooms.has(name)) this._leave(id, tab, name);
+          return;
+        case "typing": {
+          if (!tab.rooms.has(name)) return;
+          const now = Date.now();
+          if (now - (this.lastTyping.get(name) || 0) < this.typingMs) return;
+          this.lastTyping.set(name, now);
+          break;
+        }
+        case "roomstate": {
+          if (!tab.rooms.has(name)) return;
+          const room = this.rooms.get(name);
+          const data = frame.data == null ? null : frame.data;
+          room.states.delete(id); // the latest set last
+          if (data !== null) room.states.set(id, data);
+          this._relayState(name, room, id, data);
+          this.dirtyStates.add(name);
+          this._flushStates();
+          return;
+        }
+        case "watch":
+          if (Array.isArray(frame.users)) tab.watch = new Set(frame.users.map(String));
+          else if (Array.isArray(frame.add)) for (const u of frame.add) tab.watch.add(String(u));
+          else if (Array.isArray(frame.remove)) for (const u of frame.remove) tab.watch.delete(String(u));
+          else break;
+          if (!this.timers.watch) {
+            // a long list comes in several frames: the union is sent once they are in
+            this.timers.watch = setTimeout(() => {
+              this.timers.watch = null;
+              this._syncWatch();
+            }, 20);
+          }
+          return;
+        case "activity": {
+          const now = Date.now();
+          if (now - this.lastActivity < this.activityMs) return;
+          this.lastActivity = now;
+          break;
+        }
+        default:
+          break;
+      }
+      this._send(frame);
+    }
+
+    _leave(id, tab, name) {
+      tab.rooms.delete(name);
+      const room = this.rooms.get(name);
+      if (!room) return;
+      room.tabs.delete(id);
+      room.waiting.delete(id);
+      if (room.target) room.target.delete(id);
+      if (room.states.delete(id)) {
+        this._relayState(name, room, id, null);
+        this.dirtyStates.add(name);
+      }
+      if (room.tabs.size) {
+        this._flushStates();
+        return;
+      }
+      this.rooms.delete(name);
+      this.dirtyStates.delete(name);
+      this.lastTyping.delete(name);
+      if (this.helloSeen) this._send({type: "leave", room: name}); // its state goes with it
+    }
+
+    // The connection is out of a room (a permanent leave, access taken away): every tab in it
+    // is told, as the server tells a connection.
+    _revoked(name, except) {
+      const room = this.rooms.get(name);
+      if (!room) return;
+      this.rooms.delete(name);
+      this.dirtyStates.delete(name);
+      const others = [];
+      for (const id of room.tabs) {
+        const tab = this.tabs.get(id);
+        if (tab) tab.rooms.delete(name);
+        if (id !== except) others.push(id);
+      }
+      const error = {type: "error", code: "forbidden", room: name,
+                     detail: "This room was left for good in another tab."};
+      if (except !== null && others.length) this._frame(others, JSON.stringify(error));
+    }
+
+    // A tab's room state, shown to the other tabs in the room as any member's.
+    _relayState(name, room, id, data) {
+      const others = Array.from(room.tabs).filter((t) => t !== id);
+      if (!others.length || this.userId === null) return;
+      const states = [{user: this.userId, conn: "tab:" + id, data}];
+      this._frame(others, JSON.stringify({type: "presence.roomstate", room: name, states}));
+    }
+
+    _stateTickMs() {
+      const limits = this.limits || {};
+      return 1000 / Math.min(limits.room_state_rate || 20, Math.max(1, (this.rate || 2) / 2));
+    }
+
+    // The connection's state in each changed room: the latest a tab there set (null: none).
+    _flushStates() {
+      if (this.timers.state || !this.dirtyStates.size || !this.helloSeen) return;
+      const wait = this.stateSentAt + this._stateTickMs() - Date.now();
+      if (wait > 0) {
+        this.timers.state = setTimeout(() => {
+          this.timers.state = null;
+          this._flushStates();
+        }, wait);
+        return;
+      }
+      this.stateSentAt = Date.now();
+      for (const name of this.dirtyStates) {
+        const room = this.rooms.get(name);
+        if (!room) continue;
+        let data = null;
+        for (const value of room.states.values()) data = value;
+        const text = JSON.stringify(data);
+        if (text === (room.sent === undefined ? "null" : room.sent)) continue;
+        room.sent = text;
+        this._send({type: "roomstate", room: name, data});
+      }
+      this.dirtyStates.clear();
+    }
+
+    _syncWatch() {
+      if (!this.limits) return;
+      const wanted = new Set();
+      for (const tab of this.tabs.values()) for (const id of tab.watch) wanted.add(id);
+      const ids = Array.from(wanted).sort().slice(0, this.limits.watch);
+      const key = ids.join("\n");
+      if (key === this.sentWatch) return;
+      if (!(this.sentWatch === null && ids.length === 0)) {
+        for (const frame of watchFrames(ids, this.limits.frame_bytes)) this._send(frame);
+      }
+      this.sentWatch = key;
+    }
+
+    // -- the connection -----------------------------------------------------------------------
+    _receive(text) {
+      let msg;
+      try {
+        msg = JSON.parse(text);
+      } catch (e) {
+        return;
+      }
+      const all = this.tabs.keys();
+      const room = typeof msg.room === "string" ? this.rooms.get(msg.room) : null;
+      switch (msg.type) {
+        case "hello":
+          this._hello(msg, text);
+          return;
+        case "heartbeat.ack":
+          return;
+        case "presence.state":
+          if (msg.watch || msg.room == null) this._frame(all, text);
+          else if (room) this._snapshot(msg, room, text);
+          return;
+        case "presence.join":
+        case "presence.leave":
+        case "presence.count":
+        case "presence.typing":
+        case "presence.roomstate":
+          if (room) this._frame(room.tabs, text);
+          return;
+        case "presence.diff":
+          if (msg.room == null) this._frame(all, text);
+          else if (room) this._frame(room.tabs, text);
+          return;
+        case "error":
+          this._error(msg, room, text);
+          return;
+        default:
+          // a project's frame about a room goes to the tabs in it; any other to every tab
+          this._frame(room ? room.tabs : all, text);
+      }
+    }
+
+    _hello(msg, text) {
+      this._connected(msg);
+      this.hello = text;
+      this.userId = msg.user;
+      this.activityMs = msg.activity * 1000;
+      this.typingMs = msg.typing * 1000;
+      this._send({type: "hello", accept: ["presence.diff"]});
+      // A new connection is in no room: the tabs' rooms again, each tab waiting for its
+      // snapshot, and the rooms' states.
+      for (const [name, room] of this.rooms) {
+        room.asked = true;
+        room.waiting = new Set(room.tabs);
+        room.target = null;
+        room.sent = undefined;
+        this._send({type: "join", room: name});
+        if (room.states.size) this.dirtyStates.add(name);
+      }
+      this._flushStates();
+      this._syncWatch();
+      this._deliver(this.tabs.keys(), this._up());
+    }
+
+    // A room's snapshot: to the tabs waiting for one (all in the room, if none is: the server
+    // sent it unasked), with the other tabs' states; a snapshot of several pages goes whole
+    // to the tabs its first page went to.
+    _snapshot(msg, room, text) {
+      const first = !(msg.page > 0);
+      if (first) {
+        room.target = new Set(room.waiting.size ? room.waiting : room.tabs);
+        room.waiting.clear();
+        room.asked = false;
+      }
+      const to = Array.from(room.target || room.tabs);
+      this._frame(to, text);
+      if (first && this.userId !== null) {
+        for (const id of to) {
+          const states = [];
+          for (const [other, data] of room.states) {
+            if (other !== id) states.push({user: this.userId, conn: "tab:" + other, data});
+          }
+          if (states.length) {
+            this._frame([id], JSON.stringify({type: "presence.roomstate", room: msg.room, states}));
+          }
+        }
+      }
+      if (!msg.more) room.target = null;
+    }
+
+    _error(msg, room, text) {
+      if (room) {
+        this._frame(new Set([...room.tabs, ...room.waiting]), text);
+        // Not joined (refused, Redis away: the tabs ask again), or taken away: out of it.
+        if (msg.frame === "join" || (msg.code === "forbidden" && !msg.frame)) {
+          this._revoked(msg.room, null);
+        }
+      } else if (typeof msg.room !== "string") {
+        this._frame(this.tabs.keys(), text);
+      } // else about a room no tab is in any more
+    }
+
+    _lost() {
+      this.sentWatch = null;
+      this.lastTyping.clear();
+      this.dirtyStates.clear();
+      this._clearTimer("state");
+      for (const room of this.rooms.values()) {
+        room.asked = false;
+        room.target = null;
+        room.sent = undefined;
+      }
+    }
+
+    _emit(event, data) {
+      if (event === "close") {
+        const down = {t: "down", code: data.code, reconnectIn: data.reconnectIn,
+                      transport: this.transport};
+        this._deliver(this.tabs.keys(), down);
+      }
+    }
+  }
+
+  // In a SharedWorker (this file, run as the hub of a browser's tabs): one hub, made with the
+  // options of the first tab that attaches (the worker's name holds them: they are the same).
+  function serveTabs(scope) {
+    let hub = null;
+    scope.onconnect = (event) => {
+      const port = event.ports[0];
+      const sink = {kind: "port", post: (m) => port.postMessage(m)};
+      port.onmessage = (e) => {
+        const msg = e.data;
+        if (!msg) return;
+        if (!hub && msg.t === "attach") hub = new Hub(msg.options || {}, null);
+        if (hub) hub.fromTab(msg, sink);
+      };
+      port.start();
+    };
+  }
+
   const Presence = {
     version: "0.1.0",
     Client: PresenceClient,
@@ -970,6 +1737,7 @@
       global.presence = Presence.connect({
         url: script.dataset.presenceUrl || undefined,
         rooms: (script.dataset.presenceRooms || "").split(/[\s,]+/).filter(Boolean),
+        share: script.dataset.presenceShare !== "false",
       });
     };
     if (global.document.readyState === "loading") {
@@ -977,5 +1745,9 @@
     } else {
       start();
     }
+  }
+  if (typeof global.SharedWorkerGlobalScope === "function" &&
+      global instanceof global.SharedWorkerGlobalScope) {
+    serveTabs(global); // this file runs as the hub of a browser's tabs
   }
 })(typeof window !== "undefined" ? window : globalThis);

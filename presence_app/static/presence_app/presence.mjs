@@ -9,6 +9,9 @@
 import "./presence.js";
 
 const Presence = globalThis.Presence;
+// A module has no currentScript: the SharedWorker that holds the tabs' one connection runs
+// presence.js from beside this file (a bundler that moves it: Presence.connect({workerUrl})).
+if (!Presence.workerUrl) Presence.workerUrl = new URL("./presence.js", import.meta.url).href;
 
 /** Opens a connection (the WebSocket, else SSE + REST): `Presence.connect(options)`. */
 export const connect = (options) => Presence.connect(options);

@@ -8,9 +8,11 @@
   function connect(options) {
     // ?transport=sse tries the page over Server-Sent Events + REST (presence.js falls back to
     // them by itself when WebSockets cannot get through).
-    const transport = new URLSearchParams(global.location.search).get("transport");
+    // ?share=0: this tab's own connection, not the one the browser's tabs share.
+    const query = new URLSearchParams(global.location.search);
+    const transport = query.get("transport");
     const client = global.Presence.connect(Object.assign({}, options || {},
-      transport ? {transport} : {}));
+      transport ? {transport} : {}, query.get("share") === "0" ? {share: false} : {}));
     global.presence = client;
     const pill = document.getElementById("connection");
     if (pill) {

@@ -1,0 +1,267 @@
+"""One connection per browser, shared by its tabs, in headless Chromium against a real uvicorn.
+
+Bob opens the demo's room page in eight tabs of one browser context (one browser, one sign-in);
+each tab also joins a room of its own. The server holds one connection of Bob's (the store's
+record of his connections, read with ``manage.py presence export``). Each tab hears the events
+of its own rooms only, and sends and hears through the one connection. Bob closes his tabs one
+by one, the first one first: the others stay live, and Alice, in the lobby with Bob, sees no
+leave of the lobby, no offline and no dot of Bob's other than green. The same with the leader
+tab fallback (SharedWorker deleted before presence.js loads): closing the tab that holds the
+connection hands it to another tab within the server's grace, and a chat line Bob writes in
+another tab at that moment reaches Alice.
+
+Timers: tests/e2e/settings.py's (heartbeat 1 s, lease 4 s, grace 2 s, sweep 0.5 s).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from ..servers import AsgiServer, Database
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+LOBBY = "lobby"
+TABS = 8
+#: Seconds a wait for something a page shows may take on a loaded machine (each ends on it).
+WITHIN = 20
+
+JOINED = (
+    "room => window.presence && presence.userId !== null"
+    " && presence.members(room).some(m => m.user === presence.userId)"
+)
+
+# What a tab hears, kept on the page: each join and typing with its room.
+RECORD = """() => {
+    window.heard = [];
+    for (const name of ["join", "leave", "typing"]) {
+        presence.on(name, (e) => heard.push([name, e.user, e.room]));
+    }
+    return true;
+}"""
+
+# Alice's page keeps every sign of Bob going it gets: leaves, offlines, each class of his dot
+# (idle he may go: nobody touches his tabs).
+WATCH = """bob => {
+    window.aboutBob = [];
+    presence.on("leave", (e) => { if (e.user === bob) aboutBob.push(["leave", e.room]); });
+    presence.on("update", (e) => {
+        if (e.user === bob && e.state === "offline") aboutBob.push(["offline", null]);
+    });
+    const dot = () => document.querySelector('#here [data-presence-user="' + bob + '"]');
+    window.bobDots = [dot() && dot().className];
+    new MutationObserver(() => bobDots.push(dot() && dot().className)).observe(
+        document.body, {subtree: true, attributes: true, childList: true,
+                        attributeFilter: ["class"]});
+    return true;
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AsgiServer, Database, Any]]:
+    from django.conf import settings
+
+    tmp = tmp_path_factory.mktemp("shared-tabs")
+    db = Database(
+        tmp / "db.sqlite3",
+        settings="tests.e2e.settings",
+        env={
+            "REDIS_URL": settings.REDIS_URL,
+            "PRESENCE_E2E_PREFIX": f"shared-{uuid.uuid4().hex[:8]}",
+        },
+    ).migrate()
+    users = db.users(["alice", "bob"])
+    asgi = AsgiServer(db, name="shared", log_dir=Path(tmp))
+    asgi.start()
+    yield asgi, db, users
+    asgi.stop()
+
+
+def connections(db: Database, user: Any) -> list[str]:
+    """The user's connections as the server's store holds them."""
+    out = json.loads(db.manage("presence", "export", str(user.id)))
+    return [c for space in out["workspaces"].values() for c in space.get("connections", [])]
+
+
+def wait_until(what: Any, check: Any, timeout: float = WITHIN) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if check(value):
+            return value
+        assert time.monotonic() < deadline, f"not within {timeout} s: {value!r}"
+        time.sleep(0.2)
+
+
+def context_of(browser: Any, asgi: AsgiServer, user: Any, init: str | None = None) -> Any:
+    context = browser.new_context()
+    context.add_cookies([{"name": "sessionid", "value": user.session, "url": asgi.url}])
+    if init:
+        context.add_init_script(init)
+    return context
+
+
+def open_tab(context: Any, asgi: AsgiServer, own_room: str | None = None) -> Any:
+    page = context.new_page()
+    page.set_default_timeout(WITHIN * 1000)
+    page.goto(f"{asgi.url}/rooms/{LOBBY}/")
+    page.wait_for_function(JOINED, arg=LOBBY)
+    page.evaluate(RECORD)
+    if own_room:
+        page.evaluate("room => presence.join(room)", own_room)
+        page.wait_for_function(JOINED, arg=own_room)
+    return page
+
+
+def round_trip(alice: Any, bob_tabs: list[Any], bob_id: str, mark: str) -> None:
+    """Both ways through Bob's one connection: a status Bob sets in one tab reaches Alice, and
+    a status Alice sets reaches every tab of Bob's still open."""
+    bob_tabs[-1].evaluate("m => presence.setStatus({message: m})", mark)
+    alice.wait_for_function(
+        "([bob, m]) => (presence.get(bob) || {}).message === m", arg=[bob_id, mark]
+    )
+    alice.evaluate("m => presence.setStatus({message: m})", mark)
+    alice_id = alice.evaluate("presence.userId")
+    for tab in bob_tabs:
+        tab.wait_for_function(
+            "([alice, m]) => (presence.get(alice) || {}).message === m", arg=[alice_id, mark]
+        )
+
+
+def eight_tabs(browser: Any, server: Any, mode: str, init: str | None = None) -> None:
+    asgi, db, users = server
+    bob_id = users["bob"].id
+    alice_context = context_of(browser, asgi, users["alice"])
+    bob_context = context_of(browser, asgi, users["bob"], init)
+    try:
+        alice = open_tab(alice_context, asgi)
+        rooms = [f"{mode}-tab-{i}" for i in range(TABS)]
+        tabs = [open_tab(bob_context, asgi, room) for room in rooms]
+        for tab in tabs:
+            assert tab.evaluate("presence.shared") == mode
+            assert tab.evaluate("presence.transport") == "websocket"
+        # One connection for the eight tabs, as the server counts them.
+        assert len(connections(db, users["bob"])) == 1
+        alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob_id)
+        alice.evaluate(WATCH, bob_id)
+
+        # Each tab hears its own rooms: Alice comes into each tab's room, one after the other,
+        # and types there; the tab of that room hears it, no other tab does.
+        for room in rooms:
+            alice.evaluate("room => presence.join(room)", room)
+            alice.wait_for_function(JOINED, arg=room)
+            alice.evaluate("room => presence.typing(room)", room)
+        alice_id = alice.evaluate("presence.userId")
+        for tab, room in zip(tabs, rooms, strict=True):
+            tab.wait_for_function(
+                "([alice, room]) => heard.some(e => e[0] === 'typing' && e[2] === room"
+                " && e[1] === alice)",
+                arg=[alice_id, room],
+            )
+        for tab, room in zip(tabs, rooms, strict=True):
+            heard = tab.evaluate("heard")
+            assert {e[2] for e in heard if e[1] == alice_id} == {room}, heard
+        round_trip(alice, tabs, bob_id, "all eight")
+
+        # Closing any tab, the first one first, keeps the others live.
+        for i in range(TABS - 1):
+            tabs[0].close()
+            tabs.pop(0)
+            # its own room is left at once (no other tab of Bob's is in it)
+            alice.wait_for_function(
+                "([bob, room]) => !presence.members(room).some(m => m.user === bob)",
+                arg=[bob_id, rooms[i]],
+            )
+            round_trip(alice, tabs, bob_id, f"closed {i + 1}")
+            for tab in tabs:
+                assert tab.evaluate(f"presence.members('{LOBBY}').length") >= 2
+        # The last tab's is still the one connection (a new leader's has replaced the first
+        # one's by now: the old one's grace is over).
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
+
+        # Alice saw Bob leave only the rooms of the tabs he closed: no leave of the lobby, no
+        # offline; his dot never grey.
+        about = alice.evaluate("aboutBob")
+        assert about == [["leave", room] for room in rooms[: TABS - 1]], about
+        dots = alice.evaluate("bobDots")
+        assert dots and all(d and "presence-offline" not in d for d in dots), dots
+        assert asgi.tracebacks() == 0, asgi.log()
+    finally:
+        bob_context.close()
+        alice_context.close()
+
+
+def test_eight_tabs_share_one_connection_in_a_shared_worker(browser, server):
+    eight_tabs(browser, server, "worker")
+
+
+#: A browser without SharedWorker (Chrome on Android before 2024, Safari before 16).
+NO_SHARED_WORKER = "delete window.SharedWorker;"
+
+
+def test_without_shared_worker_a_leader_tab_holds_the_connection(browser, server):
+    eight_tabs(browser, server, "leader", NO_SHARED_WORKER)
+
+
+def test_closing_the_leader_tab_hands_over_without_a_lost_frame(browser, server):
+    """The leader tab (the first, which holds the connection) closes while another tab writes
+    in the chat: the line reaches Alice once the next leader's connection is up, Alice sees no
+    leave and no offline of Bob, and Bob's connection count comes back to one."""
+    asgi, db, users = server
+    bob_id = users["bob"].id
+    alice_context = context_of(browser, asgi, users["alice"])
+    bob_context = context_of(browser, asgi, users["bob"], NO_SHARED_WORKER)
+    try:
+        alice = open_tab(alice_context, asgi)
+        tabs = [open_tab(bob_context, asgi) for _ in range(3)]
+        assert [t.evaluate("presence.shared") for t in tabs] == ["leader"] * 3
+        assert len(connections(db, users["bob"])) == 1
+        alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob_id)
+        alice.evaluate(WATCH, bob_id)
+        # The first tab leads: closing it takes the connection with it.
+        assert tabs[0].evaluate("presence.socket.local") is True
+        writer = tabs[2]
+        writer.fill("#composer-input", "written during the handover")
+        tabs[0].close()
+        writer.press("#composer-input", "Enter")
+        expect(alice.locator("#messages .message", has_text="during the handover")).to_have_count(
+            1, timeout=WITHIN * 1000
+        )
+        round_trip(alice, tabs[1:], bob_id, "after the handover")
+        assert sum(t.evaluate("presence.socket.local") for t in tabs[1:]) == 1
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
+        assert alice.evaluate("aboutBob") == []
+        dots = alice.evaluate("bobDots")
+        assert dots and all(d and "presence-offline" not in d for d in dots), dots
+        assert asgi.tracebacks() == 0, asgi.log()
+    finally:
+        bob_context.close()
+        alice_context.close()
+
+
+def test_share_false_gives_each_tab_its_own_connection(browser, server):
+    """The opt-out: two tabs of ``?share=0`` (the demo's ``Presence.connect({share: false})``)
+    hold two connections."""
+    asgi, db, users = server
+    context = context_of(browser, asgi, users["bob"])
+    try:
+        pages = []
+        for _ in range(2):
+            page = context.new_page()
+            page.set_default_timeout(WITHIN * 1000)
+            page.goto(f"{asgi.url}/rooms/{LOBBY}/?share=0")
+            page.wait_for_function(JOINED, arg=LOBBY)
+            assert page.evaluate("presence.shared") is None
+            assert page.evaluate("presence.socket instanceof WebSocket")
+            pages.append(page)
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 2)
+    finally:
+        context.close()
