@@ -474,10 +474,15 @@ def test_bad_ids_are_refused(store):
             store.connect(bad, 1)
     with pytest.raises(InvalidInput):
         store.online(offset=-1)
-    # the heartbeat batch is checked as a whole, and each bad pair still refused
+    # the heartbeat batch is checked as a whole, and each bad pair still refused: beside an
+    # integer user (checked pair by pair) and in a batch of text users (checked at once)
     for bad in [("a\nb", 1), ("a|b", 1), ("", 1), ("c", ""), ("c", "a\x00"), ("c", None), (7, 1)]:
         with pytest.raises(InvalidInput):
             store.heartbeat_many([("ok", 1), bad])
+    bad_cids = [(cid, "2") for cid in ("a\nb", "a|b", "a b", "é", "", "x" * 129)]
+    for bad in [*bad_cids, ("c", ""), ("c", "a\x00"), ("c", "x" * 256)]:
+        with pytest.raises(InvalidInput):
+            store.heartbeat_many([("ok", "1"), bad])
     assert store.heartbeat_many([("ok", 1), ("fine", 2)], now=T) == [("ok", "1"), ("fine", "2")]
 
 
