@@ -116,6 +116,23 @@ def test_check_hints_need_no_file_a_pip_install_lacks(setting, check):
     assert "docs/" not in hint and "README" not in hint and ".md" not in hint
 
 
+def test_no_hint_in_the_source_names_a_file_a_pip_install_lacks():
+    # The test above runs four checks; this reads every hint the package writes (a check's, an
+    # error's), whatever makes it appear: the text of each hint= argument, its f-string parts too.
+    naming = []
+    for path in (ROOT / "presence_app").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "hint":
+                text = " ".join(
+                    n.value
+                    for n in ast.walk(node.value)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                )
+                if "docs/" in text or "README" in text or ".md" in text:
+                    naming.append(f"{path.relative_to(ROOT)}:{node.value.lineno}")
+    assert naming == []
+
+
 def test_unknown_setting_hint_names_the_setting_meant():
     found = hints(PRESENCE={**settings.PRESENCE, "LEASE_TTLS": 90})
     assert found["presence_app.W002"] == "Did you mean LEASE_TTL?"
