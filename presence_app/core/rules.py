@@ -110,7 +110,8 @@ def user_ids(values: Any) -> list[str]:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise InvalidInput("User ids must come as a list.")
     pks = _keys(list(values))
-    if any(isinstance(pk, uuid.UUID) for pk in pks):
+    # a UUID key's text (asked of the page's types, not of each key)
+    if any(issubclass(kind, uuid.UUID) for kind in set(map(type, pks))):
         pks = [str(pk) if isinstance(pk, uuid.UUID) else pk for pk in pks]
     return store.user_ids(pks)  # a page of integer keys or of strings: checked at once
 
