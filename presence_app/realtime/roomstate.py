@@ -176,6 +176,8 @@ class Outbox:
         self.last: dict[str, int] = {}  # room -> the slot of its last frame
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        # What goes out before a room's frame (Diffs.ahead: the membership changes before it).
+        self.ahead: Callable[[str], Awaitable[None]] | None = None
 
     async def add(self, room: str, states: list[dict[str, Any]]) -> None:
         self.buffered.setdefault(room, {}).update({(st["user"], st["conn"]): st for st in states})
@@ -202,6 +204,8 @@ class Outbox:
     async def flush(self, room: str) -> None:
         states = self.buffered.pop(room, None)
         if states:
+            if self.ahead is not None:
+                await self.ahead(room)
             await self.send(
                 {"type": "presence.roomstate", "room": room, "states": [*states.values()]}
             )
@@ -319,6 +323,14 @@ class Diffs:
                 frames.append({"type": "presence.diff", "updated": updated})
             for frame in frames:
                 await self.send(frame)
+
+    async def ahead(self, room: str) -> None:
+        """A typing or a room state of ``room`` is about to go out, at once: the changes held
+        for the tick go first, and a flush on its way ends first. A member's typing or cursor
+        must not reach a browser before the diff that shows them there (it reads as someone it
+        was never told of: an invisible user's giveaway, to a client that checks)."""
+        if room in self.rooms or self.updates or self.lock.locked():
+            await self.flush()
 
     @asynccontextmanager
     async def snapshot(self, room: str) -> AsyncIterator[None]:

@@ -69,7 +69,7 @@ from urllib.parse import parse_qs
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import channel_layers
+from channels.layers import channel_layers, get_channel_layer
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, Permission
 from django.contrib.humanize.templatetags.humanize import naturaltime
@@ -599,6 +599,28 @@ class Observer:
         self.where: dict[str, set[str]] = {}
         self.rooms: set[str] = set()
         self.seen: list[dict] = []
+        self.batched = False  # its hello accepted presence.diff
+        self.count: dict | None = None  # the last presence.count of the count-only room
+        self.moving: set[str] = set()  # whose state changes as the steps go (the mover)
+
+    async def accept_diffs(self) -> None:
+        """Its hello accepts ``presence.diff`` (after a forged one, refused, and unknown types,
+        ignored): joins, leaves and updates come batched per tick."""
+        await self.sock.send(type="hello", accept="presence.diff")
+        await self.sock.send(type="hello", accept=["presence.members", "presence.diff", "x"])
+        self.batched = True
+
+    def count_is_true(self, f: dict | None) -> bool:
+        """Is ``f`` the count-only room's count (and sample) as the model has it now?"""
+        if f is None:
+            return False
+        try:
+            w, where = self.world, (self.name, "count")
+            sample = f.get("sample", [])
+            check_sample(w, self.ws, self.viewer, f["count"], sample, w.sample, time.time(), where)
+        except AssertionError:
+            return False
+        return True
 
     async def read_until(self, *wanted, timeout: float = WAIT) -> list[dict]:
         """Every frame up to (and with) one satisfying each predicate, in whatever order."""
@@ -621,12 +643,18 @@ class Observer:
         says what each event about another user states (one status change in the step)."""
         w, ws, v = self.world, self.ws, self.viewer
         now = time.time()
-        for f in frames:
+        assert self.batched or not any_of(frames, is_diff), (self.name, step, "unasked diffs")
+        for f in expand(frames):
             kind, room, subject = f["type"], f.get("room"), f.get("user")
             where = (self.name, step, f)
             if kind in ("hello", "heartbeat.ack", "presence.message", "error", CLOSED):
                 continue
             assert room is None or room in self.rooms, ("a room it is not in", *where)
+            if kind == "presence.count":
+                self.count_frame(f, where)
+                continue
+            # a count-only room's members learn its count, nothing else of it
+            assert room not in w.count_only, ("a count-only room's list", *where)
             if kind == "presence.state":
                 listed = set()
                 for m in f["members"]:
@@ -676,6 +704,23 @@ class Observer:
             raise AssertionError(("a frame of no known kind", *where))
         no_secrets(w, ws, v, json.dumps([f for f in frames if not f.get("self")]), (self.name,))
 
+    def count_frame(self, f: dict, where: tuple) -> None:
+        """A count-only room's count: no member's id but in its sample (with COUNT_SAMPLE), and
+        each face one the count counts and the viewer sees online (the mover's, whose state
+        the step is changing, once it settled: :meth:`count_is_true`)."""
+        w, ws, v = self.world, self.ws, self.viewer
+        assert set(f) == {"type", "room", "count"} | ({"sample"} if w.sample else set()), where
+        assert isinstance(f["count"], int) and f["count"] >= 0, where
+        assert len(f.get("sample", [])) <= w.sample, where
+        for m in f.get("sample", []):
+            if m["user"] == v:
+                continue
+            assert w.sees(v, m["user"]), ("a face outside the audience", *where)
+            if m["user"] not in self.moving:
+                assert w.in_sample(ws, v, f["room"], m["user"]), ("a face it may not see", *where)
+                compare(w.presence(ws, v, m["user"], time.time()), m, where)
+        self.count = f
+
     def state_entry(self, entry: dict, room: str, where: tuple) -> None:
         subject = entry["user"]
         if subject == self.viewer:
@@ -688,6 +733,33 @@ class Observer:
             *where,
         )
         assert entry["data"].get("ws") == self.ws, ("another workspace's room state", *where)
+
+
+def is_diff(f: dict) -> bool:
+    return f["type"] == "presence.diff"
+
+
+def expand(frames: list[dict]) -> list[dict]:
+    """``frames`` with each ``presence.diff`` as the events it batches (docs/websocket.md): a
+    room's ``left`` and ``joined`` members as its leaves and joins, ``updated`` as updates."""
+    out = []
+    for f in frames:
+        if not is_diff(f):
+            out.append(f)
+            continue
+        assert set(f) in ({"type", "room", "joined", "left"}, {"type", "updated"}), f
+        room = {"room": f["room"]} if "room" in f else {}
+        for key, kind in (("left", "leave"), ("joined", "join"), ("updated", "update")):
+            out += [{**m, "type": f"presence.{kind}", **room} for m in f.get(key, [])]
+    return out
+
+
+def diff_says(user: str, message: str):
+    """A diff telling ``user``'s update to ``message``."""
+    return lambda f: (
+        is_diff(f)
+        and any(m["user"] == user and m["message"] == message for m in f.get("updated", []))
+    )
 
 
 def message_is(k: int):
@@ -744,12 +816,16 @@ class Live:
         self.world.activity(ws, uid)
         return sock
 
+    def observer(self, sock, ws, uid: str, name: str) -> Observer:
+        obs = Observer(sock, ws, uid, self.world, name)
+        obs.moving = {self.s, self.v}  # the mover, and the viewer: its markers change its text
+        return obs
+
     async def join(self, obs: Observer, room: str) -> None:
         await obs.sock.send(type="join", room=room)
         if self.world.may_join(obs.ws, obs.viewer, room):
-            frames = await obs.read_until(
-                lambda f: f["type"] == "presence.state" and f.get("room") == room
-            )
+            kind = "presence.count" if room == STANDS else "presence.state"
+            frames = await obs.read_until(lambda f: f["type"] == kind and f.get("room") == room)
             obs.rooms.add(room)
             self.world.join(obs.ws, obs.viewer, obs.name, room)
         else:
@@ -775,18 +851,31 @@ class Live:
         acked) before reaches an observer before them: events of a group in order, a room's
         states in the same frame or an earlier one. Returns each observer's frames, checked."""
         self.k += 1
-        k, out = self.k, {}
+        k, out, rooms = self.k, {}, set(ROOMS)  # no room state in the count-only room
         for pub in (self.vh, self.vh2, self.vo2):
-            for room in sorted(pub.rooms):
+            for room in sorted(pub.rooms & rooms):
                 await pub.sock.send(type="roomstate", room=room, data={"m": k, "ws": pub.ws})
         for ws in (self.h, self.o):
             with tenants.activate(ws):
                 await presence.asend_to_user(self.v, {"marker": k})
+        # A diff of the viewer's own update marks the batched sockets: it leaves with every
+        # change queued before it, in the same frame or after it.
+        for obs in (self.vh, self.vo):
+            await self.status(obs, None, f"mark-{k}")
         for obs, peer in self.watchers():
             wanted = [message_is(k)]
-            wanted += [state_of("m", k, self.v, room) for room in sorted(obs.rooms & peer.rooms)]
+            wanted += [state_of("m", k, self.v, r) for r in sorted(obs.rooms & peer.rooms & rooms)]
+            if obs.batched:
+                wanted.append(diff_says(self.v, f"mark-{k}"))
             frames = await obs.read_until(*wanted)
             obs.check(frames, step, exact=exact)
+            if STANDS in obs.rooms and not obs.count_is_true(obs.count):
+                # counts go on the membership tick: the count the model has now, in time
+                more = await obs.read_until(lambda f: f["type"] == "presence.count")
+                while not obs.count_is_true(more[-1]):
+                    more += await obs.read_until(lambda f: f["type"] == "presence.count")
+                obs.check(more, step, exact=False)
+                frames += more
             out[obs.name] = frames
         return out
 
@@ -807,8 +896,8 @@ class Live:
     # -- setup -------------------------------------------------------------------------------
     async def start(self) -> None:
         w, h, o, v, s = self.world, self.h, self.o, self.v, self.s
-        for who in (v, s):  # both may enter both rooms of the home workspace, for the live part
-            for room in ROOMS:
+        for who in (v, s):  # both may enter every room of the home workspace, for the live part
+            for room in ALL_ROOMS:
                 w.access[(h, who, room)] = True
         # The viewer's connection of the build leaves its rooms: a revocation reaches sockets
         # and streams (its sessions), not a connection made by hand.
@@ -819,13 +908,17 @@ class Live:
                     await presence.aleave(room, conn, v)
                     w.leave(h, v, conn, room)
         self.vf = None
-        self.vh = Observer(await self.open(v, h, "vh"), h, v, w, "vh")
-        self.vh2 = Observer(await self.open(v, h, "vh2"), h, v, w, "vh2")
-        self.vo = Observer(await self.open(v, o, "vo"), o, v, w, "vo")
-        self.vo2 = Observer(await self.open(v, o, "vo2"), o, v, w, "vo2")
+        self.vh = self.observer(await self.open(v, h, "vh"), h, v, "vh")
+        self.vh2 = self.observer(await self.open(v, h, "vh2"), h, v, "vh2")
+        self.vo = self.observer(await self.open(v, o, "vo"), o, v, "vo")
+        self.vo2 = self.observer(await self.open(v, o, "vo2"), o, v, "vo2")
         stream = await Stream.open(self.users[w.ids.index(v)], h, "vs")
-        self.vs = Observer(stream, h, v, w, "vs")
+        self.vs = self.observer(stream, h, v, "vs")
         w.connect(h, v, "vs")
+        for obs in (self.vh2, self.vo, self.vs):
+            await obs.accept_diffs()
+        # a hello naming no type this server batches: it keeps the first protocol's events
+        await self.vh.sock.send(type="hello", accept=["presence.count", "presence.list"])
         for obs in (self.vh, self.vo):
             await self.status(obs, "auto", None)  # the viewer publishes its markers
             me = w.person(obs.ws, v)
@@ -836,17 +929,19 @@ class Live:
             frames = await obs.read_until(lambda f: f.get("watch") is True)
             obs.check(frames, "watch", exact=False)
         for obs in (self.vh, self.vh2, self.vo, self.vo2, self.vs):
-            for room in ROOMS:
+            for room in ALL_ROOMS if obs is not self.vo2 else ROOMS:
                 await self.join(obs, room)
         self.devices = []
         for n in range(3):
             name = f"d{n + 1}"
-            dev = Observer(await self.open(s, h, name), h, s, w, name)
-            for room in ROOMS:
+            dev = self.observer(await self.open(s, h, name), h, s, name)
+            if n == 1:
+                await dev.accept_diffs()
+            for room in ALL_ROOMS:
                 await self.join(dev, room)
             self.devices.append(dev)
-        self.do = Observer(await self.open(s, o, "do"), o, s, w, "do")
-        for room in ROOMS:
+        self.do = self.observer(await self.open(s, o, "do"), o, s, "do")
+        for room in ALL_ROOMS:
             await self.join(self.do, room)
         await self.settle("the sockets opened", exact=False)
 
@@ -866,6 +961,9 @@ class Live:
             painter.sock.send(type="roomstate", room="lobby", data={"b": n, "ws": h}),
             self.do.sock.send(type="typing", room="lobby"),
             self.do.sock.send(type="roomstate", room="lobby", data={"b": n, "ws": o}),
+            # refused (forbidden): nothing of them may reach anybody
+            typist.sock.send(type="typing", room=STANDS),
+            painter.sock.send(type="roomstate", room=STANDS, data={"b": n, "ws": h}),
         ]
         if others_first:
             await asyncio.gather(*others)
@@ -885,7 +983,7 @@ class Live:
             await self.acked(self.do, type="roomstate", room="lobby", data={"p": n, "ws": o})
         got = await self.settle(f"burst {n}: {state} on d{device + 1}")
         for obs in (self.vh, self.vh2, self.vs):
-            frames = got[obs.name]
+            frames = expand(got[obs.name])
             about = [f for f in frames if f.get("user") == s and f["type"] == "presence.update"]
             if obs is not self.vh2 and w.sees(v, s) and before != after:  # they watch everybody
                 assert about, (obs.name, n, "no update of the mover", before, after, frames)
@@ -897,7 +995,9 @@ class Live:
             if w.sees(v, s) and (before[0] == "offline") != (after[0] == "offline"):
                 kind = "presence.leave" if after[0] == "offline" else "presence.join"
                 rooms_ = {f["room"] for f in frames if f["type"] == kind and f["user"] == s}
-                assert rooms_ == left_before & obs.rooms, (obs.name, n, kind, frames)
+                # (never of the count-only room: its count follows, on the tick)
+                shared = (left_before & obs.rooms) - w.count_only
+                assert rooms_ == shared, (obs.name, n, kind, frames)
         frames = got["vo"]
         typing = w.typing_state(o, v, s)
         both = "lobby" in self.do.rooms and "lobby" in self.vo.rooms
@@ -937,6 +1037,17 @@ class Live:
             await dispatch.atyping("lobby", s, said, "")
             states = [{"user": s, "conn": "server", "data": {"late": 1, "ws": h}}]
             await dispatch.aroom_states("lobby", states)
+            # What a sender that forgot the count-only rooms would send there: its members'
+            # sessions drop it (their own refusal, not only the sender's).
+            group, layer = dispatch.room_group(STANDS), get_channel_layer()
+            for kind in ("join", "update", "leave"):
+                event = {"type": f"presence.{kind}", "user": s, "room": STANDS, "at": time.time()}
+                await layer.group_send(
+                    group, {**event, "state": "online", "message": "", "emoji": ""}
+                )
+            typing = {"type": "presence.typing", "user": s, "room": STANDS, "state": "online"}
+            await layer.group_send(group, {**typing, "sender": ""})
+            await layer.group_send(group, dispatch.room_state_event(STANDS, states))
         got = await self.settle("late typing and room state after the offline")
         for name in ("vh", "vh2", "vs"):
             frames = got[name]
@@ -945,8 +1056,8 @@ class Live:
                 assert not any_of(frames, state_of("late", 1, s)), (name, frames)
         # A socket never told the mover is offline (it joins now: the room does not list
         # them): the store itself refuses their typing and room state.
-        self.vf = Observer(await self.open(v, h, "vf"), h, v, w, "vf")
-        for room in ROOMS:
+        self.vf = self.observer(await self.open(v, h, "vf"), h, v, "vf")
+        for room in ALL_ROOMS:
             await self.join(self.vf, room)
         with tenants.activate(h):
             typed = await presence.atyping("lobby", "far", s)
@@ -1029,7 +1140,7 @@ class Live:
             gone = [f for f in frames if f.get("user") == s and f["type"] == "presence.update"]
             assert gone and gone[0]["state"] == "offline", ("no offline of the erased", frames)
         for name, frames in got.items():
-            back = [f for f in frames if f.get("user") == s and f.get("state") != "offline"]
+            back = [f for f in expand(frames) if f.get("user") == s and f.get("state") != "offline"]
             assert back == [], (name, "the erased user came back", back)
 
     async def run(self, bursts: list) -> None:
