@@ -7,6 +7,7 @@ nothing, Redis being away gets ``unavailable``, never a crashed socket.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -116,7 +117,9 @@ HANDLERS: dict[str, Handler] = {
 
 async def handle(session: PresenceSession, frame: dict[str, Any]) -> None:
     """Applies ``frame``; any refusal goes back to the browser as an ``error`` frame."""
-    error = await apply(session, frame)
+    liveness = session.liveness
+    with liveness.handling() if liveness is not None else contextlib.nullcontext():
+        error = await apply(session, frame)
     if error is not None:
         await session.send(error)
 
