@@ -171,6 +171,9 @@ def hello(
         "user": user_id,
         "me": me.as_dict() if me is not None else None,
         "heartbeat": settings["HEARTBEAT_INTERVAL"],
+        # how long a closed connection stays in its rooms: presence.js' tabs that share a
+        # connection keep a closed tab's rooms as long (a reload comes back without a leave)
+        "grace": settings["DISCONNECT_GRACE"],
         "activity": activity_interval,
         "typing": settings["TYPING_THROTTLE"],
         "limits": {
