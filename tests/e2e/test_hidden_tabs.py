@@ -7,7 +7,11 @@ reconnects at once (no backoff) and is back in the room on a WebSocket.
 
 The frozen tab is a Chromium of its own driven over the DevTools protocol (tests/e2e/cdp_tab.py):
 a page Playwright attached to cannot be frozen. Timers: tests/e2e/settings.py's (heartbeat 1 s,
-lease 4 s, grace 2 s, sweep 0.5 s)."""
+lease 4 s, grace 2 s, sweep 0.5 s).
+
+The tabs here hold their own connections (``?share=0``): a connection the tabs share lives in a
+SharedWorker, which a tab's freezing or throttling does not touch (tests/e2e/test_shared_tabs.py).
+"""
 
 from __future__ import annotations
 
@@ -60,13 +64,13 @@ def test_a_frozen_tab_shows_no_flicker_and_wakes_at_once(browser, server):  # no
             )
             page = context.new_page()
             page.set_default_timeout(15_000)
-            page.goto(f"{asgi.url}/rooms/{ROOM}/")
+            page.goto(f"{asgi.url}/rooms/{ROOM}/?share=0")
             page.wait_for_function(JOINED)
             pages[name] = page
         alice, bob_live = pages["alice"], pages["bob"]
         bob = users["bob"].id
         cookie = {"name": "sessionid", "value": users["bob"].session, "url": asgi.url}
-        with CdpTab(f"{asgi.url}/rooms/{ROOM}/", cookies=[cookie]) as frozen:
+        with CdpTab(f"{asgi.url}/rooms/{ROOM}/?share=0", cookies=[cookie]) as frozen:
             frozen.wait_for(JOINED)
             assert frozen.evaluate("presence.userId") == bob
             frozen.evaluate(RECORD)
@@ -131,11 +135,13 @@ def test_a_hidden_throttled_tab_keeps_its_socket_on_a_short_lease(browser, serve
         )
         alice = context.new_page()
         alice.set_default_timeout(15_000)
-        alice.goto(f"{asgi.url}/rooms/{ROOM}/")
+        alice.goto(f"{asgi.url}/rooms/{ROOM}/?share=0")
         alice.wait_for_function(JOINED)
         bob = users["bob"].id
         cookie = {"name": "sessionid", "value": users["bob"].session, "url": asgi.url}
-        with CdpTab(f"{asgi.url}/rooms/{ROOM}/", cookies=[cookie], args=[THROTTLED]) as hidden:
+        with CdpTab(
+            f"{asgi.url}/rooms/{ROOM}/?share=0", cookies=[cookie], args=[THROTTLED]
+        ) as hidden:
             hidden.wait_for(JOINED)
             hidden.evaluate(RECORD)
             alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob)
@@ -184,7 +190,7 @@ def test_where_csp_refuses_the_worker_a_page_timer_beats(browser, server):  # no
         page.set_default_timeout(15_000)
         refused = []
         page.on("console", lambda m: "worker-src" in m.text and refused.append(m.text))
-        page.goto(f"{asgi.url}/rooms/{ROOM}/")
+        page.goto(f"{asgi.url}/rooms/{ROOM}/?share=0")
         page.wait_for_function(JOINED)
         page.evaluate(RECORD)
         time.sleep(3 * TIMERS["LEASE_TTL"])  # a window in which nothing may happen

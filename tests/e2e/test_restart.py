@@ -49,12 +49,12 @@ def server(tmp_path: Path) -> Iterator[tuple[AsgiServer, dict[str, Any]]]:
     asgi.stop()
 
 
-def open_room(browser: Any, server: AsgiServer, user: Any) -> Any:
+def open_room(browser: Any, server: AsgiServer, user: Any, query: str = "") -> Any:
     context = browser.new_context()
     context.add_cookies([{"name": "sessionid", "value": user.session, "url": server.url}])
     page = context.new_page()
     page.set_default_timeout(15_000)
-    page.goto(f"{server.url}/rooms/{ROOM}/")
+    page.goto(f"{server.url}/rooms/{ROOM}/{query}")
     page.wait_for_function(
         "room => window.presence && presence.transport === 'websocket'"
         " && presence.members(room).some(m => m.user === presence.userId)",
@@ -84,10 +84,14 @@ def restart(server: AsgiServer, pages: list[Any], how: str) -> None:
     server.start()
 
 
-def test_a_restart_keeps_the_pages_on_the_websocket(browser, server):
+@pytest.mark.parametrize("shared", ["worker", None], ids=["shared", "own"])
+def test_a_restart_keeps_the_pages_on_the_websocket(browser, server, shared):
+    """``shared``: the tab's connection is the SharedWorker's (the default), or its own
+    (``?share=0``)."""
     asgi, users = server
-    a = open_room(browser, asgi, users["alice"])
-    b = open_room(browser, asgi, users["bob"])
+    query = "" if shared else "?share=0"
+    a = open_room(browser, asgi, users["alice"], query)
+    b = open_room(browser, asgi, users["bob"], query)
     try:
         a.wait_for_function("room => presence.members(room).length === 2", arg=ROOM)
         chat(a, b, "before the deploy")
@@ -105,7 +109,9 @@ def test_a_restart_keeps_the_pages_on_the_websocket(browser, server):
                     "room => presence.members(room).length === 2", arg=ROOM, timeout=15_000
                 )
                 assert page.evaluate("presence.transport") == "websocket", page.evaluate("seen")
-                assert page.evaluate("presence.socket instanceof WebSocket")
+                assert page.evaluate("presence.shared") == shared
+                if not shared:
+                    assert page.evaluate("presence.socket instanceof WebSocket")
                 # Never went over to SSE on the way: every close and open was the socket's.
                 assert {e[3] for e in page.evaluate("seen")} == {"websocket"}
             # The demo's chat frames (client.send()) go through on the new sockets.

@@ -26,6 +26,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..servers import AsgiServer, Database
+from .settings import TIMERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -173,13 +174,17 @@ def eight_tabs(browser: Any, server: Any, mode: str, init: str | None = None) ->
 
         # Closing any tab, the first one first, keeps the others live.
         for i in range(TABS - 1):
+            closed_at = time.monotonic()
             tabs[0].close()
             tabs.pop(0)
-            # its own room is left at once (no other tab of Bob's is in it)
+            # Its own room (no other tab of Bob's is in it) is left after the server's grace,
+            # as a closed socket's rooms are: a reload would have come back to it unseen.
             alice.wait_for_function(
                 "([bob, room]) => !presence.members(room).some(m => m.user === bob)",
                 arg=[bob_id, rooms[i]],
             )
+            waited = time.monotonic() - closed_at
+            assert waited >= TIMERS["DISCONNECT_GRACE"] * 0.8, f"left after {waited:.2f} s"
             round_trip(alice, tabs, bob_id, f"closed {i + 1}")
             for tab in tabs:
                 assert tab.evaluate(f"presence.members('{LOBBY}').length") >= 2

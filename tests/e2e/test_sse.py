@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 
 
 def block_websockets(page) -> None:
-    """A proxy that breaks WebSockets: every socket of the page is closed at once."""
+    """A proxy that breaks WebSockets: every socket of the page is closed at once. Playwright
+    routes a page's sockets, not a SharedWorker's: the page opts out of sharing (``?share=0``)."""
     page.context.route_web_socket(re.compile(r".*"), lambda ws: ws.close())
 
 
@@ -27,7 +28,7 @@ def test_websocket_user_and_sse_user_see_each_other(demo, timers):
     b.set_default_timeout(SHOWN_WITHIN)
     demo.pages.append(b)
     block_websockets(b)
-    b.goto(f"{demo.server.url}/rooms/design/")
+    b.goto(f"{demo.server.url}/rooms/design/?share=0")
     b.wait_for_function(
         "() => window.presence && presence.transport === 'sse'"
         " && presence.members('design').some(m => m.user === presence.userId)"

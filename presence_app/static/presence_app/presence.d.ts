@@ -27,6 +27,8 @@ export interface HelloFrame {
   user: string;
   me: PresenceInfo | null;
   heartbeat: number;
+  /** Seconds a closed connection stays in its rooms (DISCONNECT_GRACE). */
+  grace?: number;
   activity: number;
   typing: number;
   limits: {
@@ -208,6 +210,15 @@ export interface PresenceOptions {
   /** Default true: heartbeats keep time in a dedicated worker, which a hidden tab's timer
    * throttling does not slow (false: a page timer). */
   timerWorker?: boolean;
+  /** Default true: the browser's tabs of this origin share one connection (a SharedWorker's,
+   * else a leader tab's); false: this tab's own. */
+  share?: boolean;
+  /** Tabs share only with tabs of the same key (default: the csrftoken cookie, which Django
+   * rotates at sign-in): pass the user's id where that cookie is not readable. */
+  shareKey?: string | number;
+  /** The URL of presence.js for the SharedWorker (default: the page's script, or the
+   * presence.js beside presence.mjs). */
+  workerUrl?: string;
 }
 
 export interface StatusChange {
@@ -220,8 +231,11 @@ export interface StatusChange {
 
 export declare class PresenceClient {
   constructor(options?: PresenceOptions);
-  /** "websocket" or "sse" (after a fallback). */
+  /** "websocket" or "sse" (after a fallback): the shared connection's, when shared. */
   readonly transport: "websocket" | "sse";
+  /** How this tab's connection is shared: "worker" (a SharedWorker holds it), "leader" (a
+   * leader tab does, this one or another), null (this tab's own). */
+  readonly shared: "worker" | "leader" | null;
   /** Your user id, once connected. */
   readonly userId: string | null;
   /** Your own presence, as only you see it. */
@@ -266,6 +280,8 @@ export interface PresenceStatic {
   readonly Client: typeof PresenceClient;
   readonly labels: Record<PresenceState, string>;
   connect(options?: PresenceOptions): PresenceClient;
+  /** The default workerUrl (presence.mjs sets it). */
+  workerUrl?: string;
 }
 
 export declare const Presence: PresenceStatic;

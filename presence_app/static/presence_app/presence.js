@@ -19,7 +19,13 @@
  * autoWatch (default true: watch every [data-presence-user] on the page), root (default
  * document), labels ({online, idle, dnd, offline, invisible}: tooltip texts), minDelay and
  * maxDelay (reconnect backoff, ms), timerWorker (default true: heartbeats keep time in a
- * dedicated worker, which a hidden tab's timer throttling does not slow; false: a page timer).
+ * dedicated worker, which a hidden tab's timer throttling does not slow; false: a page timer),
+ * share (default true: the browser's tabs of this origin share one connection, held by a
+ * SharedWorker running this file, else by a leader tab; false: this tab's own; client.shared
+ * says which: "worker", "leader" or null), shareKey (tabs share only with the same key; default
+ * the csrftoken cookie), workerUrl (this file's URL for the SharedWorker; default the script's).
+ * Each tab keeps its own rooms, typing, room states and watch list: the rules by which the hub
+ * merges them are above class TabLink and in docs/websocket.md.
  *
  * Events (client.on(name, fn) returns an unsubscribe function): join, leave, update (each
  * also for every member of a presence.diff: the server batches them per tick), diff, count (a
@@ -1298,6 +1304,7 @@
       this.sentWatch = null;
       this.lastTyping = new Map();
       this.lastActivity = 0;
+      this.graceMs = 20000; // the server's DISCONNECT_GRACE (its hello says)
       this.dirtyStates = new Set();
       this.stateSentAt = 0;
       Object.assign(this.timers, {state: null, ack: null, watch: null});
@@ -1349,21 +1356,28 @@
       }
     }
 
+    // A tab went (closed, crashed, navigated away: not a leave). No tab left: the connection
+    // closes, and the server's grace keeps its rooms, as a lone tab's close. Else the rooms
+    // only it was in are left after the same grace, so that a reload of that tab comes back to
+    // them unseen, as a lone tab's reload does.
     _detach(id) {
       const tab = this.tabs.get(id);
       if (!tab) return;
       this.tabs.delete(id);
-      for (const room of Array.from(tab.rooms)) this._leave(id, tab, room);
-      this._syncWatch();
-      if (this.tabs.size) return;
-      // No tab left: the connection goes (a clean close: the server's grace, as a reload).
-      this.closed = true;
-      for (const key of Object.keys(this.timers)) this._clearTimer(key);
-      const ws = this.socket;
-      if (ws) {
-        this._onClose(ws, {code: 1000});
-        ws.close(1000);
+      if (!this.tabs.size) {
+        this.closed = true;
+        for (const key of Object.keys(this.timers)) this._clearTimer(key);
+        for (const room of this.rooms.values()) clearTimeout(room.release);
+        this.rooms.clear();
+        const ws = this.socket;
+        if (ws) {
+          this._onClose(ws, {code: 1000});
+          ws.close(1000);
+        }
+        return;
       }
+      for (const room of Array.from(tab.rooms)) this._leave(id, tab, room, this.graceMs);
+      this._syncWatch();
     }
 
     _up() {
@@ -1410,7 +1424,7 @@
       let room = this.rooms.get(name);
       if (!room) {
         room = {tabs: new Set(), waiting: new Set(), asked: false, target: null,
-                states: new Map(), sent: undefined};
+                states: new Map(), sent: undefined, release: null};
         this.rooms.set(name, room);
       }
       return room;
@@ -1432,6 +1446,7 @@
           } else if (tab.rooms.has(name)) {
             return; // in it (a hello's joins): the hub joined it again itself
           }
+          clearTimeout(room.release); // a closed tab's room, kept for the grace: taken back
           tab.rooms.add(name);
           room.tabs.add(id);
           room.waiting.add(id);
@@ -1447,7 +1462,7 @@
             this._revoked(name, id);
             break; // the server leaves it and ends the membership
           }
-          if (tab.rooms.has(name)) this._leave(id, tab, name);
+          if (tab.rooms.has(name)) this._leave(id, tab, name, 0);
           return;
         case "typing": {
           if (!tab.rooms.has(name)) return;
@@ -1492,7 +1507,9 @@
       this._send(frame);
     }
 
-    _leave(id, tab, name) {
+    // A tab out of a room: the connection leaves it if no other tab is in it (after ``linger``
+    // ms: a closed tab's rooms).
+    _leave(id, tab, name, linger) {
       tab.rooms.delete(name);
       const room = this.rooms.get(name);
       if (!room) return;
@@ -1507,6 +1524,14 @@
         this._flushStates();
         return;
       }
+      if (linger > 0) {
+        this._flushStates(); // its state goes now, as a closed socket's
+        clearTimeout(room.release);
+        room.release = setTimeout(() => {
+          if (!room.tabs.size && this.rooms.get(name) === room) this._leave(id, tab, name, 0);
+        }, linger);
+        return;
+      }
       this.rooms.delete(name);
       this.dirtyStates.delete(name);
       this.lastTyping.delete(name);
@@ -1518,6 +1543,7 @@
     _revoked(name, except) {
       const room = this.rooms.get(name);
       if (!room) return;
+      clearTimeout(room.release);
       this.rooms.delete(name);
       this.dirtyStates.delete(name);
       const others = [];
@@ -1628,10 +1654,16 @@
       this.userId = msg.user;
       this.activityMs = msg.activity * 1000;
       this.typingMs = msg.typing * 1000;
+      this.graceMs = (msg.grace == null ? 20 : msg.grace) * 1000;
       this._send({type: "hello", accept: ["presence.diff"]});
       // A new connection is in no room: the tabs' rooms again, each tab waiting for its
       // snapshot, and the rooms' states.
-      for (const [name, room] of this.rooms) {
+      for (const [name, room] of Array.from(this.rooms)) {
+        if (!room.tabs.size) {
+          clearTimeout(room.release); // a closed tab's, kept for the grace: no more
+          this.rooms.delete(name);
+          continue;
+        }
         room.asked = true;
         room.waiting = new Set(room.tabs);
         room.target = null;
