@@ -98,6 +98,7 @@ class RedisServer(_Running):
     """One redis-server process on 127.0.0.1; ``extra`` adds command-line options."""
 
     def __init__(self, port: int | None = None, extra: list[str] | None = None) -> None:
+        self._chosen = port is None  # a port of our choosing may be chosen again
         self.port = port or free_port()
         self.extra = list(extra or [])
         self.process: subprocess.Popen | None = None
@@ -108,6 +109,26 @@ class RedisServer(_Running):
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10) -> RedisServer:
+        """Starts the server and waits until it answers. A port chosen here that another
+        process takes first (between the choice and the bind) is replaced by a new one; the
+        answer must come from this server's own process, not from one already on the port."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._spawn()
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if self._answers():
+                    return self
+                time.sleep(0.05)
+            log = (self.dir / "redis.log").read_text(errors="replace")
+            if self.process.poll() is None:
+                self.stop()
+                raise RedisUnavailable(f"redis-server did not answer on port {self.port}")
+            if self._chosen and "Address already in use" in log and time.monotonic() < deadline:
+                self.port = free_port()
+                continue
+            raise RedisUnavailable(f"redis-server exited: {log}")
+
+    def _spawn(self) -> None:
         args = [
             find_redis_server(),
             "--port",
@@ -124,25 +145,22 @@ class RedisServer(_Running):
             "no",
             *self.extra,
         ]
-        log = open(self.dir / "redis.log", "wb")
-        self.process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RedisUnavailable(
-                    f"redis-server exited: {(self.dir / 'redis.log').read_text()}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RedisUnavailable(f"redis-server did not answer on port {self.port}")
+        with open(self.dir / "redis.log", "wb") as log:
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
+
+    def _answers(self) -> bool:
+        """Does this server's own process answer on the port?"""
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        try:
+            return int(client.info("server")["process_id"]) == self.process.pid
+        except (redis.RedisError, OSError, KeyError, ValueError):
+            return False
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
