@@ -40,7 +40,10 @@ PAGE = """<!doctype html><html><head><title>presence</title></head><body>
 <script src="/static/presence_app/presence.js"></script>
 <script>
   window.events = [];
-  window.presence = Presence.connect({{rooms: ["lobby"], minDelay: 100, maxDelay: 400}});
+  // The tab's own socket (share: false), which the test drops and starves: the connection
+  // the browser's tabs share is tests/e2e/test_shared_tabs.py's.
+  window.presence = Presence.connect({{rooms: ["lobby"], minDelay: 100, maxDelay: 400,
+                                       share: false}});
   for (const name of ["open", "join", "leave", "update", "typing", "state", "self", "error"]) {{
     presence.on(name, (e) => events.push([name, e.user || null, e.state || null, e.room || null]));
   }}
@@ -69,8 +72,10 @@ CHAT_PAGE = """<!doctype html><html><head><title>chat</title></head><body>
     frames_seen.push(JSON.parse(text).type);
     return receive.call(this, text);
   };
+  // share: false: the page's own socket, whose heartbeat the test sends (a shared
+  // connection's heartbeats are its hub's)
   window.presence = Presence.connect({url: "ws://" + location.host + "/ws/chat/",
-                                      rooms: ["lobby"]});
+                                      rooms: ["lobby"], share: false});
   presence.on("message", (frame) => messages.push(frame));
 </script></body></html>"""
 
@@ -233,6 +238,8 @@ def test_presence_mjs_is_an_es_module_of_the_same_client(redis_client):
         hello = page.evaluate("opened")
         assert hello["user"] == str(user.pk)
         assert page.evaluate("same") is True
+        # the tabs' shared connection runs the presence.js beside presence.mjs in its worker
+        assert page.evaluate("client.shared") == "worker"
         page.wait_for_function("client.members('lobby').length === 1")
         page.wait_for_function("document.getElementById('me').dataset.presenceState === 'online'")
 
