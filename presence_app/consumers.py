@@ -121,6 +121,11 @@ class PresenceConsumerMixin:
             device=device_of(self.scope),  # type: ignore[attr-defined]
             tenant=await tenants.aresolve(self.scope),  # type: ignore[attr-defined]
             end=self._presence_silent,
+            # frames a room's feed encoded once for all its sockets go out as they are, unless
+            # the project wraps its frames (presence_send overridden)
+            send_text=self.presence_send_text
+            if type(self).presence_send is PresenceConsumerMixin.presence_send
+            else None,
         )
         try:
             hello = await self.presence.open()
@@ -174,13 +179,17 @@ class PresenceConsumerMixin:
         it through presence, on any process), e.g. a chat message: ``{"type": "chat.message",
         ...}`` reaches each consumer's ``chat_message``. Sockets without that handler skip it."""
         with tenants.activate(self.presence.tenant if self.presence else None):
-            group = dispatch.room_group(room)
+            group = dispatch.sockets_group(room)
         await self.channel_layer.group_send(group, event)  # type: ignore[attr-defined]
 
     async def presence_send(self, content: dict[str, Any]) -> None:
         """How presence frames reach the browser: JSON text. Override to wrap them."""
+        await self.presence_send_text(json.dumps(content))
+
+    async def presence_send_text(self, text: str) -> None:
+        """A presence frame already encoded (JSON text) to the browser."""
         try:
-            await self.send(text_data=json.dumps(content))  # type: ignore[attr-defined]
+            await self.send(text_data=text)  # type: ignore[attr-defined]
         except CLIENT_GONE:
             # The browser is gone (uvicorn's ClientDisconnected, daphne's): nobody to tell. The
             # websocket.disconnect waiting in the queue runs disconnect(), which cleans up.

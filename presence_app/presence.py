@@ -541,6 +541,54 @@ async def aredact_states(states: list[dict[str, Any]], *, viewer: Any) -> list[d
     return visibility.redact_states(v, states, seen)
 
 
+async def aredact_event_classes(
+    events: list[dict[str, Any]], viewers: list[Any]
+) -> list[tuple[list[dict[str, Any] | None], list[int]]]:
+    """``events`` (a room's, as one process receives them) as each of ``viewers`` (its
+    connections in the room) may receive them, by :func:`aredact_events`' rule, grouped by what
+    they receive: ``[(events as redacted, the indices of the viewers who receive that)]``. With
+    nothing to ask (no ``AUDIENCE`` policy, no privacy choice to read) everybody is one class,
+    redacted once; else each viewer's sight is read (its remembered ``AUDIENCE`` answers), and
+    viewers it shows the same share one list, so a room's frame is encoded once a class."""
+    vs = [viewer_of(v) for v in viewers]
+    last_seen = any(e.get("state") == "offline" for e in events)
+    if not vs:
+        return []
+    if not visibility.needs_sight(visibility.PUBLIC, last_seen):  # nor any other viewer's
+        return [([visibility.redact_event(vs[0], e, visibility.CLEAR) for e in events],
+                 list(range(len(vs))))]  # fmt: skip
+    ids = list(dict.fromkeys(str(e.get("user", "")) for e in events))
+    classes: dict[tuple[Any, ...], tuple[list[dict[str, Any] | None], list[int]]] = {}
+    for n, v in enumerate(vs):
+        seen = await visibility.asight(v, ids, last_seen=last_seen)
+        shown = [visibility.redact_event(v, e, seen) for e in events]
+        # what this viewer gets: nothing, the event as sent, or a changed one (an offline)
+        key = tuple(
+            None if r is None else 0 if r is e else json.dumps(r, sort_keys=True, default=str)
+            for e, r in zip(events, shown, strict=True)
+        )
+        classes.setdefault(key, (shown, []))[1].append(n)
+    return list(classes.values())
+
+
+async def aredact_state_classes(
+    states: list[dict[str, Any]], viewers: list[Any]
+) -> list[tuple[list[dict[str, Any]], list[int]]]:
+    """Members' room states as each of ``viewers`` may receive them (:func:`aredact_states`'
+    rule), grouped as :func:`aredact_event_classes` groups events."""
+    vs = [viewer_of(v) for v in viewers]
+    if not vs:
+        return []
+    if not visibility.needs_sight(visibility.PUBLIC, last_seen=False):
+        return [(states, list(range(len(vs))))]
+    ids = list(dict.fromkeys(str(st.get("user", "")) for st in states))
+    classes: dict[tuple[int, ...], tuple[list[dict[str, Any]], list[int]]] = {}
+    for n, v in enumerate(vs):
+        shown = visibility.redact_states(v, states, await visibility.asight(v, ids, False))
+        classes.setdefault(tuple(map(id, shown)), (shown, []))[1].append(n)
+    return list(classes.values())
+
+
 # -- reads: each defined once -----------------------------------------------------------------
 def _sight(viewer: Viewer, ids: list[str], last_seen: bool = True) -> Read:
     """What ``viewer`` may learn of ``ids`` (no call, no query, no step when nothing decides)."""

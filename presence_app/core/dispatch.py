@@ -6,6 +6,8 @@ transition is announced exactly once, by the process that observed it:
 
 - ``join`` / ``leave`` go to the room's group;
 - ``online`` / ``offline`` / ``update`` go to the user's watchers and to each of ``t.rooms``;
+- a room's group is listened to by one channel per process (``realtime.feeds``), not by each
+  socket: the process decodes a room event once and hands it to its sockets in the room;
 - ``online`` / ``offline`` / ``update`` also fire ``user_online`` / ``user_offline`` /
   ``status_changed`` (see :mod:`presence_app.signals`).
 
@@ -65,8 +67,16 @@ def _group(kind: str, value: str) -> str:
 
 
 def room_group(room: str) -> str:
-    """The group of every socket that joined ``room``."""
+    """The group of ``room``'s presence events (joins, leaves, updates, typing, room states):
+    one channel per process listens to it (:mod:`presence_app.realtime.feeds`), which hands
+    each event to that process's sockets in the room."""
     return _group("room", room)
+
+
+def sockets_group(room: str) -> str:
+    """The group of every socket that joined ``room``: the project's own events to the room
+    (``PresenceConsumerMixin.presence_group_send``, a chat message), never presence's."""
+    return _group("sockets", room)
 
 
 def watchers_group(user_id: str) -> str:

@@ -24,10 +24,11 @@ from ..core.tasks import spawn
 from ..core.tenants import in_tenant
 from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
-from ..store import ONLINE_STATES, UNAVAILABLE, TooManyConnections, UnknownConnection
-from . import protocol, roomstate
+from ..store import UNAVAILABLE, TooManyConnections, UnknownConnection
+from . import delivery, protocol, roomstate
 from .coalescer import get_coalescer
 from .collector import collector
+from .feeds import PUBLISHING_STATES, get_feeds
 from .liveness import Liveness
 from .protocol import ConnectionLimit, FrameError
 from .subscriptions import Hidden, RecentUpdates, Subscriptions
@@ -41,8 +42,6 @@ OUTAGE_NOTICE_INTERVAL = 30.0
 AUDIENCE_ANSWERS = 512
 #: The refusal of a typing or a room state in a count-only room (``COUNT_ONLY_ROOMS``).
 COUNT_ONLY = "This room shows its count only: nobody there learns who is in it."
-#: Its own states in which a connection's typing and room states may go out.
-PUBLISHING_STATES = ONLINE_STATES - {"invisible"}
 
 
 def activity_interval(settings: dict[str, Any]) -> float:
@@ -62,7 +61,9 @@ async def _redacted_away(events: list[dict[str, Any]]) -> list[dict[str, Any] | 
 class PresenceSession:
     """The presence of one connection of ``user``; events go out through ``send``. ``tenant``
     (default: the current one) is the key space it lives in for its whole life. ``end`` closes
-    the transport: the session ends a connection that stopped beating (realtime.liveness)."""
+    the transport: the session ends a connection that stopped beating (realtime.liveness).
+    ``send_text``: the transport's send of a frame already encoded (JSON text), which a room's
+    feed encodes once for all its sockets; without it they get the frame itself."""
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class PresenceSession:
         device: str | None = None,
         tenant: str | None = None,
         end: Callable[[], Awaitable[None]] | None = None,
+        send_text: delivery.SendText | None = None,
     ) -> None:
         s = conf.get_settings()
         self.tenant = tenants.check(tenant) if tenant is not None else tenants.current()
@@ -83,7 +85,10 @@ class PresenceSession:
         self.conn_id = secrets.token_urlsafe(9)
         self.layer = layer
         self.channel_name = channel_name
-        self.send = send
+        # Every frame goes out through the writer, in order: the session's own (send) and those
+        # a room's feed hands over (writer.put).
+        self.writer = delivery.Writer(send, send_text)
+        self.send = self.writer.send
         self.device = device
         self.rooms: set[str] = set()
         self.owed: set[str] = set()  # unasked joins an outage refused (owe)
@@ -110,8 +115,7 @@ class PresenceSession:
         # Joins, leaves and updates as presence.diff frames, once per tick, for a client that
         # accepts them (its hello frame): a storm of joins costs a frame per tick, not a join.
         self.batched = False
-        self.diffs = roomstate.Diffs(self.send, self._redact_events, self.rooms.__contains__)
-        self.outbox.ahead = self.diffs.ahead  # a room state after the diff showing its member
+        self.diffs = roomstate.Diffs(self._send_diff, self._redact_events, self.rooms.__contains__)
         self.published: set[str] = set()  # rooms this connection set a state in
         self.end = end
         self.liveness: Liveness | None = None  # its deadlines, from open()
@@ -168,6 +172,7 @@ class PresenceSession:
             await self.groups.discard(self.groups.all(self.rooms, self.watched))
             self.closed = True  # nothing else taken, nothing to close
             self.send = self.outbox.send = self.diffs.send = _sent_nowhere
+            self.writer.close()
             self.diffs.redact = _redacted_away  # it was this session's: a cycle
             raise ConnectionLimit(limit) from None
         except UNAVAILABLE as exc:
@@ -190,6 +195,8 @@ class PresenceSession:
         get_coalescer().forget(self)
         self.outbox.close()
         self.diffs.close()
+        for room in self.rooms:
+            get_feeds().exit(self, room)  # nothing more of its rooms reaches it
         for task in self.tasks:
             task.cancel()
         try:
@@ -210,6 +217,7 @@ class PresenceSession:
             # a connection of minutes has reached. Nothing is sent once closed: let go, and an
             # ended connection is freed at once (the soak's RSS grew with every one kept).
             self.send = self.outbox.send = self.diffs.send = _sent_nowhere
+            self.writer.close()
             self.diffs.redact = _redacted_away  # it was this session's: a cycle
             self.end, self.liveness = None, None  # the same for the transport's close
 
@@ -224,6 +232,8 @@ class PresenceSession:
             await self.groups.add_all(self.rooms, self.watched)
         if any(dispatch.count_only(r) for r in self.rooms):
             await roomstate.get_counts().renew()
+        if self.rooms:
+            await get_feeds().renew()
 
     @in_tenant
     async def activity(self) -> None:
@@ -245,12 +255,16 @@ class PresenceSession:
             raise FrameError("limit", f"A connection may join at most {limit} rooms.")
         if not await presence.acan_join(self.user, room):
             raise FrameError("forbidden", "You may not join this room.")
-        # Into the group before the snapshot is read: events queue behind it, none is missed.
-        group = dispatch.room_group(room)
+        # Into the room's feed before the snapshot is read: events are held until it is sent,
+        # none is missed. (A count-only room has no feed: its counts come on the tick.)
+        group, fed = dispatch.sockets_group(room), not dispatch.count_only(room)
         try:  # a join cut short (the connection ends meanwhile) leaves no group behind
             await self.groups.add([group])
+            if fed:
+                await get_feeds().enter(self, room)
             await self._store_join(room)
         except BaseException:
+            get_feeds().exit(self, room)
             await self.groups.discard([group])
             raise
         self.rooms.add(room)
@@ -261,19 +275,22 @@ class PresenceSession:
         room = rules.room(room)
         if room not in self.rooms:
             raise FrameError("not_joined", "This connection is not in that room.")
-        # The group may be left before the leave event comes back through it: the connection
-        # hears its own leave from the store's answer, once (event() drops the group's copy).
+        # The feed is left before the leave event comes back through it: the connection hears
+        # its own leave from the store's answer, once.
         self.rooms.discard(room)
+        get_feeds().exit(self, room)
         try:
             left = await presence.aleave(room, self.conn_id, self.user_id)
         except BaseException:
             self.rooms.add(room)
+            if not dispatch.count_only(room):
+                await get_feeds().enter(self, room, held=False)  # back in, as it was
             raise
         self.typing_throttle.forget(room)
         self.outbox.drop(room)
         self.diffs.drop(room)
         await self.uncount({room})
-        await self.groups.discard([dispatch.room_group(room)])
+        await self.groups.discard([dispatch.sockets_group(room)])
         try:
             await self.clear_states({room})  # announced as a removal, for another tab's sake
         except UNAVAILABLE as exc:
@@ -397,7 +414,8 @@ class PresenceSession:
         if dispatch.count_only(room):
             await roomstate.get_counts().add(self, room)
             return
-        async with self.diffs.snapshot(room):  # what it holds of the room, this has
+        # what it holds of the room, this has; what comes meanwhile follows it
+        async with get_feeds().snapshot(self, room), self.diffs.snapshot(room):
             await self._send_members(room)
 
     async def _send_members(self, room: str) -> None:
@@ -476,8 +494,6 @@ class PresenceSession:
         # choice withholds read alike, and the second one must still arrive
         if shown.get("type") == "presence.update" and not self.recent.first_time(event):
             return
-        if shown.get("type") == "presence.typing":
-            await self.diffs.ahead(str(shown.get("room")))  # after the diff showing the typist
         await self.send(shown)
 
     async def uncount(self, rooms: set[str]) -> None:
@@ -489,6 +505,14 @@ class PresenceSession:
         """The client handles these frame types (its ``hello`` frame): ``presence.diff``
         batches the joins, leaves and updates it gets."""
         self.batched = "presence.diff" in kinds
+        get_feeds().accepted(self)
+
+    async def _send_diff(self, frame: dict[str, Any]) -> None:
+        """A diff of its watched users' updates: the joins and leaves its rooms' feeds hold
+        go first (an update never overtakes a change that came before it)."""
+        if "updated" in frame:
+            await get_feeds().ahead()
+        await self.send(frame)
 
     @in_tenant
     async def _redact_events(self, events: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
@@ -597,6 +621,7 @@ class PresenceSession:
         """Takes the lease, the status and the rooms again (each change announced)."""
         self.recovery_due = True  # until the last room is joined again
         await self.groups.add_all(self.rooms, self.watched)
+        await get_feeds().readd(self)
         if self.own_state in ("invisible", "dnd"):
             # A Redis restart lost the status with the rest: set it again first, so that an
             # invisible user's connect and joins below announce nothing (a no-op otherwise).
@@ -616,11 +641,12 @@ class PresenceSession:
         """``CAN_JOIN`` no longer admits this connection to ``room``: out of it, browser told;
         nothing more of it reaches the browser (event() drops what is queued)."""
         self.rooms.discard(room)
+        get_feeds().exit(self, room)
         self.typing_throttle.forget(room)
         self.outbox.drop(room)
         self.diffs.drop(room)
         await self.uncount({room})
-        await self.groups.discard([dispatch.room_group(room)])
+        await self.groups.discard([dispatch.sockets_group(room)])
         await self.send(
             protocol.error_frame(
                 "forbidden", "You may no longer be in this room.", frame="join", room=room

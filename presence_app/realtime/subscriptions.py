@@ -1,5 +1,6 @@
-"""The channel-layer groups one connection listens to: its user's own group, its rooms' and its
-watched users'. Joining and leaving them is bounded (a watch list of 500 is 500 group_adds,
+"""The channel-layer groups one connection listens to: its user's own group, its rooms' (the
+project's own events to a room; presence's reach a process once, through its room feeds:
+:mod:`presence_app.realtime.feeds`) and its watched users'. Joining and leaving them is bounded (a watch list of 500 is 500 group_adds,
 each on a pooled Redis connection) and refreshed before channels-redis forgets them.
 """
 
@@ -77,7 +78,7 @@ class Subscriptions:
     def all(self, rooms: Iterable[str], watched: Iterable[str]) -> list[str]:
         return (
             [dispatch.self_group(self.user_id)]
-            + [dispatch.room_group(r) for r in rooms]
+            + [dispatch.sockets_group(r) for r in rooms]
             + [dispatch.watchers_group(u) for u in watched]
         )
 

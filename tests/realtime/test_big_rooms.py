@@ -6,6 +6,7 @@ of joins and of leaves converging with no lost or duplicated member, and the one
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -430,3 +431,118 @@ async def test_the_htmx_stream_draws_a_diff_once_and_a_count(slow_ticks):
     events = await stream.render({"type": "presence.count", "room": "stadium", "count": 12345})
     assert dict(events)["presence-count-stadium"] == "12345"
     assert dict(events)["presence-room-stadium"] == '<ul class="presence-roster"></ul>'
+
+
+# -- one decode per room per process: the room's feed ----------------------------------------------
+def feed_channels(room: str) -> set[str]:
+    """The channels of this process (this test's loop) that the pub/sub layer hands the room's
+    group messages to: each one decodes every event of the room."""
+    from channels.layers import get_channel_layer
+
+    from presence_app.core import dispatch
+
+    local = get_channel_layer()._get_layer()
+    return set(local.groups.get(local._get_group_channel_name(dispatch.room_group(room)), ()))
+
+
+async def test_a_room_event_reaches_a_process_once_and_its_sockets_as_one_frame(slow_ticks):
+    """However many sockets of a process are in a room, one channel of the process listens to
+    its events (its feed): a storm reaches every watcher, diff-accepting or not, with no member
+    lost or told twice, and the watchers of one class get the very same frames."""
+    watchers = [await make_user(f"w{n}") for n in range(8)]
+    joiners = [await make_user(f"j{n}") for n in range(N)]
+    batched = [await open_socket(c, u.username, diffs=True) for u, c in watchers[:4]]
+    each = [await open_socket(c, u.username, diffs=False) for u, c in watchers[4:]]
+    rosters = [Roster(w, "hall", await join(w, "hall")) for w in batched]
+    for w in each:
+        await join(w, "hall")
+    here = {w.user for w in batched + each}
+    for r in rosters:
+        await r.until(here, timeout=limit(5))
+        r.frames.clear(), r.joined.clear()
+    assert len(feed_channels("hall")) == 1  # not one a socket
+    socks = [await open_socket(c, u.username, diffs=False) for u, c in joiners]
+    ids = {s.user for s in socks}
+    await asyncio.gather(*(s.send(type="join", room="hall") for s in socks))
+    for r in rosters:
+        await r.until(here | ids, timeout=limit(15))
+        assert sorted(r.joined) == sorted(ids)  # each once
+    assert rosters[0].members == await truth("hall")
+    # one flush, one frame, the same to every watcher of the class
+    assert all(r.diffs() == rosters[0].diffs() for r in rosters), [len(r.diffs()) for r in rosters]
+    assert len(rosters[0].diffs()) < N / 3
+    for w in each:  # a frame a join, each once, to those that did not accept diffs
+        told: list[str] = []
+        while not ids <= set(told):
+            told.append((await w.wait_for("presence.join", room="hall", timeout=limit(5)))["user"])
+        assert sorted(u for u in told if u in ids) == sorted(ids)
+        assert [f for f in await w.collect(0.3) if f["type"] == "presence.join"] == []
+    assert len(feed_channels("hall")) == 1
+    # The last one out lets the room's group go.
+    for s in [*socks, *batched, *each]:
+        await s.send(type="leave", room="hall")
+    deadline = asyncio.get_running_loop().time() + limit(5)
+    while feed_channels("hall"):
+        assert asyncio.get_running_loop().time() < deadline, feed_channels("hall")
+        await asyncio.sleep(0.05)
+
+
+async def test_a_slow_socket_holds_up_nobody_and_gets_everything_in_order(slow_ticks):
+    """A socket whose sends wait (its client reads slowly) does not delay the room's other
+    sockets; once it drains it has every frame, in order, and its roster is the room's."""
+    from channels.layers import get_channel_layer
+
+    from presence_app.realtime.session import PresenceSession
+
+    (slow_user, _), (_, ca) = await make_user("slow"), await make_user("alice")
+    layer = get_channel_layer()
+    gate = asyncio.Event()
+    got: list[dict[str, Any]] = []
+
+    async def send(frame: dict[str, Any]) -> None:
+        got.append(frame)
+
+    async def send_text(text: str) -> None:
+        await gate.wait()  # the client's buffer is full until the gate opens
+        got.append(json.loads(text))
+
+    slow = PresenceSession(
+        slow_user, layer=layer, channel_name=await layer.new_channel(), send=send,
+        send_text=send_text,
+    )  # fmt: skip
+    await slow.open()
+
+    async def beat() -> None:  # as its socket would (the test's leases are short)
+        while True:
+            await slow.heartbeat()
+            await asyncio.sleep(0.5)
+
+    beating = asyncio.ensure_future(beat())
+    slow.accept(["presence.diff"])
+    await slow.join("hall")
+    a = await open_socket(ca, "alice", diffs=True)
+    roster = Roster(a, "hall", await join(a, "hall"))
+    others = [await make_user(f"o{n}") for n in range(6)]
+    socks = [await open_socket(c, u.username, diffs=True) for u, c in others]
+    for s in socks:  # one at a time: each is a frame of its own to the slow socket
+        await join(s, "hall")
+        await roster.until(roster.members | {s.user}, timeout=limit(5))
+    assert len(slow.writer.backlog) >= 2  # frames wait behind the stuck send, alice's did not
+    gate.set()
+    everyone = await truth("hall")
+    deadline = asyncio.get_running_loop().time() + limit(5)
+    members: set[str] = set()
+    while members != everyone:
+        assert asyncio.get_running_loop().time() < deadline, (members, everyone)
+        await asyncio.sleep(0.05)
+        members = set()
+        for f in got:  # the slow socket's view: its snapshot, then each diff, in order
+            if f["type"] == "presence.state" and f.get("room") == "hall":
+                members = {m["user"] for m in f["members"]}
+            elif f["type"] == "presence.diff" and f.get("room") == "hall":
+                members -= {m["user"] for m in f["left"]}
+                members |= {m["user"] for m in f["joined"]}
+    joined = [m["user"] for f in got if f["type"] == "presence.diff" for m in f.get("joined", ())]
+    assert joined == [a.user, *(s.user for s in socks)]  # each once, in the order they came
+    beating.cancel()
+    await slow.close()

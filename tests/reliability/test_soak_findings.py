@@ -144,7 +144,7 @@ async def test_a_stream_cancelled_while_joining_leaves_no_group_behind(
     user = await django_user_model.objects.acreate(username="joining")
     body, stream = await open_stream(user)
     local = stream.layer._get_layer()  # the pub/sub layer of this loop: its groups
-    group = local._get_group_channel_name(dispatch.room_group("joining-room"))
+    group = local._get_group_channel_name(dispatch.sockets_group("joining-room"))
     waiting = asyncio.ensure_future(anext(body))
     frame = {"type": "join", "room": "joining-room"}
     await stream.layer.send(stream.channel, {"type": "presence.rest", "frame": frame})

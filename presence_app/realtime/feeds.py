@@ -1,0 +1,431 @@
+"""A room's events reach a process once, and its sockets in the room as frames encoded once.
+
+channels-redis hands a group's message to every channel of the group in the process, and each
+decodes it; a consumer then redacts and encodes it for its socket: a room of 5,000 paid that
+5,000 times an event. Here each process listens to a room's group (``dispatch.room_group``)
+with one channel of its own, a :class:`RoomFeed`, while it has a connection in the room. The
+feed decodes an event once, redacts it once per class of viewers (``presence.aredact_event_
+classes``: the front door's one rule; a viewer whose ``AUDIENCE`` answer differs is a class of
+its own), encodes each class's frame once, and hands it to each local connection of the class
+(:class:`~presence_app.realtime.delivery.Writer`: in order, never waiting on a slow socket).
+
+What stays a connection's own is applied per connection, cheaply: a connection that accepted
+``presence.diff`` gets the room's changes a tick at a time (one :class:`~presence_app.realtime.
+roomstate.Diffs` per room, not per socket), without its own join; one that did not gets an
+event a frame; an update reaches a connection once whatever groups bring it (its
+``RecentUpdates``); nobody is told of their own typing or their own room state; typing and room
+states of a user known offline (to the room, or to the connection) are dropped. Room states go
+out a frame per slot (one :class:`~presence_app.realtime.roomstate.Outbox` per room).
+
+A connection is held while its snapshot of the room is read and sent (:meth:`RoomFeeds.
+snapshot`): what the feed hands it meanwhile follows the snapshot, never precedes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .. import presence
+from ..core import dispatch, tenants
+from ..core.tasks import per_loop, spawn
+from ..failopen import log_outage
+from ..store import ONLINE_STATES, UNAVAILABLE
+from . import roomstate
+from .subscriptions import Hidden
+
+logger = logging.getLogger("presence_app")
+
+#: Its own states in which a connection's typing and room states may go out.
+PUBLISHING_STATES = ONLINE_STATES - {"invisible"}
+#: The users a feed remembers as offline (their late typing and room states are dropped).
+HIDDEN_USERS = 8192
+
+Key = tuple[str | None, str]  # (tenant, room)
+
+
+async def _as_sent(events: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """A feed's :class:`~roomstate.Diffs` keeps events as sent: each class is redacted apart."""
+    return list(events)
+
+
+def _always(room: str) -> bool:
+    return True
+
+
+async def _nowhere(frame: dict[str, Any]) -> None:
+    """A closed feed's sends (its bound methods were a cycle: the feed, its Diffs, the feed)."""
+
+
+class Members:
+    """A feed's local connections: those that accepted ``presence.diff`` and the others, and
+    those held while their snapshot is on its way (what comes meanwhile waits for it)."""
+
+    def __init__(self) -> None:
+        self.batched: dict[Any, None] = {}  # connections that accepted presence.diff
+        self.each: dict[Any, None] = {}  # those that take an event a frame
+        self.by_conn: dict[str, Any] = {}  # public connection id -> connection
+        self.held: dict[Any, list[tuple[dict[str, Any], str | None]]] = {}
+        self.holds: dict[Any, int] = {}
+        self.entering: set[Any] = set()  # held by their join, until their snapshot
+
+    def __contains__(self, session: Any) -> bool:
+        return session in self.batched or session in self.each
+
+    def __bool__(self) -> bool:
+        return bool(self.batched or self.each)
+
+    def all(self) -> list[Any]:
+        return [*self.batched, *self.each]
+
+    def place(self, session: Any) -> None:
+        """Among the batched or the others, as the connection accepts (its ``hello``)."""
+        self.batched.pop(session, None)
+        self.each.pop(session, None)
+        (self.batched if session.batched else self.each)[session] = None
+        self.by_conn[session.public_id] = session
+
+    def remove(self, session: Any) -> None:
+        self.batched.pop(session, None)
+        self.each.pop(session, None)
+        self.held.pop(session, None)
+        self.holds.pop(session, None)
+        self.entering.discard(session)
+        if self.by_conn.get(session.public_id) is session:
+            del self.by_conn[session.public_id]
+
+    def hold(self, session: Any, *, entering: bool = False) -> None:
+        """What the feed hands ``session`` waits until :meth:`release` (its snapshot)."""
+        if session in self.entering and not entering:
+            self.entering.discard(session)  # the hold its join took is this snapshot's
+            return
+        self.held.setdefault(session, [])
+        self.holds[session] = self.holds.get(session, 0) + 1
+        if entering:
+            self.entering.add(session)
+
+    def release(self, session: Any) -> None:
+        """``session``'s snapshot is sent: what came meanwhile follows it."""
+        self.holds[session] = self.holds.get(session, 1) - 1
+        if self.holds[session] > 0:
+            return
+        del self.holds[session]
+        for frame, text in self.held.pop(session, ()):
+            session.writer.put(frame, text)
+
+    def deliver(self, session: Any, frame: dict[str, Any], text: str | None) -> None:
+        held = self.held.get(session)
+        if held is not None:
+            held.append((frame, text))
+        else:
+            session.writer.put(frame, text)
+
+
+class RoomFeed:
+    """One room's events in this process, for its local connections (``members``)."""
+
+    def __init__(self, key: Key, layer: Any) -> None:
+        self.key = key
+        self.tenant, self.room = key
+        self.layer = layer
+        self.channel: str | None = None
+        self.opening: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.hidden = Hidden(HIDDEN_USERS)
+        self.members = Members()
+        self.diffs = roomstate.Diffs(self._send_diff, _as_sent, _always)
+        self.outbox = roomstate.Outbox(self._send_states)
+
+    # -- life --------------------------------------------------------------------------------
+    async def open(self) -> None:
+        with tenants.activate(self.tenant):
+            self.channel = await self.layer.new_channel()
+            await self.layer.group_add(dispatch.room_group(self.room), self.channel)
+        self.task = asyncio.get_running_loop().create_task(self._receive())
+
+    async def readd(self) -> None:
+        """Into the group again (a layer that forgets groups: ``group_expiry``, a restart)."""
+        if self.channel is not None:
+            with tenants.activate(self.tenant):
+                await self.layer.group_add(dispatch.room_group(self.room), self.channel)
+
+    async def close(self) -> None:
+        self.diffs.close()
+        self.outbox.close()
+        self.diffs.send = self.outbox.send = _nowhere
+        if self.opening is not None:
+            await asyncio.wait([self.opening])
+        if self.task is not None:
+            self.task.cancel()  # its waiting receive lets the channel go (the pub/sub layer)
+        if self.channel is not None:
+            with tenants.activate(self.tenant):
+                try:
+                    await self.layer.group_discard(dispatch.room_group(self.room), self.channel)
+                except UNAVAILABLE as exc:
+                    log_outage(exc)  # a stale member costs a dropped message, and expires
+
+    # -- events ------------------------------------------------------------------------------
+    async def _receive(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except UNAVAILABLE as exc:
+                log_outage(exc)
+                await asyncio.sleep(1)
+                continue
+            try:
+                with tenants.activate(self.tenant):
+                    await self.handle(message)
+            except UNAVAILABLE as exc:
+                log_outage(exc, "a room event not relayed")
+            except Exception:
+                logger.exception("presence: a room event failed: %r", message.get("type"))
+
+    async def handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "presence.roomstate":
+            states = [
+                st
+                for st in event.get("states") or ()
+                if isinstance(st, dict)
+                # a state (not its removal) of a user known offline: it followed their offline
+                and (st.get("data") is None or str(st.get("user")) not in self.hidden)
+            ]
+            if states:
+                await self.outbox.add(self.room, states)
+        elif kind == "presence.typing":
+            await self._typing(event)
+        elif kind in roomstate.DIFF_EVENTS:
+            self.hidden.learn(event.get("user", ""), event.get("state"))
+            if kind != "presence.update" and event.get("room") != self.room:
+                return
+            if self.members.batched:
+                await self.diffs.add(event)
+            if self.members.each:
+                await self._each(event)
+
+    async def _each(self, event: dict[str, Any]) -> None:
+        """An event a frame, to the connections that did not accept ``presence.diff``."""
+        sessions = list(self.members.each)
+        update = event.get("type") == "presence.update"
+        for shown, indices in await presence.aredact_event_classes(
+            [event], [s.viewer for s in sessions]
+        ):
+            frame = shown[0]
+            if frame is None:
+                continue
+            text = json.dumps(frame)
+            for i in indices:
+                s = sessions[i]
+                if not update or s.recent.first_time(event):  # once, whatever group brings it
+                    self.members.deliver(s, frame, text)
+
+    async def ahead(self) -> None:
+        """A typing or a room state is about to go out at once: the room's joins and leaves
+        held for the tick go first (a member's typing or cursor must not reach a browser before
+        the diff that shows them there), and a flush on its way ends first."""
+        if self.diffs.rooms or self.diffs.lock.locked():
+            await self.diffs.flush()
+
+    async def _typing(self, event: dict[str, Any]) -> None:
+        user, sender = str(event.get("user", "")), event.get("sender")
+        if user in self.hidden or event.get("state") not in PUBLISHING_STATES:
+            return  # whatever its sender believed: offline or invisible here
+        if self.members.batched:
+            await self.ahead()
+        sessions = [
+            s for s in self.members.all() if s.channel_name != sender and user not in s.hidden
+        ]  # not echoed to the typist
+        shown_event = {k: v for k, v in event.items() if k != "sender"}
+        for shown, indices in await presence.aredact_event_classes(
+            [shown_event], [s.viewer for s in sessions]
+        ):
+            if shown[0] is not None:
+                text = json.dumps(shown[0])
+                for i in indices:
+                    self.members.deliver(sessions[i], shown[0], text)
+
+    async def _send_diff(self, frame: dict[str, Any]) -> None:
+        """A tick's ``presence.diff`` (as sent, unredacted) to the batched connections: one
+        frame a class of viewers; a connection's own join left out of its own."""
+        sessions = list(self.members.batched)
+        updated = "updated" in frame
+        if updated:  # every room's joins and leaves held before it go first, as with one Diffs
+            await get_feeds().ahead(self)
+        entries = frame["updated"] if updated else [*frame["joined"], *frame["left"]]
+        joiners = set() if updated else {str(m.get("user")) for m in frame["joined"]}
+        split = 0 if updated else len(frame["joined"])
+        for shown, indices in await presence.aredact_event_classes(
+            entries, [s.viewer for s in sessions]
+        ):
+            if updated:
+                out = {"type": "presence.diff", "updated": [m for m in shown if m is not None]}
+                if not out["updated"]:
+                    continue
+            else:
+                joined = [m for m in shown[:split] if m is not None]
+                left = [m for m in shown[split:] if m is not None]
+                if not joined and not left:
+                    continue
+                out = {"type": "presence.diff", "room": self.room, "joined": joined, "left": left}
+            text = json.dumps(out)
+            for i in indices:
+                s = sessions[i]
+                if updated:
+                    fresh = [s.recent.first_time(e) for e in entries]  # each one marked
+                    if not any(fresh):
+                        continue  # every one of them came already (the watchers' group)
+                elif s.user_id in joiners:
+                    self._without_own_join(s, out)
+                    continue
+                self.members.deliver(s, out, text)
+
+    def _without_own_join(self, session: Any, frame: dict[str, Any]) -> None:
+        """Its own join is not told to a connection: the snapshot it just got lists it."""
+        joined = [m for m in frame["joined"] if str(m.get("user")) != session.user_id]
+        if joined or frame["left"]:
+            self.members.deliver(session, {**frame, "joined": joined}, None)
+
+    async def _send_states(self, frame: dict[str, Any]) -> None:
+        """A slot's room states to every local connection: one frame a class of viewers; a
+        connection's own state, and states of users it knows offline, left out of its own."""
+        if self.members.batched:
+            await self.ahead()
+        sessions = self.members.all()
+        states = frame["states"]
+        for shown, indices in await presence.aredact_state_classes(
+            states, [s.viewer for s in sessions]
+        ):
+            if not shown:
+                continue
+            out = {"type": "presence.roomstate", "room": self.room, "states": shown}
+            owners = {self.members.by_conn.get(st.get("conn")) for st in shown}
+            text: str | None = None
+            for i in indices:
+                s = sessions[i]
+                if s in owners or s.hidden.users:
+                    self._own_states(s, shown)
+                    continue
+                if text is None:
+                    text = json.dumps(out)
+                self.members.deliver(s, out, text)
+
+    def _own_states(self, session: Any, states: list[dict[str, Any]]) -> None:
+        mine = (session.user_id, session.public_id)
+        kept = [
+            st
+            for st in states
+            if (str(st.get("user")), st.get("conn")) != mine
+            and (st.get("data") is None or str(st.get("user")) not in session.hidden)
+        ]
+        if kept:
+            self.members.deliver(session, {"type": "presence.roomstate", "room": self.room,
+                                   "states": kept}, None)  # fmt: skip
+
+
+class RoomFeeds:
+    """The feeds of the rooms this process's connections are in (one per process)."""
+
+    def __init__(self) -> None:
+        self.feeds: dict[Key, RoomFeed] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.renewed = 0.0
+
+    def _of(self, session: Any, room: str) -> RoomFeed | None:
+        """The feed of ``room`` ``session`` is in, if it is."""
+        feed = self.feeds.get((session.tenant, room))
+        return feed if feed is not None and session in feed.members else None
+
+    async def enter(self, session: Any, room: str, *, held: bool = True) -> None:
+        """``session`` is joining ``room``: the room's events reach it from now on, ``held``
+        until its snapshot is sent (:meth:`snapshot`). Call before the store's join."""
+        key = (session.tenant, room)
+        feed = self.feeds.get(key)
+        if feed is None:
+            feed = self.feeds[key] = RoomFeed(key, session.layer)
+            feed.opening = asyncio.get_running_loop().create_task(feed.open())
+            self.renewed = self.renewed or asyncio.get_running_loop().time()
+        feed.members.place(session)
+        if held:
+            feed.members.hold(session, entering=True)
+        try:
+            await asyncio.shield(feed.opening)  # type: ignore[arg-type]
+        except BaseException:
+            self.exit(session, room)
+            raise
+
+    def exit(self, session: Any, room: str) -> None:
+        """``session`` left ``room``: nothing more of it reaches it; the last one out closes
+        the feed."""
+        key = (session.tenant, room)
+        feed = self.feeds.get(key)
+        if feed is None:
+            return
+        feed.members.remove(session)
+        if not feed.members:
+            del self.feeds[key]
+            spawn(self.tasks, feed.close())
+
+    @asynccontextmanager
+    async def snapshot(self, session: Any, room: str) -> AsyncIterator[None]:
+        """While ``session``'s snapshot of ``room`` is read and sent: the room's events are
+        held for it, and follow the snapshot."""
+        feed = self._of(session, room)
+        if feed is None:
+            yield
+            return
+        feed.members.hold(session)
+        try:
+            yield
+        finally:
+            if self._of(session, room) is feed:
+                feed.members.release(session)
+
+    def accepted(self, session: Any) -> None:
+        """``session`` changed what it accepts (``presence.diff`` or not)."""
+        for room in session.rooms:
+            feed = self._of(session, room)
+            if feed is not None:
+                feed.members.place(session)
+
+    async def ahead(self, caller: RoomFeed | None = None) -> None:
+        """An update is about to go out to batched connections (a room feed's, a connection's
+        own from its watch list): the joins and leaves every other feed holds go first, so a
+        frame about a user never overtakes a change queued before it (one connection's
+        ``presence.diff`` frames keep the order its changes came in, as one ``Diffs`` did)."""
+        for feed in list(self.feeds.values()):
+            if feed is not caller and feed.diffs.rooms and not feed.diffs.lock.locked():
+                await feed.diffs.flush()
+
+    async def readd(self, session: Any) -> None:
+        """The groups of ``session``'s rooms' feeds again (its lease taken back: the layer may
+        have lost them with Redis)."""
+        for room in sorted(session.rooms):
+            feed = self._of(session, room)
+            if feed is not None:
+                await feed.readd()
+
+    async def renew(self) -> None:
+        """Every feed's group again before the layer's ``group_expiry`` forgets it (the
+        connections' heartbeats call this; it does the work twice a ``group_expiry``)."""
+        if not self.feeds:
+            return
+        loop = asyncio.get_running_loop()
+        layer = next(iter(self.feeds.values())).layer
+        if loop.time() - self.renewed < float(getattr(layer, "group_expiry", 86400)) / 2:
+            return
+        self.renewed = loop.time()
+        for feed in list(self.feeds.values()):
+            await feed.readd()
+
+
+_feeds = per_loop(RoomFeeds)
+
+
+def get_feeds() -> RoomFeeds:
+    """The room feeds of the running event loop (one per process)."""
+    return _feeds()
