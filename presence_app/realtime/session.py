@@ -116,6 +116,7 @@ class PresenceSession:
         # accepts them (its hello frame): a storm of joins costs a frame per tick, not a join.
         self.batched = False
         self.diffs = roomstate.Diffs(self._send_diff, self._redact_events, self.rooms.__contains__)
+        self.outbox.ahead = self.diffs.ahead  # a room state after the diff showing its member
         self.published: set[str] = set()  # rooms this connection set a state in
         self.end = end
         self.liveness: Liveness | None = None  # its deadlines, from open()
@@ -494,6 +495,8 @@ class PresenceSession:
         # choice withholds read alike, and the second one must still arrive
         if shown.get("type") == "presence.update" and not self.recent.first_time(event):
             return
+        if shown.get("type") == "presence.typing":
+            await self.diffs.ahead(str(shown.get("room")))  # after the diff showing the typist
         await self.send(shown)
 
     async def uncount(self, rooms: set[str]) -> None:
