@@ -126,6 +126,21 @@ def test_a_membership_is_of_one_workspace(redis_client):
         assert rooms.member_rooms(ann) == ["general"]  # acme's leave ended acme's only
 
 
+def test_a_roster_shows_each_member_s_last_seen_of_its_own_workspace(redis_client):
+    """A roster reads each member's LastSeen row beside their membership: the row of the
+    membership's workspace, never another's (Redis emptied: the rows are all there is)."""
+    ann = create_user("ann")
+    for workspace, ago in (("acme", 600), ("globex", 7200)):
+        seen_then_gone(ann, workspace, ago)
+        with tenants.activate(workspace):
+            assert rooms.add_member(ann, "general") is True
+    redis_client.flushall()
+    for workspace, ago in (("acme", 600), ("globex", 7200)):
+        with tenants.activate(workspace):
+            (member,) = rooms.members("general", viewer=presence.TRUSTED)
+            assert abs(member.last_seen.timestamp() - (time.time() - ago)) < 120, workspace
+
+
 async def test_a_socket_joins_the_permanent_rooms_of_its_own_workspace_only(redis_client):
     """ann, a member of acme's #general: her globex socket joined globex's #general unasked."""
     channel_layers.backends.clear()
