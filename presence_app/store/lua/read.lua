@@ -5,7 +5,6 @@
 -- ids: at most 1,000; buckets: their registry buckets (keys.registry_bucket), or nil.
 local function read_many(ids, buckets)
 local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
-local ends = redis.call('EXISTS', K_UNTIL) == 1 and redis.call('ZMSCORE', K_UNTIL, unpack(ids)) or {}
 local records = redis.call('HMGET', K_RECS, unpack(ids))
 local missing = {}  -- the ids with no seen score
 for i = 1, #ids do
@@ -16,9 +15,35 @@ local function scores(key, which)
   return redis.call('ZMSCORE', key, unpack(which))
 end
 local hidden, web = scores(K_HIDDEN, missing), scores(K_WEB, missing)
+-- K_UNTIL's ends, of the connected (seen or hidden) only: nobody else has one, and a site's
+-- K_UNTIL is seldom empty (a closed connection's grace), so a page of HTTP-only users would
+-- pay a ZMSCORE of them all
+local ends = {}
+if redis.call('EXISTS', K_UNTIL) == 1 then
+  local connected, at, m = ids, nil, 0
+  if #missing > 0 then
+    connected, at = {}, {}
+    for i = 1, #ids do
+      local c = seen[i]
+      if not c then
+        m = m + 1
+        c = hidden[m]
+      end
+      if c then
+        connected[#connected + 1] = ids[i]
+        at[#connected] = i
+      end
+    end
+  end
+  if #connected > 0 then
+    for j, e in ipairs(redis.call('ZMSCORE', K_UNTIL, unpack(connected))) do
+      ends[at and at[j] or j] = e
+    end
+  end
+end
 local codes, seen2, ends2, records2, webs3 = {}, {}, {}, {}, {}
 local hidden2, web2, last2, unknown, at = {}, {}, {}, {}, {}
-local has_ends, k, n, m = #ends > 0, 0, 0, 0
+local has_ends, k, n, m = next(ends) ~= nil, 0, 0, 0
 for i = 1, #ids do
   local s, r = seen[i], records[i]
   if s then
@@ -32,7 +57,7 @@ for i = 1, #ids do
     else
       codes[i], n, k = '0', n + 1, k + 1
       records2[n], seen2[k] = r or '', s
-      if has_ends then ends2[k] = ends[i] end
+      if has_ends then ends2[k] = ends[i] or false end
     end
   else
     m = m + 1
@@ -43,7 +68,7 @@ for i = 1, #ids do
     else
       codes[i], n, k = '0', n + 1, k + 1
       records2[n], seen2[k] = r or '', false
-      if has_ends then ends2[k] = ends[i] end
+      if has_ends then ends2[k] = ends[i] or false end
       local j = #hidden2 + 1
       hidden2[j], web2[j], last2[j] = h, w, false
       if not (h or w) then  -- their last seen, if the sweep wrote one
