@@ -1,216 +1,82 @@
-"""17. Big rooms (issue 44): a storm of joins into one room over 2 server processes, batched
-(``presence.diff``) against today's per-event path, in the same run.
+"""17. Big rooms (issue 44): one room of thousands of real sockets over 2 uvicorn processes on the
+pub/sub layer, the project as shipped against today's path (the package of an earlier commit,
+:data:`BASE`: every socket in the room's group, each decoding every event), in the same run.
 
-Two *server* processes (Django set up, the project's code, ``RedisPubSubChannelLayer``) each hold
-half of the members as real :class:`~presence_app.realtime.session.PresenceSession` objects (a
-lease, a channel, a loop handing the channel's events to the session, as a socket's consumer
-does; the frames a session sends are JSON-encoded and counted, as a socket's would be). Every
-member joins one room within :data:`STORM` seconds (evenly spread, both processes at once). Two
-ways, each into a room of its own, one after the other on the same processes and Redis:
+Per side, 2 uvicorn servers (``project.asgi``, settings ``bench.big_rooms_settings``: the demo's,
+with a count-only room) share a SQLite file of users and sessions and the run's Redis; the load
+is several ``bench.big_rooms_client`` processes (its docstring says what each measures), each
+holding a share of the sockets, spread over both servers, every one accepting ``presence.diff``
+and heartbeating as presence.js does. Three phases on the same sockets:
 
-- ``diff``: every session accepted ``presence.diff`` (presence.js does): a tick's joins reach
-  each member as one frame (``MEMBERSHIP_RATE`` ticks a second, as shipped: 5).
-- ``event``: no session accepted it: a ``presence.join`` frame per join per member (today's path
-  for a client that does not send ``hello``).
+1. **the storm**: :data:`MEMBERS` sockets join one room, asked within :data:`SPREAD` seconds:
+   membership frames per socket per second from the first join to the storm's end (the last
+   snapshot served; mean and the busiest socket), how long after the storm's end every roster
+   (snapshot, then each diff) holds the whole room and equals it, the servers' CPU seconds and
+   the Redis commands (``INFO commandstats``) from the first join until every roster was whole;
+2. **room states**: :data:`SENDERS` of them send a room state at :data:`HZ`, all the others
+   watching, :data:`STATE_SECONDS`: delivery latency p50 / p99 (send to receipt, one clock),
+   frames delivered, and the servers' CPU per delivered frame;
+3. **a count-only room**: :data:`COUNTED` sockets (the storm's and more) in a ``COUNT_ONLY_ROOMS``
+   room, :data:`CHURNERS` of them leaving and joining again :data:`CHURN` times a second in all
+   for :data:`CHURN_SECONDS`: the frames and bytes the others receive per join or leave, the
+   bytes a member receives per minute, the servers' CPU per join or leave.
 
-Per way: membership frames (joins, diffs; snapshots apart) per socket per second over the storm
-(mean, and the busiest socket), bytes per socket, the time from the storm's last join to the
-moment every member's roster (its snapshot, then each frame applied) holds every member, whether
-every roster equals the room's true membership then (read from the store), the servers' CPU
-seconds (``time.process_time`` of both) and the Redis commands (``INFO commandstats``) from the
-storm's start to convergence.
-
-The joins are asked within :data:`STORM` seconds; each one's snapshot reads the whole room, so
-on 2 shared cores a storm of hundreds takes longer to be served: its measured length (first join
-to the last frame about it) is a row of its own, and the rates are per second of it. A session's
-``send`` here encodes the frame and counts it: a real socket's write (the ASGI server, the
-network) is not in the CPU figures, which so understate what a frame saved saves.
-
-Run: ``python -m bench --only big_rooms [--quick]`` (quick: 200 members; full: 600;
-``BENCH_BIG_ROOMS_MEMBERS`` sets another size; the issue's 5,000 sockets on 2 processes are out
-of reach of the reference machine's 2 shared cores with today's per-join snapshot, which reads
-the whole room: see docs/scaling.md 4.3).
+Run: ``python -m bench --only big_rooms [--quick]``; sizes: ``BENCH_BIG_ROOMS_MEMBERS`` (full
+5,000; quick 300), ``BENCH_BIG_ROOMS_COUNTED`` (10,000; 600), ``BENCH_BIG_ROOMS_CLIENTS`` (load
+processes: 4; 2), ``BENCH_BIG_ROOMS_BASE`` (the commit of today's path), ``BENCH_BIG_ROOMS_SIDES``
+(``ours,today``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import multiprocessing as mp
 import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
+from io import BytesIO
+from pathlib import Path
 from typing import Any
 
-from .common import Check, Context, Row, benchmark
+from tests.servers import ROOT, AsgiServer, Database
 
-#: Seconds the joins of a storm are spread over.
-STORM = 2.0
-#: How long convergence may take after the storm before a way is given up.
-SETTLE = 30.0
-RATE = int(os.environ.get("BENCH_BIG_ROOMS_RATE") or 5)  # MEMBERSHIP_RATE: the tick
+from .common import Check, Context, Row, benchmark, cpu_seconds, percentile
 
-
-def setup_django(url: str) -> None:
-    from django.conf import settings
-
-    if settings.configured:
-        return
-    settings.configure(
-        SECRET_KEY="bench-big-rooms",
-        INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "presence_app"],
-        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
-        PRESENCE={
-            "REDIS_URL": url,
-            "KEY_PREFIX": "bench17",
-            "MEMBERSHIP_RATE": RATE,
-            "HEARTBEAT_INTERVAL": 300,
-            "LEASE_TTL": 900,
-        },
-        CHANNEL_LAYERS={
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {
-                    "hosts": [{"address": url, "socket_timeout": None, "socket_keepalive": True}]
-                },
-            }
-        },
-        USE_TZ=True,
-    )
-    import django
-
-    django.setup()
+#: Today's path: the package before the room feeds (each socket in the room's group).
+BASE = os.environ.get("BENCH_BIG_ROOMS_BASE", "90dba0b")
+ROOM, STADIUM = "hall", "stadium"
+SPREAD = 10.0  # the storm's joins are asked within this
+SETTLE = 900.0  # how long rosters may take after the last join asked before a side gives up
+HZ = 20
+SENDERS = 50
+STATE_SECONDS = 15.0
+CHURN = 50  # joins and leaves a second, in all
+CHURNERS = 500
+CHURN_SECONDS = 30.0
+TICK_RATE = 5  # MEMBERSHIP_RATE as shipped
 
 
-class Member:
-    """One socket's view of the room: its roster, its membership frames and their bytes."""
-
-    def __init__(self) -> None:
-        self.reset("")
-
-    def reset(self, room: str) -> None:
-        self.room = room
-        self.roster: set[str] = set()
-        self.frames = self.bytes = 0
-        self.full_at: float | None = None
-        self.last_at = 0.0  # the last membership frame
-
-    def frame(self, frame: dict[str, Any], expected: int) -> None:
-        kind = frame.get("type")
-        if frame.get("room") != self.room:
-            return
-        if kind == "presence.state":
-            if not frame.get("page"):
-                self.roster = set()
-            self.roster |= {m["user"] for m in frame["members"]}
-        elif kind == "presence.diff":
-            self.frames += 1
-            self.bytes += len(json.dumps(frame))
-            self.roster -= {m["user"] for m in frame["left"]}
-            self.roster |= {m["user"] for m in frame["joined"]}
-        elif kind in ("presence.join", "presence.leave"):
-            self.frames += 1
-            self.bytes += len(json.dumps(frame))
-            if kind == "presence.join":
-                self.roster.add(frame["user"])
-            else:
-                self.roster.discard(frame["user"])
-        else:
-            return
-        self.last_at = time.time()
-        if len(self.roster) >= expected and self.full_at is None:
-            self.full_at = time.time()
+def sizes(ctx: Context) -> tuple[int, int, int]:
+    members = int(os.environ.get("BENCH_BIG_ROOMS_MEMBERS") or ctx.size(5000, 300))
+    counted = int(os.environ.get("BENCH_BIG_ROOMS_COUNTED") or ctx.size(10_000, 600))
+    clients = int(os.environ.get("BENCH_BIG_ROOMS_CLIENTS") or ctx.size(4, 2))
+    return members, max(counted, members), clients
 
 
-def server(url: str, index: int, members: int, total: int, conn: Any) -> None:
-    setup_django(url)
-    if os.environ.get("BENCH_BIG_ROOMS_PROFILE") and index == 0:
-        import cProfile
-
-        cProfile.runctx(
-            "asyncio.run(_server(index, members, total, conn))",
-            globals(),
-            locals(),
-            os.environ["BENCH_BIG_ROOMS_PROFILE"],
-        )
-        return
-    asyncio.run(_server(index, members, total, conn))
-
-
-async def _server(index: int, members: int, total: int, conn: Any) -> None:
-    from channels.layers import get_channel_layer
-
-    from presence_app import presence
-    from presence_app.realtime.session import PresenceSession
-
-    layer = get_channel_layer()
-    views = [Member() for _ in range(members)]
-    sessions: list[PresenceSession] = []
-    for n in range(members):
-
-        async def send(frame: dict[str, Any], n: int = n) -> None:
-            json.dumps(frame)  # what a socket's send does first
-            views[n].frame(frame, total)
-
-        session = PresenceSession(
-            f"m{index}-{n}", layer=layer, channel_name=await layer.new_channel(), send=send
-        )
-        sessions.append(session)
-        await session.open()
-
-    # One at a time a session, as a consumer dispatches: its join (and snapshot) before the
-    # events that came meanwhile.
-    turns = {s.channel_name: asyncio.Lock() for s in sessions}
-
-    async def receive(s: PresenceSession) -> None:
-        while True:
-            message = await layer.receive(s.channel_name)
-            async with turns[s.channel_name]:
-                await s.event(message)
-
-    loops = [asyncio.ensure_future(receive(s)) for s in sessions]
-    conn.send("ready")
-    while True:
-        command = await asyncio.to_thread(conn.recv)
-        if command[0] != "run":
-            break
-        _, way, room, start_at = command
-        for s, view in zip(sessions, views, strict=True):
-            s.accept(["presence.diff"] if way == "diff" else [])
-            view.reset(room)
-        await asyncio.sleep(max(0.0, start_at - time.time()))
-        cpu = time.process_time()
-
-        async def join(k: int, s: PresenceSession, room: str, start_at: float) -> None:
-            await asyncio.sleep(max(0.0, start_at + STORM * k / members - time.time()))
-            async with turns[s.channel_name]:
-                await s.join(room)
-
-        await asyncio.gather(*(join(k, s, room, start_at) for k, s in enumerate(sessions)))
-        joined_at = time.time()
-        deadline = joined_at + SETTLE
-        while time.time() < deadline and any(v.full_at is None for v in views):
-            await asyncio.sleep(0.05)
-        cpu = time.process_time() - cpu
-        truth = set(await presence.aroom_members(room, viewer=presence.TRUSTED))
-        conn.send(
-            {
-                "joined_at": joined_at,
-                "cpu": cpu,
-                "frames": [v.frames for v in views],
-                "bytes": [v.bytes for v in views],
-                "full_at": [v.full_at for v in views],
-                "last_at": max(v.last_at for v in views),
-                "true": sum(v.roster == truth for v in views),
-                "truth": len(truth),
-                "missing": [
-                    (s.user_id, sorted(truth - v.roster)[:5], len(truth - v.roster))
-                    for s, v in zip(sessions, views, strict=True)
-                    if v.roster != truth
-                ][:5],
-            }
-        )
-    for task in loops:
-        task.cancel()
+def today_package(folder: Path) -> Path:
+    """The package of :data:`BASE`, exported beside the run (``git archive``): its servers
+    import it first."""
+    out = folder / "today"
+    out.mkdir()
+    blob = subprocess.run(
+        ["git", "archive", BASE, "presence_app"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(out, filter="data")
+    return out
 
 
 def commandstats(client: Any) -> int:
@@ -218,147 +84,278 @@ def commandstats(client: Any) -> int:
     return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
 
 
-def measure(ctx: Context, total: int) -> dict[str, dict[str, Any]]:
-    client = ctx.redis.client()
-    client.flushall()
-    spawn = mp.get_context("spawn")
-    pipes, procs = [], []
-    for index in range(2):
-        parent, child = spawn.Pipe()
-        proc = spawn.Process(
-            target=server, args=(ctx.redis.url, index, total // 2, total, child), daemon=True
-        )
-        proc.start()
-        pipes.append(parent)
-        procs.append(proc)
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        for parent in pipes:
-            if not parent.poll(300) or parent.recv() != "ready":
-                raise RuntimeError("a server process did not start")
-        for way in os.environ.get("BENCH_BIG_ROOMS_ORDER", "diff,event").split(","):
-            ctx.log(f"big_rooms: {total} members join within {STORM} s, {way}")
-            time.sleep(1.0)
-            before = commandstats(client)
-            start_at = time.time() + 0.5
-            for parent in pipes:
-                parent.send(("run", way, f"hall-{way}", start_at))
-            parts = [parent.recv() for parent in pipes]
-            commands = commandstats(client) - before
-            joined_at = max(p["joined_at"] for p in parts)
-            # the storm as the sockets lived it: its first join to the last frame about it
-            storm = max(joined_at, *(p["last_at"] for p in parts)) - start_at
-            frames = [f for p in parts for f in p["frames"]]
-            full = [t for p in parts for t in p["full_at"]]
-            converged = None if None in full else max(0.0, max(full) - joined_at)
-            out[way] = {
-                "storm_s": storm,
-                "frames_per_socket_s": sum(frames) / len(frames) / storm,
-                "max_frames_per_socket_s": max(frames) / storm,
-                "bytes_per_socket": sum(b for p in parts for b in p["bytes"]) / len(frames),
-                "converged_s": converged,
-                "rosters_true": sum(p["true"] for p in parts),
-                "members": total,
-                "truth": parts[0]["truth"],
-                "cpu_s": sum(p["cpu"] for p in parts),
-                "redis_commands": commands,
-                "missing": [p["missing"] for p in parts],  # (socket, who, how many): none
+class Load:
+    """The client processes of one side, driven phase by phase."""
+
+    def __init__(self, folder: Path, servers: list[AsgiServer], cookies: list[str], k: int):
+        self.procs: list[subprocess.Popen[str]] = []
+        for c in range(k):
+            mine = list(range(c, len(cookies), k))
+            config = {
+                "servers": [s.ws_url for s in servers],
+                "origin": [s.origin for s in servers],
+                "cookies": [cookies[g] for g in mine],
+                "globals": mine,
             }
-        for parent in pipes:
-            parent.send(("quit",))
-    finally:
-        for proc in procs:
-            proc.join(15)
-            if proc.is_alive():
+            path = folder / f"client-{c}.json"
+            path.write_text(json.dumps(config))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "bench.big_rooms_client", str(path)],
+                    cwd=ROOT,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        for proc in self.procs:
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            if line.strip() != "ready":
+                raise RuntimeError(f"a load client did not start: {line!r}")
+
+    def send(self, **cmd: Any) -> None:
+        for proc in self.procs:
+            proc.stdin.write(json.dumps(cmd) + "\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+
+    def results(self) -> list[dict[str, Any]]:
+        return [json.loads(proc.stdout.readline()) for proc in self.procs]  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        for proc in self.procs:
+            try:
+                proc.stdin.write('{"phase": "quit"}\n')  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+                proc.wait(30)
+            except Exception:  # noqa: BLE001
                 proc.kill()
+
+
+def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path) -> dict:
+    members, counted, clients = sizes(ctx)
+    env = {"PRESENCE_KEY_PREFIX": f"b17-{name}"}
+    if name == "today":
+        env["PYTHONPATH"] = f"{today_package(folder)}{os.pathsep}{ROOT}"
+    servers = [
+        AsgiServer(db, name=f"{name}-{i}", env={**env, "BIG_ROOMS_SIDE": name}) for i in range(2)
+    ]
+    for server in servers:
+        ctx.on_close(server.stop)
+        server.start(timeout=120)
+    redis = ctx.redis.client()
+    pids = [s.pid for s in servers]
+
+    def cpu() -> float:
+        return sum(cpu_seconds(p) for p in pids)  # type: ignore[arg-type]
+
+    out: dict[str, Any] = {}
+    try:
+        ctx.log(f"big_rooms {name}: {counted} sockets, {clients} load processes")
+        load = Load(folder, servers, cookies, clients)
+        # 1. the storm
+        time.sleep(2)
+        start_at = time.time() + 2
+        cpu0, cmd0 = cpu(), commandstats(redis)
+        ctx.log(f"big_rooms {name}: storm of {members} joins within {SPREAD:g} s")
+        load.send(phase="storm", room=ROOM, n=members, start_at=start_at, spread=SPREAD,
+                  settle=SETTLE)  # fmt: skip
+        parts = load.results()
+        cpu1, cmd1 = cpu(), commandstats(redis)
+        socks = [s for p in parts for s in p["sockets"]]
+        truth = {u for p in parts for u in p["users"]}  # every member's join was served
+        ends = [s[2] for s in socks if s[2] is not None]
+        storm_end = max(ends) if len(ends) == members else float("inf")
+        fulls = [s[3] for s in socks]
+        whole = None if None in fulls else max(fulls)
+        storm_s = storm_end - start_at
+        per_socket = [s[0] / storm_s for s in socks] if storm_s > 0 else [float("inf")]
+        final = [set(s[6]) for s in socks]
+        out["storm"] = {
+            "storm_s": storm_s,
+            "frames_per_socket_s": sum(per_socket) / len(per_socket),
+            "max_frames_per_socket_s": max(per_socket),
+            "bytes_per_socket": sum(s[1] for s in socks) / len(socks),
+            "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
+            "rosters_equal": sum(r == truth for r in final),
+            "members": len(truth),
+            "cpu_s": cpu1 - cpu0,
+            "redis_commands": cmd1 - cmd0,
+        }
+        ctx.log(f"big_rooms {name}: storm {json.dumps(out['storm'])}")
+        # 2. room states
+        time.sleep(2)
+        start_at = time.time() + 1
+        seconds = ctx.size(STATE_SECONDS, 5)
+        load.send(phase="states", room=ROOM, n=members, start_at=start_at,
+                  seconds=seconds, senders=min(SENDERS, members // 2), hz=HZ)  # fmt: skip
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu0 = cpu()
+        time.sleep(max(0.0, start_at + seconds - time.time()))
+        cpu1 = cpu()  # the senders' seconds (the drain after them is not theirs)
+        parts = load.results()
+        frames = sum(p["frames"] for p in parts)
+        latencies = sorted(x * 1000 for p in parts for x in p["latencies"])
+        out["states"] = {
+            "p50_ms": percentile(latencies, 50) if latencies else None,
+            "p99_ms": percentile(latencies, 99) if latencies else None,
+            "frames": frames,
+            "frames_per_socket_s": frames / members / seconds,
+            "bytes_per_socket_s": sum(p["bytes"] for p in parts) / members / seconds,
+            "cpu_s": cpu1 - cpu0,
+            "cpu_us_per_frame": (cpu1 - cpu0) / max(frames, 1) * 1e6,
+        }
+        ctx.log(f"big_rooms {name}: states {json.dumps(out['states'])}")
+        # 3. the count-only room
+        join_spread = max(10.0, counted / 500)
+        start_at = time.time() + join_spread + 15
+        seconds, churners = ctx.size(CHURN_SECONDS, 10), min(CHURNERS, counted // 10)
+        load.send(phase="count", room=STADIUM, n=counted, start_at=start_at,
+                  spread=join_spread, seconds=seconds, churners=churners, rate=CHURN)  # fmt: skip
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu0 = cpu()
+        time.sleep(max(0.0, start_at + seconds - time.time()))
+        cpu1 = cpu()
+        parts = load.results()
+        changes = sum(p["changes"] for p in parts)
+        others = sum(p["others"] for p in parts)
+        out["count"] = {
+            "joined": all(p["joined"] for p in parts),
+            "changes": changes,
+            "changes_per_s": changes / seconds,
+            "frames_per_change": sum(p["frames"] for p in parts) / max(changes, 1),
+            "bytes_per_change": sum(p["bytes"] for p in parts) / max(changes, 1),
+            "bytes_per_member_minute": sum(p["bytes"] for p in parts)
+            / max(others, 1)
+            / seconds
+            * 60,
+            "frames_per_member_s": sum(p["frames"] for p in parts) / max(others, 1) / seconds,
+            "cpu_s": cpu1 - cpu0,
+            "cpu_ms_per_change": (cpu1 - cpu0) / max(changes, 1) * 1000,
+        }
+        ctx.log(f"big_rooms {name}: count {json.dumps(out['count'])}")
+        load.close()
+    finally:
+        for server in servers:
+            tracebacks = server.tracebacks()
+            if tracebacks:
+                ctx.log(f"big_rooms {name}: {server.name} printed tracebacks:\n{server.log()}")
+            server.stop()
     return out
 
 
-@benchmark("big_rooms", "17. big rooms: a storm of joins into one room, diffs vs a frame a join")
+def measure(ctx: Context) -> dict[str, dict[str, Any]]:
+    members, counted, _ = sizes(ctx)
+    folder = Path(tempfile.mkdtemp(prefix="bench-big-rooms-"))
+    ctx.on_close(lambda: shutil.rmtree(folder, ignore_errors=True))
+    db = Database(
+        folder / "db.sqlite3",
+        settings="bench.big_rooms_settings",
+        env={"REDIS_URL": ctx.redis.url},
+    ).migrate()
+    ctx.log(f"big_rooms: {counted} users and sessions")
+    users = db.users([f"m{i}" for i in range(counted)])
+    cookies = [users[f"m{i}"].cookie for i in range(counted)]
+    out = {}
+    for name in os.environ.get("BENCH_BIG_ROOMS_SIDES", "ours,today").split(","):
+        ctx.redis.client().flushall()
+        out[name] = side(ctx, name, db, cookies, folder)
+    return out
+
+
+@benchmark("big_rooms", "17. big rooms: a storm, room states and a count-only room, vs today's")
 def run(ctx: Context) -> list[Row]:
-    total = int(os.environ.get("BENCH_BIG_ROOMS_MEMBERS") or ctx.size(600, 200))
-    got = measure(ctx, total)
-    ours, theirs = got["diff"], got["event"]
-    details = {**got, "load": os.getloadavg(), "storm": STORM, "rate": RATE}
-    label = "a frame per join (no hello)"
-    size = f"{total} members, 2 processes, joins asked within {STORM:g} s"
+    members, counted, clients = sizes(ctx)
+    got = measure(ctx)
+    ours, today = got["ours"], got.get("today")
+    label = f"today's path ({BASE}: each socket decodes)"
+    details = {**got, "load": os.getloadavg(), "members": members, "counted": counted,
+               "clients": clients, "base": BASE}  # fmt: skip
     never = float("inf")
-    return [
+
+    def both(part: str, key: str) -> tuple[float, float]:
+        a = ours[part][key]
+        b = today[part][key] if today else None
+        return (never if a is None else a), (never if b is None else b)
+
+    size = f"{members:,} sockets, 2 uvicorn processes, joins asked within {SPREAD:g} s"
+    rows = []
+    a, b = both("storm", "max_frames_per_socket_s")
+    rows.append(
         Row(
             "17 big_rooms",
-            f"membership frames per socket per second, {size}",
-            ours["frames_per_socket_s"],
+            f"storm: the busiest socket's membership frames/s, {size}",
+            a,
             "",
-            theirs["frames_per_socket_s"],
+            b,
             label,
             details=details,
-            checks=[
-                Check(f"<= the tick rate ({RATE}/s)", ours["max_frames_per_socket_s"], "<=", RATE)
-            ],
-        ),
+            checks=[Check(f"<= the tick rate ({TICK_RATE}/s)", a, "<=", TICK_RATE)],
+        )
+    )
+    for key, metric, unit in (
+        ("frames_per_socket_s", "storm: membership frames per socket per second (mean)", ""),
+        ("storm_s", "storm: first join to the last snapshot served", "s"),
+        ("bytes_per_socket", "storm: membership bytes per socket", "B"),
+        ("cpu_s", "storm: servers' CPU seconds", "s"),
+        ("redis_commands", "storm: Redis commands", ""),
+    ):
+        a, b = both("storm", key)
+        rows.append(Row("17 big_rooms", metric, a, unit, b, label))
+    a, b = both("storm", "converged_after_storm_s")
+    rows.append(
         Row(
             "17 big_rooms",
-            "the busiest socket's frames per second",
-            ours["max_frames_per_socket_s"],
-            "",
-            theirs["max_frames_per_socket_s"],
-            label,
-        ),
-        Row(
-            "17 big_rooms",
-            "membership bytes per socket",
-            ours["bytes_per_socket"],
-            "B",
-            theirs["bytes_per_socket"],
-            label,
-        ),
-        Row(
-            "17 big_rooms",
-            "every roster full, after the last join",
-            ours["converged_s"] if ours["converged_s"] is not None else never,
+            "storm: every roster whole, after the storm's end",
+            a,
             "s",
-            theirs["converged_s"] if theirs["converged_s"] is not None else never,
+            b,
             label,
-            checks=[
-                Check(
-                    "<= 2 s", never if ours["converged_s"] is None else ours["converged_s"], "<=", 2
-                )
-            ],  # fmt: skip
-        ),
+            checks=[Check("<= 2 s", a, "<=", 2)],
+        )
+    )
+    a, b = both("storm", "rosters_equal")
+    rows.append(
         Row(
             "17 big_rooms",
-            "the storm, its first join to the last frame about it",
-            ours["storm_s"],
-            "s",
-            theirs["storm_s"],
-            label,
-        ),
-        Row(
-            "17 big_rooms",
-            "rosters equal to the store's membership",
-            ours["rosters_true"],
+            "storm: rosters equal to the membership",
+            a,
             "",
-            theirs["rosters_true"],
+            b,
             label,
-            checks=[Check("every one", total - ours["rosters_true"], "<=", 0)],
-        ),
+            checks=[Check("every one", members - a, "<=", 0)],
+        )
+    )
+    states = f"{SENDERS} senders at {HZ} Hz, {members - SENDERS:,} watching"
+    a, b = both("states", "p99_ms")
+    rows.append(
         Row(
             "17 big_rooms",
-            "servers' CPU seconds for the storm",
-            ours["cpu_s"],
-            "s",
-            theirs["cpu_s"],
+            f"room states: delivery p99, {states}",
+            a,
+            "ms",
+            b,
             label,
-        ),
-        Row(
-            "17 big_rooms",
-            "Redis commands for the storm",
-            ours["redis_commands"],
-            "",
-            theirs["redis_commands"],
-            label,
-        ),
-    ]
+            checks=[Check("<= 150 ms", a, "<=", 150)],
+        )
+    )
+    for key, metric, unit in (
+        ("p50_ms", "room states: delivery p50", "ms"),
+        ("cpu_us_per_frame", "room states: servers' CPU per delivered frame", "us"),
+        ("frames_per_socket_s", "room states: frames per socket per second", ""),
+    ):
+        a, b = both("states", key)
+        rows.append(Row("17 big_rooms", metric, a, unit, b, label))
+    churn = f"{counted:,} sockets, {CHURN} joins+leaves/s"
+    for key, metric, unit in (
+        ("bytes_per_member_minute", f"count-only room: bytes a member gets a minute, {churn}", "B"),
+        ("frames_per_change", "count-only room: frames to the others per join or leave", ""),
+        ("bytes_per_change", "count-only room: bytes to the others per join or leave", "B"),
+        ("cpu_ms_per_change", "count-only room: servers' CPU per join or leave", "ms"),
+        ("changes_per_s", "count-only room: joins and leaves made a second", ""),
+    ):
+        a, b = both("count", key)
+        rows.append(Row("17 big_rooms", metric, a, unit, b, label))
+    return rows
 
 
 if __name__ == "__main__":  # a quick look without the harness
