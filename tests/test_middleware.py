@@ -96,6 +96,8 @@ def test_a_new_write_once_the_interval_has_passed(redis_calls, alice):
         mw.throttle.clock = clock = Clock()
         redis_calls.reset()
         mw(request_as(alice))
+        batcher.flush()  # written: the next request within the interval finds no batch to join
+        assert redis_calls.total == 1
         clock.now += 0.99
         mw(request_as(alice))
         batcher.flush()
@@ -110,6 +112,7 @@ def test_a_new_write_once_the_interval_has_passed(redis_calls, alice):
 async def test_the_async_path_shares_the_same_throttle(redis_calls, alice, bob):
     mw = async_middleware()
     assert iscoroutinefunction(mw)
+    mw.throttle.clock = Clock()  # still: the interval never passes, however slow the machine
     for _ in range(4):
         response = await mw(async_request_as(alice))
         assert response.status_code == 200
@@ -118,6 +121,11 @@ async def test_the_async_path_shares_the_same_throttle(redis_calls, alice, bob):
     await sync_to_async(batcher.flush)()
     assert redis_calls.by_command() == {"evalsha": 1}
     assert (await presence.aget(alice.pk)).state == "online"
+    # Written, and still within the interval: no batch of theirs to join, so nothing is due.
+    redis_calls.reset()
+    await mw(async_request_as(alice))
+    await sync_to_async(batcher.flush)()
+    assert redis_calls.total == 0
 
 
 @pytest.mark.parametrize("path", ["/static/presence_app/css/presence.css", "/healthz/ready"])
