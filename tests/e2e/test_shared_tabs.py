@@ -40,6 +40,9 @@ JOINED = (
     " && presence.members(room).some(m => m.user === presence.userId)"
 )
 
+# Online, or idle: nobody touches Bob's tabs, and opening them may take longer than IDLE_AFTER.
+ONLINE = "bob => ['online', 'idle'].includes((presence.get(bob) || {}).state)"
+
 # What a tab hears, kept on the page: each join and typing with its room.
 RECORD = """() => {
     window.heard = [];
@@ -151,7 +154,7 @@ def eight_tabs(browser: Any, server: Any, mode: str, init: str | None = None) ->
             assert tab.evaluate("presence.transport") == "websocket"
         # One connection for the eight tabs, as the server counts them.
         assert len(connections(db, users["bob"])) == 1
-        alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob_id)
+        alice.wait_for_function(ONLINE, arg=bob_id)
         alice.evaluate(WATCH, bob_id)
 
         # Each tab hears its own rooms: Alice comes into each tab's room, one after the other,
@@ -229,7 +232,7 @@ def test_closing_the_leader_tab_hands_over_without_a_lost_frame(browser, server)
         tabs = [open_tab(bob_context, asgi) for _ in range(3)]
         assert [t.evaluate("presence.shared") for t in tabs] == ["leader"] * 3
         assert len(connections(db, users["bob"])) == 1
-        alice.wait_for_function("bob => presence.get(bob).state === 'online'", arg=bob_id)
+        alice.wait_for_function(ONLINE, arg=bob_id)
         alice.evaluate(WATCH, bob_id)
         # The first tab leads: closing it takes the connection with it.
         assert tabs[0].evaluate("presence.socket.local") is True
@@ -270,3 +273,44 @@ def test_share_false_gives_each_tab_its_own_connection(browser, server):
         wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 2)
     finally:
         context.close()
+
+
+def test_each_tab_keeps_its_room_state_and_the_latest_is_the_connections(browser, server):
+    """Two tabs of Bob's in the lobby set room states: Alice sees one state of Bob's (one
+    connection), the latest a tab set; each tab sees the other's as a member's (conn
+    "tab:..."); when the latest's tab closes, Bob's state there is the other tab's again."""
+    asgi, db, users = server
+    bob_id = users["bob"].id
+    alice_context = context_of(browser, asgi, users["alice"])
+    bob_context = context_of(browser, asgi, users["bob"])
+    # Bob's states in the lobby as a page shows them (their data, as JSON) are these.
+    shows = (
+        "([bob, want]) => JSON.stringify(presence.roomState('lobby')"
+        ".filter(s => s.user === bob).map(s => s.data)) === want"
+    )
+    try:
+        alice = open_tab(alice_context, asgi)
+        first, second = open_tab(bob_context, asgi), open_tab(bob_context, asgi)
+        assert first.evaluate("presence.setRoomState('lobby', {line: 1})")
+        alice.wait_for_function(shows, arg=[bob_id, '[{"line":1}]'])
+        second.wait_for_function(
+            "bob => presence.roomState('lobby').some(s => s.user === bob"
+            " && s.conn.startsWith('tab:') && s.data && s.data.line === 1)",
+            arg=bob_id,
+        )
+        assert second.evaluate("presence.setRoomState('lobby', {line: 2})")
+        alice.wait_for_function(shows, arg=[bob_id, '[{"line":2}]'])
+        first.wait_for_function(
+            "bob => presence.roomState('lobby').some(s => s.user === bob && s.data.line === 2)",
+            arg=bob_id,
+        )
+        second.close()
+        # The second tab's state went with it: Bob's is the first tab's again.
+        alice.wait_for_function(shows, arg=[bob_id, '[{"line":1}]'])
+        first.wait_for_function(
+            "bob => !presence.roomState('lobby').some(s => s.user === bob)", arg=bob_id
+        )
+        assert len(connections(db, users["bob"])) == 1
+    finally:
+        bob_context.close()
+        alice_context.close()

@@ -1318,6 +1318,12 @@
           }
         };
         this.channel.postMessage({t: "leader", hub: this.id});
+        global.addEventListener("pagehide", () => {
+          this.retiring = true;
+        });
+        global.addEventListener("pageshow", (event) => {
+          if (event.persisted) this.retiring = false; // back from the back-forward cache
+        });
       }
     }
 
@@ -1331,7 +1337,9 @@
         this._onWake();
       } else if (msg.t === "frame") {
         const tab = this.tabs.get(msg.tab);
-        if (!tab || !this.helloSeen) return; // not acked: sent again through the next hub
+        // Not acked: sent again through the next hub. A leader tab that is going (pagehide)
+        // takes no more: what it sent it may not ack, and the tab would send it twice.
+        if (!tab || !this.helloSeen || this.retiring) return;
         tab.seq = msg.seq;
         this._fromTab(msg.tab, tab, msg.frame);
         this._ackSoon();
@@ -1403,21 +1411,23 @@
     // A frame is acked once it left on the socket: a tab sends again, through the next
     // leader, what its leader took with it.
     _ackSoon() {
-      if (this.timers.ack) return;
+      if (this.timers.ack || this._ack()) return;
       this.timers.ack = setTimeout(() => {
         this.timers.ack = null;
-        const ws = this.socket;
-        if (!ws || this.queue.length || (ws.bufferedAmount || 0) > 0) {
-          if (ws) this._ackSoon();
-          return;
-        }
-        for (const tab of this.tabs.values()) {
-          if (tab.acks && tab.seq > tab.acked) {
-            tab.acked = tab.seq;
-            tab.post({t: "ack", seq: tab.seq});
-          }
-        }
+        if (!this._ack() && this.socket) this._ackSoon();
       }, 20);
+    }
+
+    _ack() {
+      const ws = this.socket;
+      if (!ws || this.queue.length || (ws.bufferedAmount || 0) > 0) return false;
+      for (const tab of this.tabs.values()) {
+        if (tab.acks && tab.seq > tab.acked) {
+          tab.acked = tab.seq;
+          tab.post({t: "ack", seq: tab.seq});
+        }
+      }
+      return true;
     }
 
     _room(name) {
