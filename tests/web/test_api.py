@@ -1,6 +1,7 @@
 """The JSON API: batched presence, the online list with paging, room members; login required."""
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from presence_app import presence
@@ -73,6 +74,18 @@ def test_bad_requests(client, ben):
         assert client.get("/presence/api/users/", {"ids": "1,2,3,4"}).status_code == 400
     assert client.get("/presence/api/online/", {"page": "x"}).status_code == 400
     assert client.post("/presence/api/online/").status_code == 405
+
+
+def test_a_user_past_their_rate_is_answered_429_and_others_are_not(client, ben, people):
+    # A bucket of two requests that refills one every 100 s: the third within it is refused,
+    # however slow the machine; another user (the same address) has a bucket of their own.
+    rates = {"API_USER_RATE": 0.01, "API_USER_BURST": 2}
+    with override_settings(PRESENCE={**settings.PRESENCE, **rates}):
+        answers = [client.get("/presence/api/online/") for _ in range(3)]
+        assert [r.status_code for r in answers] == [200, 200, 429]
+        assert int(answers[-1]["Retry-After"]) >= 1
+        client.force_login(people["ann"])
+        assert client.get("/presence/api/online/").status_code == 200
 
 
 def test_the_online_list_pages_and_hides_invisible_users(client, ben, people):
