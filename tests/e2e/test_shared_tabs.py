@@ -314,3 +314,31 @@ def test_each_tab_keeps_its_room_state_and_the_latest_is_the_connections(browser
     finally:
         bob_context.close()
         alice_context.close()
+
+
+def test_the_last_tab_gone_the_hub_connects_again_for_the_next(browser, server):
+    """The only tab's client closes, so the hub closes the connection; a new client connects in
+    the page: the same hub (a leader tab's lives as long as its page) opens a new connection
+    for it, and does not hand it the closed one's hello."""
+    asgi, db, users = server
+    context = context_of(browser, asgi, users["bob"], NO_SHARED_WORKER)
+    try:
+        page = open_tab(context, asgi)
+        first = page.evaluate("presence.socket.hub")
+        page.evaluate("presence.close()")
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 0)
+        page.evaluate(
+            "window.again = Presence.connect({rooms: ['lobby'], url: presence.url}); true"
+        )
+        page.wait_for_function(
+            "again.members('lobby').some(m => m.user === again.userId)"
+            " && again.socket.readyState === 1"
+        )
+        assert page.evaluate("again.socket.hub") == first  # the same hub
+        # a frame of the project's own goes through and comes back (the demo's chat echoes it)
+        page.evaluate("window.back = []; again.on('message', (f) => back.push(f.text)); true")
+        assert page.evaluate("again.send({type: 'chat.message', room: 'lobby', text: 'back'})")
+        page.wait_for_function("back.includes('back')")
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
+    finally:
+        context.close()

@@ -1738,6 +1738,7 @@
 
     _emit(event, data) {
       if (event === "close") {
+        this.helloSeen = false; // a tab that comes now waits for the next hello
         const down = {t: "down", code: data.code, reconnectIn: data.reconnectIn,
                       transport: this.transport};
         this._deliver(this.tabs.keys(), down);
