@@ -18,7 +18,9 @@ clock, as a page does (the tags take no ``now``). Django is configured in this p
   the site drawn at random (a mixed page: 60/30/10 % on average, in random order), each against
   a raw ``ZMSCORE`` of the same 200 ids on a bare sorted set of all N ids, scored as the store
   scores its indexes (the clock of a sign of life, to the microsecond); status users against
-  socket users (p50); the store's part (``Store.get_many``) of both, for information;
+  socket users (p50); the store's part (``Store.get_many``) of both, for information; where
+  the time goes: Redis' own time a call of the store's script for each kind, against the raw
+  ``ZMSCORE``'s (``INFO commandstats``, alternating blocks), for information;
 - pages of a signed-in viewer's request, 200 users of the site drawn at random:
   ``{% presence_prefetch users %}`` + 200 ``{% presence_dot u %}``, and the same with
   ``{% last_seen u %}``, against the same page without the tags; what the tags add is held to
@@ -292,7 +294,52 @@ def run_reads(ctx: Context) -> list[Row]:
                 details={"ours": r, "plain": o, "ratio_p99": r["p99_ms"] / o["p99_ms"]},
             )
         )
+    rows += redis_times(ctx, s, kinds, labels)
     rows += pages(ctx, s)
+    return rows
+
+
+def commandstat(client: Any, command: str) -> tuple[int, int]:
+    """(calls, microseconds) Redis has spent in ``command`` so far (INFO commandstats)."""
+    stat = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stat.get("calls", 0)), int(stat.get("usec", 0))
+
+
+def redis_times(ctx: Context, s: Site, kinds: tuple[str, ...], labels: dict[str, str]) -> list[Row]:
+    """Where a read's time goes: Redis' own time a call (INFO commandstats) of the store's
+    script for each kind of page, against the raw ZMSCORE of the same ids, in alternating
+    blocks (the median of the rounds); the rest of a call is the client's and the wire's."""
+    client, store = s.client, s.store
+    block, rounds = ctx.size(200, 50), 7
+    times: dict[tuple[str, str], list[float]] = {}
+    ctx.log(f"Redis' own time of each kind's read: {rounds} rounds of {block} calls")
+    for _ in range(rounds):
+        for kind in kinds:
+            pages = Cycle(s.sets[kind])
+            for side, command, fn in (
+                ("ours", "evalsha", lambda pages=pages: store.get_many(pages())),
+                ("raw", "zmscore", lambda pages=pages: client.zmscore(BARE, pages())),
+            ):
+                calls0, usec0 = commandstat(client, command)
+                for _ in range(block):
+                    fn()
+                calls1, usec1 = commandstat(client, command)
+                times.setdefault((kind, side), []).append((usec1 - usec0) / (calls1 - calls0))
+    rows = []
+    for kind in kinds:
+        ours, raw = sorted(times[(kind, "ours")]), sorted(times[(kind, "raw")])
+        rows.append(
+            Row(
+                bench="2 get_many",
+                metric=f"Redis' own time of the store's script a call (INFO commandstats), "
+                f"{labels[kind]}",
+                ours=ours[rounds // 2],
+                unit="us",
+                baseline=raw[rounds // 2],
+                baseline_label="ZMSCORE",
+                details={"ours_us": ours, "raw_us": raw},
+            )
+        )
     return rows
 
 
