@@ -342,3 +342,28 @@ def test_the_last_tab_gone_the_hub_connects_again_for_the_next(browser, server):
         wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
     finally:
         context.close()
+
+
+#: A Content-Security-Policy that refuses every worker, as the page's first element (a route
+#: that rewrote the reply's headers would make Chromium refuse the page's socket to 127.0.0.1).
+NO_WORKERS = """new MutationObserver((_, watch) => {
+    if (!document.head) return;
+    watch.disconnect();
+    const csp = document.createElement("meta");
+    csp.httpEquiv = "Content-Security-Policy";
+    csp.content = "worker-src 'none'";
+    document.head.prepend(csp);
+}).observe(document, {childList: true, subtree: true});"""
+
+
+def test_where_csp_refuses_the_shared_worker_a_leader_tab_holds_it(browser, server):
+    """The SharedWorker is refused (worker-src 'none'): the tabs fall back to a leader tab by
+    themselves, and still make one connection."""
+    asgi, db, users = server
+    context = context_of(browser, asgi, users["bob"], NO_WORKERS)
+    try:
+        tabs = [open_tab(context, asgi) for _ in range(2)]
+        assert [t.evaluate("presence.shared") for t in tabs] == ["leader", "leader"]
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
+    finally:
+        context.close()

@@ -535,6 +535,7 @@
       this._clearTimer("drain");
       if (event.code === CLOSE_UNAUTHENTICATED) {
         this.closed = true;
+        ws.onclose = null;
         ws.close(1000);
         this._emit("close", {code: event.code, reconnectIn: null});
         this._emit("unauthorized", {code: event.code});
@@ -1166,8 +1167,8 @@
           worker.onerror = () => this._fail();
           this.port.onmessage = (event) => this._fromHub(event.data);
           this.port.start();
-          // A worker that never answers (refused by a Content-Security-Policy, not served):
-          // the leader tab, or this tab's own connection.
+          // A worker that never answers its attach (refused by a Content-Security-Policy, not
+          // served): the leader tab, or this tab's own connection.
           this.failTimer = setTimeout(() => this._fail(), 10000);
         } catch (e) {
           this._fail();
@@ -1355,6 +1356,7 @@
                          watch: new Set(), seq: 0, acked: 0, acks: !!acks});
       const locks = global.navigator && global.navigator.locks;
       if (locks) locks.request("presence-tab:" + id, () => this._detach(id));
+      post({t: "attached"}); // the hub is there, whether the server is or not
       if (this.helloSeen) {
         post(this._up());
       } else if (this.closed) {
