@@ -924,3 +924,29 @@ async def test_a_status_change_answers_with_the_users_own_state_after_it(backend
         assert told == [] and me.state == "offline" and me.message == ""
     finally:
         await aclient.aclose()
+
+
+def test_a_page_reads_until_ends_of_its_connected_users_only(redis_client):
+    """get_many asks K_UNTIL (a grace's or a long window's end) about the connected users of a
+    page only: a page of HTTP-only users makes no ZMSCORE of K_UNTIL while it holds somebody
+    (as a site's nearly always does), and a page with connected users still reads their ends."""
+    store = Store(redis_client, StoreConfig())
+    web = [f"w{i}" for i in range(20)]
+    store.touch_many([(u, True) for u in web], now=T)
+    store.connect("c1", "closed", now=T)
+    store.disconnect("c1", "closed", now=T + 1)  # K_UNTIL holds them: their grace's end
+    store.connect("c2", "sock", now=T)
+
+    def zmscores() -> int:
+        return redis_client.info("commandstats").get("cmdstat_zmscore", {}).get("calls", 0)
+
+    before = zmscores()
+    found = store.get_many(web, now=T + 2)
+    assert zmscores() - before == 2  # seen (none of them), web
+    assert all(p.state == "online" and p.last_active == T for p in found.values())
+    late = T + 1 + StoreConfig().disconnect_grace + 1  # the grace over, the lease not
+    before = zmscores()
+    found = store.get_many([*web[:3], "closed", "sock"], now=late)
+    assert zmscores() - before == 3  # seen, web, and until for the two connected
+    assert found["closed"].state == "offline" and found["sock"].state == "online"
+    assert [found[u].state for u in web[:3]] == ["online"] * 3
