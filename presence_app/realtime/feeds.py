@@ -399,7 +399,8 @@ class RoomFeeds:
         ``presence.diff`` frames keep the order its changes came in, as one ``Diffs`` did)."""
         for feed in list(self.feeds.values()):
             if feed is not caller and feed.diffs.rooms and not feed.diffs.lock.locked():
-                await feed.diffs.flush()
+                with tenants.activate(feed.tenant):  # its viewers' workspace, not the caller's
+                    await feed.diffs.flush()
 
     async def readd(self, session: Any) -> None:
         """The groups of ``session``'s rooms' feeds again (its lease taken back: the layer may
