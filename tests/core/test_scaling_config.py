@@ -109,7 +109,8 @@ def test_async_cluster_client_allows_more_than_100_connections_a_node(on_cluster
         finally:
             await aclose_async_store()
 
-    assert asyncio.run(cap()) == {ASYNC_CLUSTER_MAX_CONNECTIONS}
+    caps = asyncio.run(cap())
+    assert caps == {ASYNC_CLUSTER_MAX_CONNECTIONS} and min(caps) > 100  # past redis-py's own
 
 
 async def test_async_single_redis_waits_for_a_connection_instead_of_failing(redis_client):
