@@ -546,3 +546,109 @@ async def test_a_slow_socket_holds_up_nobody_and_gets_everything_in_order(slow_t
     assert joined == [a.user, *(s.user for s in socks)]  # each once, in the order they came
     beating.cancel()
     await slow.close()
+
+
+# -- a held diff is redacted in its own workspace --------------------------------------------------
+def workspace_of(scope: Any) -> str | None:
+    """A socket's ``?ws=``: its workspace (``TENANT``)."""
+    from urllib.parse import parse_qs
+
+    return parse_qs(scope.get("query_string", b"").decode()).get("ws", [None])[0]
+
+
+#: The users who, in globex, see nobody but themself.
+SECLUDED: set[str] = set()
+
+
+def audience_of_the_workspace(viewer: Any, user_ids: list[str]) -> list[str]:
+    """acme shows everybody to everybody; globex too, but to its secluded users."""
+    from presence_app import tenants
+
+    if tenants.current() == "globex" and viewer in SECLUDED:
+        return [u for u in user_ids if u == viewer]
+    return list(user_ids)
+
+
+async def frames_until(sock: Socket, wanted: Any, timeout: float) -> list[dict[str, Any]]:
+    """Every frame of ``sock`` up to (and with) the first ``wanted`` one."""
+    loop, frames = asyncio.get_running_loop(), []
+    deadline = loop.time() + timeout
+    while not frames or not wanted(frames[-1]):
+        left = deadline - loop.time()
+        assert left > 0, f"{sock.name}: still waiting; {frames[-5:]}"
+        frames.append(await sock.next(left))
+    return frames
+
+
+async def a_fresh_slot() -> None:
+    """Sets a try up at the start of a membership slot: its first change goes at once, the
+    next one of a room waits for the next slot (not a wait for an outcome: the slots are the
+    wall clock's, 5 s long here, and what follows takes a fraction of one)."""
+    slot, into, t = roomstate._slot()
+    await asyncio.sleep(t - into + 0.05)
+
+
+async def test_a_held_diff_is_redacted_in_its_own_workspace(redis_client):
+    """A process holds room feeds of two workspaces. A join held for the tick in one's feed
+    goes out early when the other's feed sends an update (every feed's joins and leaves first,
+    in order); it must still be redacted as its own workspace's policy says (the policy reads
+    the workspace it runs in: acme shows everybody, globex shows the viewer and the watcher
+    nobody but themself). Globex's held join flushed by an update in acme must not reach the
+    globex viewer; acme's held join flushed by an update in globex must reach the watcher."""
+    channel_layers.backends.clear()
+    SECLUDED.clear()
+    hooks = {
+        "TENANT": "tests.realtime.test_big_rooms.workspace_of",
+        "AUDIENCE": "tests.realtime.test_big_rooms.audience_of_the_workspace",
+    }
+    with presence_settings(MEMBERSHIP_RATE=0.2, **hooks):  # 5 s slots
+        names = ("viewer", "watcher", "y", "x1", "x2", "z1", "z2")
+        people = {name: await make_user(name) for name in names}
+
+        async def open_in(name: str, ws: str, *, diffs: bool = False) -> Socket:
+            path = f"/ws/presence/?ws={ws}"
+            sock = await Socket.open(people[name][1], name=f"{name}@{ws}", path=path)
+            sock.beat()
+            if diffs:
+                await sock.send(type="hello", accept=["presence.diff"])
+            return sock
+
+        viewer, watcher = (
+            await open_in("viewer", "globex", diffs=True),
+            await open_in("watcher", "acme", diffs=True),
+        )
+        SECLUDED.update({viewer.user, watcher.user})  # (the watcher is in acme: not there)
+        y = await open_in("y", "acme")
+        x1, x2 = await open_in("x1", "globex"), await open_in("x2", "globex")
+        z1, z2 = await open_in("z1", "acme"), await open_in("z2", "acme")
+        for sock in (viewer, watcher, y, x1, z1):
+            await join(sock, "hall")
+        await frames_until(watcher, lambda f: z1.user in users_in(f), limit(20))
+        await viewer.send(type="status", message="in")
+        await frames_until(viewer, lambda f: f.get("self") and f["message"] == "in", limit(20))
+
+        # Globex holds x2's join; acme's update sends it early: redacted as globex's.
+        await a_fresh_slot()
+        await x1.send(type="status", message="first")  # globex's first change: at once
+        await x2.send(type="join", room="hall")  # the next: held (x1, without diffs, hears it)
+        await x1.wait_for("presence.join", room="hall", user=x2.user, timeout=limit(20))
+        await y.send(type="status", message="now")  # acme's first change: at once
+        await viewer.send(type="status", message="end")  # its own: after the held join
+        frames = await frames_until(
+            viewer,
+            lambda f: any(m["message"] == "end" for m in f.get("updated", [])),
+            limit(20),
+        )
+        leaked = [f for f in frames if users_in(f) & {x1.user, x2.user}]
+        assert leaked == [], leaked
+
+        # Acme holds z2's join; globex's update sends it early: still acme's to hear.
+        await a_fresh_slot()
+        await z1.send(type="status", message="first")  # acme's first change: at once
+        await z2.send(type="join", room="hall")  # the next: held (z1, without diffs, hears it)
+        await z1.wait_for("presence.join", room="hall", user=z2.user, timeout=limit(20))
+        await viewer.send(type="status", message="again")  # globex's first change: at once
+        heard = await frames_until(watcher, lambda f: z2.user in users_in(f), limit(20))
+        assert any(z2.user in {m["user"] for m in f.get("joined", [])} for f in heard), heard
+        await shutdown()
+    channel_layers.backends.clear()
