@@ -1040,7 +1040,8 @@
   //     one: the latest a tab set there (a tab that clears it, leaves or closes hands the room
   //     back to the state another tab set before it, if any). Tabs see each other's states as
   //     any member's (conn "tab:<id>").
-  // A tab that closes leaves its rooms (if no other tab is in them): the connection lives on.
+  // A tab that closes leaves its rooms no other tab is in after the server's grace (a reload
+  // comes back to them unseen); the connection lives on. The last tab's close closes it.
   // The leader tab that closes takes the connection with it: the next tab in the lock's queue
   // opens the next one within the server's grace, and the tabs' frames not yet sent are sent
   // again through it (acks), so another user sees no leave, no flicker, no lost frame.
