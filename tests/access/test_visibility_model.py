@@ -1054,17 +1054,18 @@ class Live:
             await dispatch.atyping("lobby", s, said, "")
             states = [{"user": s, "conn": "server", "data": {"late": 1, "ws": h}}]
             await dispatch.aroom_states("lobby", states)
-            # What a sender that forgot the count-only rooms would send there: its members'
-            # sessions drop it (their own refusal, not only the sender's).
-            group, layer = dispatch.room_group(STANDS), get_channel_layer()
-            for kind in ("join", "update", "leave"):
-                event = {"type": f"presence.{kind}", "user": s, "room": STANDS, "at": time.time()}
-                await layer.group_send(
-                    group, {**event, "state": "online", "message": "", "emoji": ""}
-                )
-            typing = {"type": "presence.typing", "user": s, "room": STANDS, "state": "online"}
-            await layer.group_send(group, {**typing, "sender": ""})
-            await layer.group_send(group, dispatch.room_state_event(STANDS, states))
+            # What a sender that forgot the count-only rooms would send there, to the room's
+            # group (a process's feed listens to it: none for such a room) and to its sockets'
+            # group (presence_group_send's): each receiving session drops it, not only senders.
+            layer, told = get_channel_layer(), {"state": "online", "message": "", "emoji": ""}
+            about = {"user": s, "room": STANDS, "at": time.time()}
+            forged = [{"type": f"presence.{k}", **about, **told} for k in ("join", "update")]
+            forged.append({"type": "presence.typing", **about, "state": "online", "sender": ""})
+            forged.append(dispatch.room_state_event(STANDS, states))
+            forged.append({"type": "presence.leave", **about, **told})
+            for group in (dispatch.room_group(STANDS), dispatch.sockets_group(STANDS)):
+                for event in forged:
+                    await layer.group_send(group, event)
         got = await self.settle("late typing and room state after the offline")
         for name in ("vh", "vh2", "vs"):
             frames = got[name]
