@@ -12,7 +12,9 @@ from the docs, never from the product's output. Compared with it:
 
 1. every read, as every viewer (each user, a signed-out visitor, TRUSTED), in each workspace:
    ``get`` / ``get_many`` (state, status text, emoji, metadata, device, last seen exact or rough
-   or none), ``online`` / ``online_count``, ``room_members`` / ``room_count``; the JSON API
+   or none), ``online`` / ``online_count``, ``room_members`` / ``room_count`` (of a count-only
+   room too: its list to TRUSTED reads only, its count as a signed-out visitor counts it) and
+   ``room_sample`` (the faces: counted members the viewer sees online); the JSON API
    (users, online and its pages cursor by cursor, a room, its roster); the template tags
    (``{% presence_dot %}``, ``{% presence_of %}``, ``{% last_seen %}``, ``{% online_count %}``,
    ``{% online_users %}``, ``{% room_members %}``, ``{% room_roster %}``), with Redis away too
@@ -27,10 +29,20 @@ from the docs, never from the product's output. Compared with it:
    is not in; nothing of the other workspace. After each step its consequences must arrive (the
    update, the leaves or joins, the probe typing and room state of a visible user), read up to
    markers (a ``send_to_user`` message, and a room state of the viewer's other socket in each
-   room: whatever was sent before reaches the socket first);
+   room: whatever was sent before reaches the socket first). Three of the viewer's connections
+   (a socket, the SSE stream, the other workspace's socket) and one of the mover's devices
+   accept ``presence.diff`` (after a forged ``accept``, refused, and unknown types, ignored):
+   each diff is read as the events it batches, under the same rules, up to a diff of the
+   viewer's own update; a socket whose hello named no type it batches must get none. Every
+   connection is in a count-only room (``COUNT_ONLY_ROOMS``; ``COUNT_SAMPLE`` 0 or 2): nothing
+   of it but ``presence.count`` frames, no id in them but the sample's, each face a member the
+   count counts and the viewer sees online, and after each step the count and sample the model
+   has; typing and room states sent there are refused;
 3. another process's late typing and room state (taken by the store while the mover was
    visible, delivered after they went invisible), and the store's own refusal of an invisible
-   user's typing and room state, seen by a socket never told they are offline;
+   user's typing and room state, seen by a socket never told they are offline; and joins,
+   updates, leaves, typing and room states sent by hand to the count-only room's groups,
+   which no member gets;
 4. revocation: each revoked connection gets ``forbidden``, then nothing of the room (room events
    queued behind the revoke and sent after it), up to the markers and in every later step; the
    room's members no longer list the viewer, and the mover's device hears the viewer leave;
@@ -49,6 +61,14 @@ written to the default workspace (2: the markers' room states never arrive); typ
 an invisible user (3: the late typing after the offline); a row read across workspaces (1: the
 other workspace's privacy choice in every read, the other workspace's LastSeen row in
 ``{% last_seen %}``); a forget undone by a late touch (5: the erased user comes back online).
+Of the count-only room and the diffs: its list read by anybody, its count or its sample's
+count as the viewer counts, a sample not redacted for its viewer (it names the mover to
+viewer 2) or keeping offline faces, a user's count-only rooms shown to others (1: the reads,
+the dashboard's rows); a status change that does not mark the count-only rooms (2: the sample
+shows the mover online after their dnd), a sample with ``COUNT_SAMPLE`` 0 (2: the second
+example), diffs not redacted (2: an offline with its text), a typing sent before the diff
+that shows its typist (2: the mover back from invisible), a hello that batches whatever it
+names (2: the legacy socket gets diffs), sessions relaying a count-only room's events (3).
 
 The default run is short (``VISIBILITY_MODEL_EXAMPLES`` raises the random examples,
 ``VISIBILITY_MODEL_SHRINK=1`` shrinks a failure); the explicit example below has every
