@@ -26,6 +26,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..servers import AsgiServer, Database
+from .cdp_tab import CdpTab
 from .settings import TIMERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -367,3 +368,40 @@ def test_where_csp_refuses_the_shared_worker_a_leader_tab_holds_it(browser, serv
         wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
     finally:
         context.close()
+
+
+def test_a_frozen_tab_keeps_its_user_where_the_worker_holds_the_connection(browser, server):
+    """Bob's only tab is frozen through the DevTools protocol (as Chrome freezes a background
+    tab) for longer than the lease and the grace: the SharedWorker, which is not frozen, keeps
+    beating, so Alice sees no leave and no offline (idle, yes: nobody touches the tab); the tab
+    wakes to the same connection, with no close. (A tab of its own is ended by the server and
+    reconnects as it wakes: tests/e2e/test_hidden_tabs.py.)"""
+    asgi, db, users = server
+    bob_id = users["bob"].id
+    alice_context = context_of(browser, asgi, users["alice"])
+    cookie = {"name": "sessionid", "value": users["bob"].session, "url": asgi.url}
+    try:
+        alice = open_tab(alice_context, asgi)
+        with CdpTab(f"{asgi.url}/rooms/{LOBBY}/", cookies=[cookie]) as tab:
+            tab.wait_for("window.presence && presence.userId !== null")
+            tab.wait_for(f"presence.members('{LOBBY}').some(m => m.user === presence.userId)")
+            assert tab.evaluate("presence.shared") == "worker"
+            tab.evaluate(
+                "window.seen = []; presence.on('close', (e) => seen.push(e.code));"
+                " presence.on('open', () => seen.push('open')); true"
+            )
+            alice.wait_for_function(ONLINE, arg=bob_id)
+            alice.evaluate(WATCH, bob_id)
+            tab.freeze()
+            # A window in which nothing may happen: past the lease, the grace and a sweep.
+            time.sleep(TIMERS["LEASE_TTL"] + TIMERS["DISCONNECT_GRACE"] + 2)
+            assert alice.evaluate("aboutBob") == []
+            assert alice.evaluate(f"presence.members('{LOBBY}').length") == 2
+            tab.resume()
+            assert tab.evaluate("presence.socket.readyState") == 1
+            assert tab.evaluate("seen") == []
+            assert len(connections(db, users["bob"])) == 1
+            dots = alice.evaluate("bobDots")  # before Bob's browser goes (then he leaves)
+            assert dots and all(d and "presence-offline" not in d for d in dots), dots
+    finally:
+        alice_context.close()
