@@ -177,6 +177,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             "bytes_per_socket": sum(s[1] for s in socks) / len(socks),
             "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
             "rosters_equal": sum(r == truth for r in final),
+            "closed_sockets": sum(p["closed"] for p in parts),
             "members": len(truth),
             "cpu_s": cpu1 - cpu0,
             "redis_commands": cmd1 - cmd0,

@@ -141,14 +141,17 @@ class Client:
 
     async def beat(self) -> None:
         """A heartbeat a socket every ``beat_every`` seconds, spread, as presence.js beats."""
-        every = float(self.config.get("beat_every", 20))
+        every = float(self.config.get("beat_every", 10))
         while True:
-            for sock in list(self.socks):
+            socks = list(self.socks)  # those open so far: the others open meanwhile
+            if not socks:
+                await asyncio.sleep(0.5)
+            for sock in socks:
                 try:
                     await sock.ws.send('{"type": "heartbeat"}')
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - closed: the counts say so
                     pass
-                await asyncio.sleep(every / max(1, len(self.socks)))
+                await asyncio.sleep(every / len(socks))
 
     # -- phases ---------------------------------------------------------------------------------
     async def storm(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +167,7 @@ class Client:
 
         async def join(s: Sock) -> None:
             await asyncio.sleep(max(0.0, start_at + spread * s.g / n - time.time()))
-            await s.ws.send(json.dumps({"type": "join", "room": room}))
+            await send(s, {"type": "join", "room": room})
 
         await asyncio.gather(*(join(s) for s in members))
         deadline = start_at + spread + float(cmd["settle"])
@@ -189,6 +192,7 @@ class Client:
                 for s in members
             ],
             "users": [s.user for s in members],
+            "closed": sum(1 for s in self.socks if s.ws.close_code is not None),
         }
 
     async def states(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +203,7 @@ class Client:
         room = cmd["room"]
         senders = [s for s in members if s.g < int(cmd["senders"])]
 
-        async def send(s: Sock) -> None:
+        async def sender(s: Sock) -> None:
             k = 0
             offset = (s.g % 7) / (7 * hz)  # senders spread over the tick, as people move
             while True:
@@ -208,10 +212,10 @@ class Client:
                     return
                 await asyncio.sleep(max(0.0, at - time.time()))
                 data = {"t": time.time(), "k": k}
-                await s.ws.send(json.dumps({"type": "roomstate", "room": room, "data": data}))
+                await send(s, {"type": "roomstate", "room": room, "data": data})
                 k += 1
 
-        await asyncio.gather(*(send(s) for s in senders))
+        await asyncio.gather(*(sender(s) for s in senders))
         await asyncio.sleep(max(0.0, start_at + seconds + 1.5 - time.time()))  # the drain
         for s in members:
             s.kind = ""
@@ -231,7 +235,7 @@ class Client:
 
         async def join(s: Sock) -> None:
             await asyncio.sleep(max(0.0, start_at - spread - 5 + spread * s.g / n - time.time()))
-            await s.ws.send(json.dumps({"type": "join", "room": room}))
+            await send(s, {"type": "join", "room": room})
 
         await asyncio.gather(*(join(s) for s in self.socks))
         try:
@@ -261,7 +265,7 @@ class Client:
                     return
                 await asyncio.sleep(max(0.0, at - time.time()))
                 kind = "leave" if k % 2 == 0 else "join"
-                await s.ws.send(json.dumps({"type": kind, "room": room}))
+                await send(s, {"type": kind, "room": room})
                 changes += 1
                 k += 1
 
@@ -279,21 +283,25 @@ class Client:
         }
 
 
+async def send(sock: Sock, frame: dict[str, Any]) -> None:
+    try:
+        await sock.ws.send(json.dumps(frame))
+    except Exception:  # noqa: BLE001 - closed: its roster and counts say so
+        pass
+
+
 async def main(path: str) -> None:
     config = json.loads(open(path).read())
     client = Client(config)
     gate = asyncio.Semaphore(int(config.get("connect_concurrency", 50)))
 
-    async def one(cookie: str, g: int) -> Sock:
+    async def one(cookie: str, g: int) -> None:
         async with gate:
-            return await client.open(cookie, g)
+            client.socks.append(await client.open(cookie, g))  # beating from now on
 
-    client.socks = list(
-        await asyncio.gather(
-            *(one(c, g) for c, g in zip(config["cookies"], config["globals"], strict=True))
-        )
-    )
     client.tasks.append(asyncio.create_task(client.beat()))
+    pairs = zip(config["cookies"], config["globals"], strict=True)
+    await asyncio.gather(*(one(c, g) for c, g in pairs))
     gc.collect()
     gc.freeze()
     print("ready", flush=True)
