@@ -676,8 +676,9 @@ class Observer:
             if kind == "presence.count":
                 self.count_frame(f, where)
                 continue
-            # a count-only room's members learn its count, nothing else of it
-            assert room not in w.count_only, ("a count-only room's list", *where)
+            # a count-only room's members learn its count, nothing else of it (but their own
+            # leave: the viewer's, when its last connection there goes)
+            assert room not in w.count_only or subject == v, ("a count-only room's list", *where)
             if kind == "presence.state":
                 listed = set()
                 for m in f["members"]:
@@ -1115,10 +1116,12 @@ class Live:
             dev.check(frames, "back", exact=False)
         await self.settle("back before the revocation")
         revoked = [obs for obs in (self.vh, self.vh2, self.vf, self.vs) if "lobby" in obs.rooms]
+        uncounted = [obs for obs in (self.vh, self.vh2, self.vf, self.vs) if STANDS in obs.rooms]
         since = len(d1.seen)
-        w.access[(h, v, "lobby")] = False
+        w.access[(h, v, "lobby")] = w.access[(h, v, STANDS)] = False
         with tenants.activate(h):
             await presence.arevoke(v, "lobby")
+            await presence.arevoke(v, STANDS)  # no count of it after the forbidden
         # Room events at once, queued behind the revoke.
         await d2.sock.send(type="typing", room="lobby")
         await d3.sock.send(type="roomstate", room="lobby", data={"r": 1, "ws": h})
@@ -1131,6 +1134,14 @@ class Live:
             obs.check(frames, "until forbidden")
             obs.rooms.discard("lobby")
             w.leave(h, v, obs.name, "lobby")
+        for obs in uncounted:
+            frames = await obs.read_until(
+                lambda f: f["type"] == "error" and f.get("room") == STANDS
+            )
+            assert frames[-1]["code"] == "forbidden", (obs.name, frames[-1])
+            obs.check(frames, "until forbidden")
+            obs.rooms.discard(STANDS)
+            w.leave(h, v, obs.name, STANDS)
         for dev in self.devices:
             frames = await dev.read_until(self_says("dnd", "during the revocation"))
             dev.check(frames, "revoked", exact=False)
