@@ -239,11 +239,15 @@ def test_closing_the_leader_tab_hands_over_without_a_lost_frame(browser, server)
         assert tabs[0].evaluate("presence.socket.local") is True
         writer = tabs[2]
         writer.fill("#composer-input", "written during the handover")
+        writer.evaluate("presence.on('open', () => { window.reopened = Date.now(); }); true")
+        closing = writer.evaluate("Date.now()")  # the tabs of one browser share its clock
         tabs[0].close()
         writer.press("#composer-input", "Enter")
         expect(alice.locator("#messages .message", has_text="during the handover")).to_have_count(
             1, timeout=WITHIN * 1000
         )
+        reopened = writer.evaluate("window.reopened")
+        print(f"the next leader's connection was up {reopened - closing} ms after the close")
         round_trip(alice, tabs[1:], bob_id, "after the handover")
         assert sum(t.evaluate("presence.socket.local") for t in tabs[1:]) == 1
         wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)

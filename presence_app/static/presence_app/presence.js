@@ -1269,7 +1269,9 @@
       const frame = JSON.parse(text);
       const seq = ++this.seq;
       if (this.channel && !this.local) this.unacked.push({seq, frame});
-      this._post({t: "frame", tab: this.tab, seq, frame});
+      // Addressed to the hub whose hello this tab heard: one that came since (a new leader)
+      // drops it, and the tab sends it again once that one's hello comes (never twice).
+      this._post({t: "frame", tab: this.tab, seq, hub: this.hub, frame});
     }
 
     wake() {
@@ -1341,7 +1343,7 @@
         const tab = this.tabs.get(msg.tab);
         // Not acked: sent again through the next hub. A leader tab that is going (pagehide)
         // takes no more: what it sent it may not ack, and the tab would send it twice.
-        if (!tab || !this.helloSeen || this.retiring) return;
+        if (!tab || !this.helloSeen || this.retiring || msg.hub !== this.id) return;
         tab.seq = msg.seq;
         this._fromTab(msg.tab, tab, msg.frame);
         this._ackSoon();
