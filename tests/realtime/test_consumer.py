@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
-from presence_app import presence
+from presence_app import conf, presence
 from presence_app.core.connection import get_async_store, get_store
 from presence_app.signals import user_offline
 from presence_app.store import scripts
@@ -139,6 +139,8 @@ async def test_hello_tells_heartbeat_and_limits(alice):
     hello = sock.hello
     assert hello["user"] == str(user.pk)
     assert hello["heartbeat"] == 1
+    # a shared connection's hub keeps a closed tab's rooms as long (presence.js)
+    assert hello["grace"] == conf.get("DISCONNECT_GRACE")
     assert hello["me"]["state"] == "online"
     assert hello["me"]["device"] == "webbad"  # sanitised
     assert set(hello["limits"]) == {
