@@ -37,6 +37,12 @@ const others: RoomStateEntry[] = client.roomState("doc-42");
 console.log(set, others.length, client.limits?.room_state_rate);
 client.setRoomState("doc-42", null);
 
+// One connection per browser: how this tab's is held; a tab of its own, opting out.
+const how: "worker" | "leader" | null = client.shared;
+const own = connect({rooms: ["doc-42"], share: false, shareKey: 42, workerUrl: "/static/p.js"});
+console.log(how, own.shared);
+client.on("open", (hello) => console.log(hello.grace ?? "no grace said"));
+
 // The same object as the classic script's global.
 const same: boolean = Presence === window.Presence && Presence.Client === client.constructor;
 console.log(same, Presence.version, Presence.labels.dnd);
