@@ -1205,6 +1205,8 @@
       if (this.heard || this.ended) return;
       clearTimeout(this.failTimer);
       this.ended = true;
+      global.removeEventListener("pagehide", this._onPageHide);
+      global.removeEventListener("pageshow", this._onPageShow);
       if (this.port) this.port.close();
       if (this.release) this.release();
       const share = this.share;
