@@ -406,8 +406,10 @@ class RoomCounts:
 
     async def refresh(self, session: Any, room: str) -> None:
         """The count of ``room`` now, to ``session`` alone (a join, a recovery)."""
-        frame = await self._frame((session.tenant, room), session.viewer)
-        await session.send(frame)
+        key = (session.tenant, room)
+        frame = await self._frame(key, session.viewer)
+        if session in self.rooms.get(key, ()):  # not left meanwhile
+            await session.send(frame)
 
     async def discard(self, session: Any, room: str) -> None:
         key = (session.tenant, room)
@@ -466,7 +468,8 @@ class RoomCounts:
             shown = frame
             if sampled and session.viewer.filtered:
                 shown = await self._frame(key, session.viewer)
-            if not session.closed:
+            # Still a member: one that left (or was revoked) while the reads ran gets nothing.
+            if not session.closed and session in members:
                 await session.send(shown)
 
     async def _frame(self, key: tuple[str | None, str], viewer: Any) -> dict[str, Any]:

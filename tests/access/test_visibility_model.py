@@ -1012,6 +1012,10 @@ class Live:
         for dev in self.devices:  # each device knows its user's state before the probes
             frames = await dev.read_until(self_says(truth.kind, truth.message))
             dev.check(frames, f"burst {n}", exact=False)
+        # Another device leaves the count-only room and comes back: counted only as the model
+        # says (never while invisible, however many devices join).
+        await typist.sock.send(type="leave", room=STANDS)
+        await self.join(typist, STANDS)
         after = w.public(h, s)
         # The probes: sent once every device knows, each acked before the markers.
         await self.acked(typist, type="typing", room="lobby")
