@@ -61,4 +61,4 @@ async def test_soak_leaves_exactly_the_live_users(db, prefix, layer):
     assert result.empty["stray_group_count"] == 0, result.empty
     assert result.empty["stray_channel_count"] == 0, result.empty
     assert result.empty["layer_key_count"] == 0, result.empty
-    assert result.tracebacks == 0
+    assert result.tracebacks == 0, "\n\n".join(result.traceback_texts)
