@@ -1,5 +1,34 @@
+import logging
+from typing import Any
+
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
+
+logger = logging.getLogger("presence_app")
+
+
+def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
+    """A browser signed out (``user_logged_out``, sent before the session is flushed). Its live
+    connections end: each socket and stream opened with that sign-in closes (4402), and the
+    browser connects again with its cookies as they are now (signed out: 4401). And its CSRF
+    token changes, as Django changes it at sign-in: presence.js' tabs share a connection by it
+    (docs/websocket.md), so a page opened from now on never joins one opened before."""
+    if request is None or user is None:
+        return
+    from django.conf import settings
+    from django.middleware.csrf import rotate_token
+
+    from . import presence
+
+    if not settings.CSRF_USE_SESSIONS:  # in the session, it goes with the session's flush
+        rotate_token(request)
+    key = getattr(getattr(request, "session", None), "session_key", None)
+    if not key:
+        return
+    try:
+        presence.end_session(user, key)
+    except Exception:  # the channel layer away: the sign-out goes on
+        logger.warning("presence: the connections of a signed-out session not ended", exc_info=True)
 
 
 class PresenceConfig(AppConfig):
@@ -11,6 +40,7 @@ class PresenceConfig(AppConfig):
         # Register the checks and the setting_changed receivers (breaker, hooks, and the
         # stores: presence imports connection).
         from django.conf import settings
+        from django.contrib.auth.signals import user_logged_out
         from django.db.models.signals import post_delete
 
         from . import checks, failopen, presence  # noqa: F401
@@ -25,3 +55,5 @@ class PresenceConfig(AppConfig):
         post_delete.connect(
             on_user_deleted, sender=settings.AUTH_USER_MODEL, dispatch_uid="presence_app.erase"
         )
+        # A sign-out ends the live connections of that sign-in.
+        user_logged_out.connect(on_user_logged_out, dispatch_uid="presence_app.signed_out")

@@ -49,6 +49,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_SILENT = 4408
 #: The user holds MAX_CONNECTIONS_PER_USER connections already (presence.js backs off).
 CLOSE_TOO_MANY_CONNECTIONS = 4429
+#: The sign-in the socket was opened with signed out (presence.js connects again at once, with
+#: the browser's cookies as they are now).
+CLOSE_SIGNED_OUT = 4402
 
 try:  # daphne (autobahn) raises its own error for a send to a socket that just closed
     from autobahn.exception import Disconnected as _DaphneDisconnected
@@ -85,6 +88,7 @@ class PresenceConsumerMixin:
     """Presence for a Channels consumer; see the module's docstring for the three calls."""
 
     presence: PresenceSession | None = None
+    presence_sign_in: str | None = None  # the session the socket was opened with (its tag)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         # The origin is checked here, whatever the project's stack: a cross-site page must not
@@ -113,6 +117,9 @@ class PresenceConsumerMixin:
             await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
             return False
         self.presence_frames = protocol.FrameRate()
+        # The sign-in this socket speaks for: it ends when that session signs out.
+        session = self.scope.get("session")  # type: ignore[attr-defined]
+        self.presence_sign_in = dispatch.session_tag(getattr(session, "session_key", None))
         self.presence = PresenceSession(
             user,
             layer=self.channel_layer,
@@ -218,6 +225,15 @@ class PresenceConsumerMixin:
             await frames.on_own_event(self.presence, event)
 
     presence_revoke = presence_permanent
+
+    async def presence_signed_out(self, event: dict[str, Any]) -> None:
+        """A session of the user signed out (``presence.end_session``): the socket opened with
+        it closes (4402), and presence.js connects again with the browser's cookies."""
+        mine = self.presence_sign_in
+        if self.presence is None or mine is None or event.get("session") != mine:
+            return
+        await self.presence.close()
+        await self.close(code=CLOSE_SIGNED_OUT)  # type: ignore[attr-defined]
 
     async def presence_forgotten(self, event: dict[str, Any]) -> None:
         """The user was erased (``presence.forget``): the socket closes, for good (4401)."""

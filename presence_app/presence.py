@@ -389,6 +389,19 @@ async def arevoke(user: User, room: str) -> None:
     await dispatch.arevoke(rules.user_id(user), rules.room(room))
 
 
+def end_session(user: User, session_key: str) -> None:
+    """Ends ``user``'s live connections (sockets and streams, on every process) that were
+    opened with the sign-in ``session_key``: it signed out. Each closes (a socket with 4402),
+    and its browser connects again with its cookies as they are now. Called at each sign-out
+    (``user_logged_out``)."""
+    async_to_sync(aend_session)(user, session_key)
+
+
+async def aend_session(user: User, session_key: str) -> None:
+    """:func:`end_session` for async code."""
+    await dispatch.aend_session(rules.user_id(user), session_key)
+
+
 # -- privacy ----------------------------------------------------------------------------------
 def set_privacy(
     user: User, last_seen: str | None = None, approximate: bool | None = None

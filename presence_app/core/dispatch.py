@@ -40,6 +40,7 @@ from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
+from django.utils.crypto import salted_hmac
 
 from .. import conf, signals
 from ..store import UNAVAILABLE, Presence, Transition
@@ -459,6 +460,23 @@ async def aend_connections(user_id: str, *, layer: Any = None) -> None:
     layer = layer or get_channel_layer()
     if layer is not None:
         await layer.group_send(self_group(user_id), {"type": "presence.forgotten"})
+
+
+def session_tag(session_key: str | None) -> str | None:
+    """What names a browser's sign-in in a ``presence.signed_out`` event: a keyed hash of its
+    session key (never the key itself), None without a session."""
+    if not session_key:
+        return None
+    return salted_hmac("presence_app.signed_out", str(session_key)).hexdigest()
+
+
+async def aend_session(user_id: str, session_key: str, *, layer: Any = None) -> None:
+    """Ends the connections of ``user_id`` opened with the sign-in ``session_key`` (it signed
+    out), on every process: each closes, and its browser connects again with its cookies."""
+    layer = layer or get_channel_layer()
+    tag = session_tag(session_key)
+    if layer is not None and tag is not None:
+        await layer.group_send(self_group(user_id), {"type": "presence.signed_out", "session": tag})
 
 
 async def aannounce_forgotten(user_id: str) -> None:

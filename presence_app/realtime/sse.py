@@ -35,7 +35,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from .. import conf, rooms
-from ..core import rules, tenants
+from ..core import dispatch, rules, tenants
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from . import frames, lifecycle, protocol
@@ -108,6 +108,8 @@ def event_bytes(frame: dict[str, Any], event_id: str | None = None) -> bytes:
 class EventStream:
     """One SSE stream: its session, its channel, the frames waiting for the browser."""
 
+    sign_in: str | None = None  # the sign-in (session) it was opened with, as dispatch tags it
+
     def __init__(
         self, user: Any, layer: Any, channel: str, device: str | None, csrf: str | None = None
     ) -> None:
@@ -174,6 +176,10 @@ class EventStream:
                     await self.push(message)  # send_to_user: the user's own, no audience applies
                 elif message.get("type") in frames.OWN_EVENTS:
                     await frames.on_own_event(self.session, message)
+                elif message.get("type") == "presence.signed_out":
+                    if self.sign_in is not None and message.get("session") == self.sign_in:
+                        await self.session.close()  # its sign-in ended: the browser asks again
+                        self.queue.put_nowait(None)
                 elif message.get("type") == "presence.forgotten":
                     await self.session.close(forgotten=True)  # the user was erased
                     self.queue.put_nowait(None)  # the end of the stream
@@ -279,6 +285,9 @@ async def serve(request: HttpRequest, make: Any) -> HttpResponse:
     if layer is None:
         return JsonResponse({"detail": _("Presence is unavailable.")}, status=503)
     es = make(user, layer, await layer.new_channel())
+    es.sign_in = dispatch.session_tag(
+        getattr(getattr(request, "session", None), "session_key", None)
+    )
     last = request.headers.get("Last-Event-ID") or request.GET.get("lastEventId")
     resume = read_resume_id(last, es.session.user_id) if last else None
     response = StreamingHttpResponse(es.events(resume), content_type="text/event-stream")
