@@ -155,7 +155,10 @@ class PresenceConsumerMixin:
     async def _presence_silent(self) -> None:
         """No heartbeat for LEASE_TTL: the browser is gone or stuck; closing
         ends the lease with the grace, and a live presence.js connects again."""
-        await self.close(code=CLOSE_SILENT)  # type: ignore[attr-defined]
+        try:
+            await self.close(code=CLOSE_SILENT)  # type: ignore[attr-defined]
+        except CLIENT_GONE:
+            pass  # gone already: its disconnect, queued, cleans up
 
     async def presence_disconnect(self) -> None:
         """Ends the socket's lease with the grace (a reload does not flicker leave/join)."""
