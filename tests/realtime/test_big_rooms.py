@@ -652,3 +652,51 @@ async def test_a_held_diff_is_redacted_in_its_own_workspace(redis_client):
         assert any(z2.user in {m["user"] for m in f.get("joined", [])} for f in heard), heard
         await shutdown()
     channel_layers.backends.clear()
+
+
+# -- a count reaches only the room's members -------------------------------------------------------
+#: The gate of the policy below: the first read of a watched viewer waits until let go.
+GATE: dict[str, Any] = {}
+
+
+async def gated_audience(viewer: Any, user_ids: list[str]) -> list[str]:
+    """Everybody sees everybody; once armed, the first call for a watched viewer waits."""
+    if viewer in GATE.get("watched", ()) and GATE.get("held") is None:
+        GATE["held"] = viewer
+        GATE["reached"].set()
+        await GATE["go"].wait()
+    return list(user_ids)
+
+
+async def test_a_count_reaches_no_one_who_left_while_it_was_read(slow_ticks):
+    """Under a policy with ``COUNT_SAMPLE``, a tick's count is read for each member in turn; a
+    member that leaves the room while the others' are read gets none of it (a count and faces
+    of a room it is no longer in: after a revocation, one it may not see)."""
+    people = [await make_user(f"fan{n}") for n in range(3)]
+    settings = {
+        **COUNT_ONLY,
+        "COUNT_SAMPLE": 5,
+        "AUDIENCE": "tests.realtime.test_big_rooms.gated_audience",
+    }
+    GATE.clear()
+    with presence_settings(**settings):
+        a, b, c = [await open_socket(cookie, u.username, diffs=False) for u, cookie in people]
+        for sock in (a, b):
+            await join_counted(sock, "stadium")
+        GATE.update(watched={a.user, b.user}, reached=asyncio.Event(), go=asyncio.Event())
+        await c.send(type="join", room="stadium")  # a tick's count: a's and b's read in turn
+        await asyncio.wait_for(GATE["reached"].wait(), limit(10))  # the first one's waits
+        held = a if GATE["held"] == a.user else b
+        other = b if held is a else a
+        await other.send(type="leave", room="stadium")
+        await other.wait_for("presence.leave", room="stadium", user=other.user, timeout=limit(10))
+        GATE["go"].set()
+        # Its frame of that tick, then the leave's tick's (a count of 2, where the first tick
+        # had sent 3): the first tick's turns, the other's included, are over by then.
+        await held.wait_for("presence.count", room="stadium", timeout=limit(10))
+        await held.wait_for("presence.count", room="stadium", count=2, timeout=limit(10))
+        await other.send(type="leave", room="stadium")  # refused: its answer ends what came
+        since = await frames_until(other, lambda f: f.get("code") == "not_joined", limit(10))
+        late = [f for f in since if f["type"] == "presence.count"]
+        assert late == [], late
+    GATE.clear()
