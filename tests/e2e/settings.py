@@ -31,3 +31,5 @@ PRESENCE = {  # noqa: F405
     "KEY_PREFIX": os.environ.get("PRESENCE_E2E_PREFIX", "presence-e2e"),
     "LAST_SEEN_PRIVACY": True,  # as the demo ships
 }
+# tests/e2e/test_shared_sign_out.py: a CSRF cookie no page can read (presence.js shares nothing).
+CSRF_COOKIE_HTTPONLY = os.environ.get("PRESENCE_E2E_CSRF_HTTPONLY") == "1"

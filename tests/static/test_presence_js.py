@@ -136,6 +136,9 @@ def chat_view(request):
 
 
 def module_view(request):
+    from django.middleware.csrf import get_token
+
+    get_token(request)  # the CSRF cookie, as a page with a form sets it: the tabs share by it
     return HttpResponse(MODULE_PAGE.format(me=request.user.pk))
 
 

@@ -214,8 +214,10 @@ export interface PresenceOptions {
    * else a leader tab's); false: this tab's own. */
   share?: boolean;
   /** Tabs share only with tabs of the same key (default: the csrftoken cookie, which Django
-   * rotates at sign-in): pass the user's id where that cookie is not readable. */
-  shareKey?: string | number;
+   * rotates at sign-in and presence_app at sign-out). No key (that cookie not readable:
+   * CSRF_COOKIE_HTTPONLY, CSRF_USE_SESSIONS), "" or null: this tab's own connection. Pass the
+   * signed-in user's id where the cookie is not readable. */
+  shareKey?: string | number | null;
   /** The URL of presence.js for the SharedWorker (default: the page's script, or the
    * presence.js beside presence.mjs). */
   workerUrl?: string;

@@ -23,7 +23,9 @@
  * share (default true: the browser's tabs of this origin share one connection, held by a
  * SharedWorker running this file, else by a leader tab; false: this tab's own; client.shared
  * says which: "worker", "leader" or null), shareKey (tabs share only with the same key; default
- * the csrftoken cookie), workerUrl (this file's URL for the SharedWorker; default the script's).
+ * the csrftoken cookie, which Django changes at sign-in and presence_app at sign-out; none
+ * readable, or "" / null: this tab's own connection), workerUrl (this file's URL for the
+ * SharedWorker; default the script's).
  * Each tab keeps its own rooms, typing, room states and watch list: the rules by which the hub
  * merges them are above class TabLink and in docs/websocket.md.
  *
@@ -69,6 +71,9 @@
   // Input that counts as activity. Heartbeats keep the connection; only these reset "idle".
   const ACTIVITY_EVENTS = ["pointerdown", "pointermove", "keydown", "wheel", "touchstart", "scroll"];
   const CLOSE_UNAUTHENTICATED = 4401;
+  // The server's close when the sign-in this connection was opened with signed out: connect
+  // again at once, with the browser's cookies as they are now (signed out: 4401).
+  const CLOSE_SIGNED_OUT = 4402;
   const STABLE_MS = 10000; // a connection that lived this long resets the backoff
   // Our close code when the server stopped answering heartbeats (a dead link: the browser may
   // not notice for minutes, while the server has long dropped this socket's lease).
@@ -221,8 +226,10 @@
         this._open();
         return;
       }
+      if (event.code === CLOSE_SIGNED_OUT) now = true;
       // Exponential backoff with jitter, so a restarted server is not hit by every tab at once;
-      // none for a tab that woke up to a dead socket (the server is not the one in trouble).
+      // none for a tab that woke up to a dead socket (the server is not the one in trouble), nor
+      // after a sign-out (the browser's current sign-in, whoever it is, connects now).
       const cap = Math.min(this.maxDelay, this.minDelay * 2 ** this.attempt);
       const delay = now ? 0 : Math.round(cap / 2 + Math.random() * cap / 2);
       if (!now) this.attempt += 1;
@@ -1088,12 +1095,18 @@
   // How this page's client shares its connection: null (its own: share false, or a browser
   // without SharedWorker nor Web Locks + BroadcastChannel), else {mode: "worker" | "leader"}.
   // Tabs share only with tabs of the same endpoints and sign-in: the key holds the URLs, the
-  // transport option and shareKey (default: the CSRF cookie, which Django rotates at login, so
-  // a tab signed in as somebody else does not use the last user's connection).
+  // transport option and shareKey (default: the CSRF cookie, which Django rotates at sign-in
+  // and presence_app's user_logged_out receiver at sign-out, so a tab signed in as somebody
+  // else, or signed out, does not use the last user's connection; that sign-out also ends the
+  // connection: 4402).
   function shareMode(opts, client) {
     if (opts.share === false || !global.document) return null;
+    // No key, no sharing: a CSRF cookie this page cannot read (CSRF_COOKIE_HTTPONLY,
+    // CSRF_USE_SESSIONS, not set yet) would make every sign-in of this browser one.
+    const who = opts.shareKey !== undefined ? opts.shareKey : cookie("csrftoken");
+    if (who === null || who === undefined || String(who) === "") return null;
     const key = JSON.stringify([client.url, client.sseUrl, client.restUrl, opts.transport || "auto",
-      opts.shareKey !== undefined ? String(opts.shareKey) : cookie("csrftoken")]);
+      String(who)]);
     const workerUrl = opts.workerUrl || Presence.workerUrl || SCRIPT_URL;
     const canLead = !!(global.navigator && global.navigator.locks) &&
       typeof global.BroadcastChannel === "function";
