@@ -18,7 +18,7 @@ def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwa
     from django.conf import settings
     from django.middleware.csrf import rotate_token
 
-    from . import presence
+    from . import presence, tenants
 
     if not settings.CSRF_USE_SESSIONS:  # in the session, it goes with the session's flush
         rotate_token(request)
@@ -26,7 +26,9 @@ def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwa
     if not key:
         return
     try:
-        presence.end_session(user, key)
+        # in the request's workspace (TENANT), where its sockets are, middleware or not
+        with tenants.activate(tenants.resolve(request)):
+            presence.end_session(user, key)
     except Exception:  # the channel layer away: the sign-out goes on
         logger.warning("presence: the connections of a signed-out session not ended", exc_info=True)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.test import AsyncClient
+from django.test import AsyncClient, override_settings
 
 from presence_app.core import dispatch
 
@@ -86,6 +86,27 @@ async def test_an_event_naming_another_session_closes_nothing(redis_client):
             await sock.wait_for("presence.message", payload="still here")
             assert sock.closed_with is None
             await dispatch.aend_session(str(alice.pk), cookie)
+            assert (await sock.wait_for(CLOSED))["code"] == 4402
+        finally:
+            await shutdown()
+
+
+def acme(source) -> str:
+    """Every request and socket of the test is in workspace "acme"."""
+    return "acme"
+
+
+async def test_a_sign_out_reaches_the_sockets_of_its_workspace_without_the_middleware(redis_client):
+    """TENANT: the socket's groups are its workspace's; the sign-out is sent in the request's
+    workspace, resolved by the hook itself (a project need not install PresenceMiddleware)."""
+    without = [m for m in settings.MIDDLEWARE if not m.startswith("presence_app.")]
+    with presence_settings(TENANT=acme), override_settings(MIDDLEWARE=without):
+        try:
+            alice, _ = await make_user("alice")
+            browser = await sign_in(alice)
+            sock = await Socket.open(session_of(browser), name="a")
+            sock.beat()
+            assert (await browser.post("/accounts/logout/")).status_code == 302
             assert (await sock.wait_for(CLOSED))["code"] == 4402
         finally:
             await shutdown()
