@@ -27,8 +27,9 @@ TIMERS = {**TIMERS, "TOUCH_INTERVAL": 1, "ONLINE_WINDOW": 2}  # noqa: F405
 #:   loop, which a loaded server runs seconds late, so a call Redis answered at once fails as a
 #:   timeout after 2 s (1 s to connect: REDIS_OPTIONS' defaults) and is taken for an outage: a
 #:   join answered ``unavailable``, a close whose lease is not cut (its user left online until
-#:   the lease ran out, its registry field until its process ends: seen, under 600 closes at
-#:   once). 30 s here; ``retry_on_timeout`` stays the default (presence_app/conf.py).
+#:   the lease ran out: seen, under 600 closes at once; the sweep then removes their registry
+#:   field, which before stayed until its process ended). 30 s here; ``retry_on_timeout`` stays
+#:   the default (presence_app/conf.py).
 #: The grace, the sweep and the heartbeat interval stay the shared ones.
 LOADED = {
     "LEASE_TTL": 30,

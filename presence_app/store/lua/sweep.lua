@@ -21,13 +21,17 @@ local function zrem(key, members)
 end
 
 -- Offline: removed from their index, last seen kept in K_LAST (one call each per pass), their
--- record (if any) loses its connections and gets the metadata expiry.
+-- record (if any) loses its connections and gets the metadata expiry, and a connected user's
+-- registry field goes: a connection whose close never reached the store (a disconnect that
+-- timed out, a socket silent past its lease) would otherwise keep it while its process lives,
+-- as the cleaner removes only dead processes' fields. (An HTTP-only user has none.)
 local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
 local last = {}
 local function offline(uid, u, idx, seen, has_record)
   local list = gone[idx]
   list[#list + 1] = uid
   last[#last + 1] = seen; last[#last + 1] = uid
+  if idx ~= K_WEB then redis.call('HDEL', bkey(uid), uid) end
   if has_record then
     if idx == K_SEEN then
       for _, room in ipairs(rooms_in(conns_of(u))) do
