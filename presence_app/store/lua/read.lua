@@ -5,7 +5,7 @@
 -- ids: at most 1,000; buckets: their registry buckets (keys.registry_bucket), or nil.
 local function read_many(ids, buckets)
 -- The seen scores as RESP3 doubles: Lua gets each as a number ({double = x}; nil where none),
--- not as a string it interns and collects; a page of present users costs Redis a tenth less.
+-- not as a string it interns and collects (a page of present users: 3-8 % less of its time).
 redis.setresp(3)
 local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
 redis.setresp(2)
