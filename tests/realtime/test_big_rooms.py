@@ -700,3 +700,28 @@ async def test_a_count_reaches_no_one_who_left_while_it_was_read(slow_ticks):
         late = [f for f in since if f["type"] == "presence.count"]
         assert late == [], late
     GATE.clear()
+
+
+async def test_a_project_that_wraps_its_frames_gets_a_feeds_frames_wrapped(slow_ticks):
+    """A feed encodes a frame once for all its sockets, but a consumer that overrides
+    ``presence_send`` (to wrap its frames) gets every frame through it, the feed's too."""
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+    from django.urls import path
+
+    from presence_app.consumers import PresenceConsumer
+
+    class Wrapping(PresenceConsumer):
+        async def presence_send(self, content: dict[str, Any]) -> None:
+            await super().presence_send({**content, "wrapped": True})
+
+    app = AuthMiddlewareStack(URLRouter([path("ws/wrapped/", Wrapping.as_asgi())]))
+    (_, ca), (_, cb) = await make_user("wrapped"), await make_user("plain")
+    a = await Socket.open(ca, path="/ws/wrapped/", app=app, name="wrapped")
+    a.beat()
+    await join(a, "hall")
+    b = await open_socket(cb, "plain", diffs=False)
+    await join(b, "hall")
+    told = await a.wait_for("presence.join", room="hall", user=b.user, timeout=limit(5))
+    assert told["wrapped"] is True
+    assert "wrapped" not in await b.wait_for("presence.join", room="hall", user=b.user)
