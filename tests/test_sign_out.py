@@ -110,3 +110,31 @@ async def test_a_sign_out_reaches_the_sockets_of_its_workspace_without_the_middl
             assert (await sock.wait_for(CLOSED))["code"] == 4402
         finally:
             await shutdown()
+
+
+async def test_alogout_ends_them_too(redis_client):
+    """Django's async ``alogout()`` sends the signal with ``asend``: the receiver (sync) runs in
+    a thread, and the sign-out reaches the socket all the same."""
+    from importlib import import_module
+
+    from django.contrib.auth import alogout
+    from django.test import RequestFactory
+
+    with presence_settings():
+        try:
+            alice, _ = await make_user("alice")
+            browser = await sign_in(alice)
+            sock = await Socket.open(session_of(browser), name="a")
+            sock.beat()
+            request = RequestFactory().post("/accounts/logout/")
+            engine = import_module(settings.SESSION_ENGINE)
+            request.session = engine.SessionStore(session_of(browser))
+
+            async def auser():
+                return alice
+
+            request.user, request.auser = alice, auser
+            await alogout(request)
+            assert (await sock.wait_for(CLOSED))["code"] == 4402
+        finally:
+            await shutdown()
