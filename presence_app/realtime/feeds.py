@@ -241,13 +241,15 @@ class RoomFeed:
             s for s in self.members.all() if s.channel_name != sender and user not in s.hidden
         ]  # not echoed to the typist
         shown_event = {k: v for k, v in event.items() if k != "sender"}
-        for shown, indices in await presence.aredact_event_classes(
-            [shown_event], [s.viewer for s in sessions]
-        ):
+        classes = await presence.aredact_event_classes([shown_event], [s.viewer for s in sessions])
+        if user in self.hidden:
+            return  # its offline came while it waited (ahead, the redaction) and went first
+        for shown, indices in classes:
             if shown[0] is not None:
                 text = json.dumps(shown[0])
                 for i in indices:
-                    self.members.deliver(sessions[i], shown[0], text)
+                    if user not in sessions[i].hidden:  # (learned meanwhile too)
+                        self.members.deliver(sessions[i], shown[0], text)
 
     async def _send_diff(self, frame: dict[str, Any]) -> None:
         """A tick's ``presence.diff`` (as sent, unredacted) to the batched connections: one
@@ -297,9 +299,15 @@ class RoomFeed:
             await self.ahead()
         sessions = self.members.all()
         states = frame["states"]
-        for shown, indices in await presence.aredact_state_classes(
-            states, [s.viewer for s in sessions]
-        ):
+        classes = await presence.aredact_state_classes(states, [s.viewer for s in sessions])
+        for shown, indices in classes:
+            # A state taken before its user's offline waited here for its slot (or for the
+            # awaits above) while the offline arrived and went out: it must not follow it.
+            shown = [
+                st
+                for st in shown
+                if st.get("data") is None or str(st.get("user")) not in self.hidden
+            ]
             if not shown:
                 continue
             out = {"type": "presence.roomstate", "room": self.room, "states": shown}
