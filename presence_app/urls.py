@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/privacy/", api.privacy, name="api-privacy"),
     path("api/rooms/<str:room>/", api.room, name="api-room"),
     path("api/rooms/<str:room>/members/", api.room_roster, name="api-room-members"),
+    path("api/rooms/<str:room>/names/", api.room_names, name="api-room-names"),
     path("api/stream/<str:frame_type>/", rest.command, name="api-stream"),
     path("sse/", sse.stream, name="sse"),
     path("sse/html/", htmx.stream, name="sse-html"),  # HTML events for htmx pages

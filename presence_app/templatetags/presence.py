@@ -17,11 +17,14 @@ from django import template
 from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.db.models import QuerySet
 from django.template.library import SimpleNode, parse_bits
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeData
 
 from .. import presence
+from ..core import dispatch
 from ..core.rules import MAX_USER_ID_LENGTH, user_ids, user_key, users_in_order
+from ..core.rules import room as room_name
 from ..failopen import breaker
 from ..jobs.touches import TOUCHED, is_activity
 from ..markup import LABELS, display_name, dot_html, last_seen_html, last_seen_text, state_label
@@ -254,14 +257,59 @@ def online_users(context: template.Context, limit: int = 20) -> list[Any]:
 
 
 @register.simple_tag(takes_context=True)
-def room_members(context: template.Context, room: str) -> list[Any]:
-    """Visible users in ``room`` in the order they came: ``{% room_members r as members %}``.
-    Empty for a viewer ``CAN_JOIN`` keeps out of the room; a name no room can have raises
-    InvalidInput, with the words every entry point uses."""
+def room_members(context: template.Context, room: str, others: bool = False) -> list[Any]:
+    """Visible users in ``room`` in the order they came: ``{% room_members r as members %}``
+    (``others=True``: without the viewer). Empty for a viewer ``CAN_JOIN`` keeps out of the
+    room; a name no room can have raises InvalidInput, with the words every entry point uses.
+    Alone, ``{% room_members r %}`` renders the live list (:class:`RoomMembers`)."""
     user = getattr(context.get("request"), "user", None)
     if user is None or not presence.can_join(user, room):
-        return []
-    return users_in_order(_read([], lambda: presence.room_members(room, viewer=_viewer(context))))
+        return RoomMembers(room, [], context, others=bool(others))
+    ids = _read([], lambda: presence.room_members(room, viewer=_viewer(context)))
+    if others:
+        ids = [uid for uid in ids if uid != _viewer(context).id]
+    return RoomMembers(room, users_in_order(ids), context, others=bool(others))
+
+
+class RoomMembers(list):
+    """The users in a room now (``{% room_members r as members %}``: a list of users) that
+    renders, used alone (``{% room_members r %}``), as a list presence.js keeps live while the
+    page is in the room: each member's dot and name (``markup.display_name``), in the order
+    they came; a member who joins later is named through the ``api-room-names`` endpoint (as the
+    viewer may see them), and with ``others=True`` the viewer is never listed. A count-only
+    room (``COUNT_ONLY_ROOMS``) renders nothing: its members see its count, never its list."""
+
+    def __init__(
+        self, room: str, users: list[Any], context: template.Context, *, others: bool
+    ) -> None:
+        super().__init__(users)
+        self.room, self.others, self._context = room, others, context
+
+    def __html__(self) -> str:
+        if dispatch.count_only(room_name(self.room)):
+            return ""
+        context = self._context
+        members = [(uid, u) for u in self if (uid := _key(u)) is not None]
+        _batch(context).prefetch([uid for uid, _ in members])
+        items = [
+            f'<li class="presence-room-member" data-presence-room-member="{escape(uid)}">'
+            f"{dot_html(_presence(context, uid))} "
+            f'<span class="presence-room-member-name">{escape(display_name(u))}</span></li>'
+            for uid, u in members
+        ]
+        try:
+            url = reverse("presence_app:api-room-names", args=[self.room])
+            names = f' data-presence-names-url="{escape(url)}"'
+        except NoReverseMatch:  # the project did not include presence_app.urls
+            names = ""
+        others = " data-presence-others" if self.others else ""
+        return (
+            f'<ul class="presence-room-members" data-presence-room-members="{escape(self.room)}"'
+            f"{names}{others}>{''.join(items)}</ul>"
+        )
+
+    def __str__(self) -> str:
+        return self.__html__()
 
 
 class Roster(list):

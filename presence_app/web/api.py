@@ -25,6 +25,7 @@ from django.views.decorators.http import require_http_methods
 from .. import conf, presence, rooms
 from ..core import dispatch, rules, tenants
 from ..failopen import breaker
+from ..markup import display_name
 from ..store import UNAVAILABLE, InvalidInput, Presence
 from .ratelimit import bounded_ids, rate_limited
 
@@ -116,6 +117,13 @@ def _with_names(presences: dict[str, Presence]) -> list[dict[str, Any]]:
 def users(request: HttpRequest) -> dict[str, Any]:
     """``?ids=1,2,3`` (or ``?id=1&id=2``): each user's presence in the order asked; one round
     trip."""
+    presences = presence.get_many(_ids(request), viewer=request.user, activity=True)
+    return {"users": [p.as_dict() for p in presences.values()]}
+
+
+def _ids(request: HttpRequest) -> list[str]:
+    """The ids of ``?ids=1,2,3`` (or ``?id=1&id=2``): at least one, at most
+    ``MAX_WATCHED_USERS``."""
     ids = [i.strip() for raw in request.GET.getlist("ids") for i in raw.split(",") if i.strip()]
     ids += [i for i in request.GET.getlist("id") if i]
     if not ids:
@@ -123,8 +131,7 @@ def users(request: HttpRequest) -> dict[str, Any]:
     if len(ids) > conf.get("MAX_WATCHED_USERS"):
         limit = conf.get("MAX_WATCHED_USERS")
         raise BadRequest(_("A request may name at most %(max)s ids.") % {"max": limit})
-    presences = presence.get_many(ids, viewer=request.user, activity=True)
-    return {"users": [p.as_dict() for p in presences.values()]}
+    return ids
 
 
 @rate_limited
@@ -319,3 +326,26 @@ def room_roster(request: HttpRequest, room: str) -> dict[str, Any]:
         "num_pages": max(1, -(-total // per_page)),
         "members": [m.as_dict() for m in members],
     }
+
+
+@rate_limited
+@bounded_ids
+@api_view
+def room_names(request: HttpRequest, room: str) -> dict[str, Any]:
+    """``?ids=7,9``: the names (``markup.display_name``, as the dashboard shows them) of those
+    of the ids who are in ``room`` as the viewer sees it, ``{"room": R, "names": {"7": "Ann
+    Lee"}}``: what a live ``{% room_members %}`` list shows of a member who joins after the
+    page was rendered. Nobody the viewer may not see in the room is named (an invisible member,
+    one outside the viewer's ``AUDIENCE``, one who left, anybody in a count-only room); one
+    round trip and one query."""
+    if not _raw_path_is_utf8(request):
+        raise InvalidInput(rules.NOT_UTF8_ROOM)
+    if not can_view_room(request.user, room):
+        raise PermissionDenied(room)
+    ids, name = _ids(request), rules.room(room)
+    if dispatch.count_only(name):
+        return {"room": room, "names": {}}
+    rooms_of = presence.user_rooms_many(ids, viewer=presence.viewer(request.user))
+    here = [uid for uid, joined in rooms_of.items() if name in joined]
+    users = rules.users_in_order(here) if here else []
+    return {"room": room, "names": {rules.user_id(u): display_name(u) for u in users}}

@@ -67,6 +67,13 @@ def room_htmx(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
+def room_who(request: HttpRequest, slug: str) -> HttpResponse:
+    """Who is in a room, from ``{% room_members %}`` alone: the lists presence.js keeps live
+    with no code of the page's own (each member's dot and name), one of everyone but you."""
+    return render(request, "demo/who.html", {"room": get_room(slug), "rooms": ROOMS})
+
+
+@login_required
 def note_detail(request: HttpRequest, slug: str) -> HttpResponse:
     """A shared note: each member's live cursor and selected line, from presence.js'
     ``setRoomState`` / ``roomstate`` (coalesced by presence_app, redacted per viewer)."""

@@ -48,7 +48,10 @@
  * (online, idle, dnd, offline; invisible only on your own), data-presence-state, a title and an
  * aria-label; every element with data-presence-room-count="<room>" shows the room's count; a
  * {% last_seen %} text (data-presence-last-seen) turns to "online now" / "last seen just now"
- * as the user comes and goes, and a {% room_roster %} list keeps its online members first.
+ * as the user comes and goes, a {% room_roster %} list keeps its online members first, and a
+ * {% room_members %} list (data-presence-room-members) shows who is in the room now: joins
+ * added (named by its data-presence-names-url), leaves removed, and with data-presence-others
+ * (on it or on a count) everyone but you.
  *
  * <script src=".../presence.js" data-presence-connect data-presence-rooms="lobby doc-42"> connects
  * on load and puts the client at window.presence.
@@ -361,6 +364,9 @@
       this.users = new Map(); // user id -> latest presence seen
       this.roomMembers = new Map(); // room -> Map(user id -> member)
       this.roomCounts = new Map(); // a count-only room -> its last presence.count
+      this.roomPaging = new Set(); // rooms whose snapshot is still coming, a page at a time
+      this.names = new Map(); // user id -> the name a {% room_members %} list showed
+      this.nameWants = new Map(); // names URL -> ids to ask it for
       this.userId = null;
       this.me = null; // your own presence, as only you see it
       this.pendingStatus = null;
@@ -373,7 +379,7 @@
       this.dirtyStates = new Set(); // rooms whose own state waits for the next tick
       this.stateSentAt = 0;
 
-      Object.assign(this.timers, {scan: null, ago: null, state: null});
+      Object.assign(this.timers, {scan: null, ago: null, state: null, names: null});
 
       this._onActivity = this._onActivity.bind(this);
       this._onVisibility = this._onVisibility.bind(this);
@@ -426,6 +432,7 @@
       if (!this.rooms.delete(room)) return;
       this.roomMembers.delete(room);
       this.roomCounts.delete(room);
+      this.roomPaging.delete(room);
       this.roomStates.delete(room);
       this.ownStates.delete(room);
       this.dirtyStates.delete(room);
@@ -618,10 +625,12 @@
         case "presence.join":
           this._join(msg);
           this._paintCounts();
+          this._paintLists(msg.room);
           break;
         case "presence.leave":
           this._leave(msg);
           this._paintCounts();
+          this._paintLists(msg.room);
           break;
         case "presence.diff":
           this._diff(msg);
@@ -700,6 +709,7 @@
       for (const m of msg.joined || []) this._join(Object.assign({type: "presence.join", room}, m));
       for (const m of msg.updated || []) this._update(Object.assign({type: "presence.update"}, m));
       this._paintCounts();
+      this._paintLists(room);
       this._emit("diff", msg);
     }
 
@@ -711,7 +721,10 @@
         const known = this.roomMembers.get(msg.room);
         if (msg.page > 0 && known) for (const [user, m] of pairs) known.set(user, m);
         else this.roomMembers.set(msg.room, new Map(pairs));
+        if (msg.more) this.roomPaging.add(msg.room);
+        else this.roomPaging.delete(msg.room);
         this._paintCounts();
+        this._paintLists(msg.room);
         const states = msg.states || [];
         if (!(msg.page > 0)) this.roomStates.delete(msg.room);
         this._roomState({type: "presence.roomstate", room: msg.room, states, snapshot: true});
@@ -859,7 +872,111 @@
       for (const el of this.root.querySelectorAll("[data-presence-room-count]")) {
         const room = el.dataset.presenceRoomCount;
         if (this.roomMembers.has(room) || this.roomCounts.has(room)) {
-          el.textContent = String(this.count(room));
+          // data-presence-others: everyone but you (you are in the room: the page joined it)
+          const you = el.hasAttribute("data-presence-others") ? this._selfCounted(room) : 0;
+          el.textContent = String(Math.max(0, this.count(room) - you));
+        }
+      }
+    }
+
+    _selfCounted(room) {
+      if (this.roomCounts.has(room)) return this.me && this.me.state !== "invisible" ? 1 : 0;
+      const map = this.roomMembers.get(room);
+      return map && map.has(this.userId) ? 1 : 0;
+    }
+
+    // {% room_members "room" %} alone: the room's live list, each member's dot and name, in the
+    // order they came; data-presence-others leaves you out. A member who joins after the page
+    // was rendered is named by the list's data-presence-names-url (the server names only whom
+    // you may see in the room); the row shows once the name came. A count-only room has none.
+    _paintLists(room) {
+      if (!this.roomMembers.has(room) || this.roomCounts.has(room) || this.roomPaging.has(room)) {
+        return;
+      }
+      const map = this.roomMembers.get(room);
+      const sel = '[data-presence-room-members="' + CSS.escape(room) + '"]';
+      for (const list of this.root.querySelectorAll(sel)) {
+        const others = list.hasAttribute("data-presence-others");
+        const wanted = (id) => map.has(id) && !(others && id === this.userId);
+        const rows = new Set();
+        for (const el of Array.from(list.children)) {
+          const id = el.dataset.presenceRoomMember;
+          if (id == null) continue;
+          const name = el.querySelector(".presence-room-member-name");
+          if (name && !el.hidden && !this.names.has(id)) this.names.set(id, name.textContent);
+          if (wanted(id)) rows.add(id);
+          else el.remove();
+        }
+        for (const id of map.keys()) {
+          if (!rows.has(id) && wanted(id)) list.appendChild(this._memberRow(list, id));
+        }
+      }
+    }
+
+    _memberRow(list, id) {
+      const doc = list.ownerDocument;
+      const row = doc.createElement(list.tagName === "UL" || list.tagName === "OL" ? "li" : "div");
+      row.className = "presence-room-member";
+      row.dataset.presenceRoomMember = id;
+      const dot = doc.createElement("span");
+      dot.className = "presence-dot";
+      dot.dataset.presenceUser = id;
+      dot.setAttribute("role", "img");
+      const name = doc.createElement("span");
+      name.className = "presence-room-member-name";
+      row.append(dot, " ", name);
+      const url = list.dataset.presenceNamesUrl;
+      if (this.names.has(id)) name.textContent = this.names.get(id);
+      else if (url) {
+        row.hidden = true; // shown with its name
+        this._wantName(url, id);
+      } else name.textContent = id; // no endpoint to ask: the id
+      // after it is in the page: its dot painted as the others
+      Promise.resolve().then(() => this._paint(id));
+      return row;
+    }
+
+    _wantName(url, id) {
+      if (!this.nameWants.has(url)) this.nameWants.set(url, new Set());
+      this.nameWants.get(url).add(id);
+      // The joins of a moment (a tick's diff, a snapshot) are asked for in one request.
+      if (!this.timers.names) this.timers.names = setTimeout(() => this._askNames(), 50);
+    }
+
+     _askNames() {
+      this.timers.names = null;
+      const wants = this.nameWants;
+      this.nameWants = new Map();
+      for (const [url, set] of wants) {
+        const ids = Array.from(set).filter((id) => !this.names.has(id));
+        for (let i = 0; i < ids.length; i += 100) this._fetchNames(url, ids.slice(i, i + 100), 0);
+      }
+    }
+
+    _fetchNames(url, ids, attempt) {
+      const sep = url.includes("?") ? "&" : "?";
+      global.fetch(url + sep + "ids=" + ids.map(encodeURIComponent).join(","), {
+        credentials: "same-origin", headers: {Accept: "application/json"},
+      }).then((reply) => {
+        if (reply.ok) return reply.json();
+        // Too many requests, presence away for a moment: ask again, a few times.
+        if ((reply.status === 429 || reply.status === 503) && attempt < 3 && !this.closed) {
+          setTimeout(() => this._fetchNames(url, ids, attempt + 1), 2000 * (attempt + 1));
+        }
+        return null;
+      }).then((body) => {
+        if (body && body.names) this._named(body.names);
+      }).catch(() => {});
+    }
+
+   _named(names) {
+      for (const [id, text] of Object.entries(names)) {
+        this.names.set(id, text);
+        const sel = '[data-presence-room-member="' + CSS.escape(id) + '"]';
+        for (const row of this.root.querySelectorAll(sel)) {
+          const name = row.querySelector(".presence-room-member-name");
+          if (name) name.textContent = text;
+          row.hidden = false;
         }
       }
     }
