@@ -61,6 +61,24 @@ async def _nowhere(frame: dict[str, Any]) -> None:
     """A closed feed's sends (its bound methods were a cycle: the feed, its Diffs, the feed)."""
 
 
+def without_own_join(session: Any, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """A diff as ``session`` gets it: not its own join (the snapshot it just got lists it)."""
+    joined = [m for m in frame["joined"] if str(m.get("user")) != session.user_id]
+    return {**frame, "joined": joined} if joined or frame["left"] else None
+
+
+def own_states(session: Any, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """Room states as ``session`` gets them: not its own, nor those of users it knows offline."""
+    mine = (session.user_id, session.public_id)
+    kept = [
+        st
+        for st in frame["states"]
+        if (str(st.get("user")), st.get("conn")) != mine
+        and (st.get("data") is None or str(st.get("user")) not in session.hidden)
+    ]
+    return {**frame, "states": kept} if kept else None
+
+
 class Members:
     """A feed's local connections: those that accepted ``presence.diff`` and the others, and
     those held while their snapshot is on its way (what comes meanwhile waits for it)."""
@@ -282,15 +300,10 @@ class RoomFeed:
                     if not any(fresh):
                         continue  # every one of them came already (the watchers' group)
                 elif s.user_id in joiners:
-                    self._without_own_join(s, out)
+                    if (mine := without_own_join(s, out)) is not None:
+                        self.members.deliver(s, mine, None)
                     continue
                 self.members.deliver(s, out, text)
-
-    def _without_own_join(self, session: Any, frame: dict[str, Any]) -> None:
-        """Its own join is not told to a connection: the snapshot it just got lists it."""
-        joined = [m for m in frame["joined"] if str(m.get("user")) != session.user_id]
-        if joined or frame["left"]:
-            self.members.deliver(session, {**frame, "joined": joined}, None)
 
     async def _send_states(self, frame: dict[str, Any]) -> None:
         """A slot's room states to every local connection: one frame a class of viewers; a
@@ -316,23 +329,12 @@ class RoomFeed:
             for i in indices:
                 s = sessions[i]
                 if s in owners or s.hidden.users:
-                    self._own_states(s, shown)
+                    if (mine := own_states(s, out)) is not None:
+                        self.members.deliver(s, mine, None)
                     continue
                 if text is None:
                     text = json.dumps(out)
                 self.members.deliver(s, out, text)
-
-    def _own_states(self, session: Any, states: list[dict[str, Any]]) -> None:
-        mine = (session.user_id, session.public_id)
-        kept = [
-            st
-            for st in states
-            if (str(st.get("user")), st.get("conn")) != mine
-            and (st.get("data") is None or str(st.get("user")) not in session.hidden)
-        ]
-        if kept:
-            self.members.deliver(session, {"type": "presence.roomstate", "room": self.room,
-                                   "states": kept}, None)  # fmt: skip
 
 
 class RoomFeeds:
