@@ -1,7 +1,8 @@
 """``{% room_members "room" %}`` alone, on a presence.js page in headless Chromium against a real
 uvicorn and Redis (the demo's ``who/<room>/`` page): Alice sees Bob's name and dot come into
-the room's list as he joins, his dot turn red when he sets do not disturb, and his row go when
-he leaves; the list and the count of everyone but her never show her, those of everyone do."""
+the room's list as he joins, his dot turn red when he sets do not disturb, his row go while he
+is invisible and when he leaves; the list and the count of everyone but her never show her,
+those of everyone do."""
 
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ def test_a_room_s_list_names_who_joins_and_leaves_and_others_leave_the_viewer_ou
     b.evaluate("presence.setStatus({state: 'dnd', message: 'Deep work'})")
     expect(bob_dot).to_have_class(has_class("presence-dnd"))
     expect(bob_dot).to_have_attribute("aria-label", "Do not disturb: Deep work")
+
+    # Invisible, he is in the room for nobody else: his rows go; back, they come again.
+    b.evaluate("presence.setStatus({state: 'invisible', message: ''})")
+    expect(others).to_have_count(0)
+    expect(a.locator("#others-count")).to_have_text("0")
+    expect(a.locator("#everyone .presence-room-member-name")).to_have_text([alice])
+    b.evaluate("presence.setStatus({state: 'online'})")
+    expect(a.locator("#others .presence-room-member-name")).to_have_text([bob])
+    expect(others).to_be_visible()
+    expect(bob_dot).to_have_class(has_class("presence-online"))
 
     # He leaves: his rows go, the counts drop back; Alice stays in the list of everyone.
     b.evaluate(f"presence.leave({ROOM!r})")
