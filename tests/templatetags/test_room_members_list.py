@@ -114,3 +114,11 @@ def test_the_names_endpoint_names_only_whom_the_viewer_sees_in_the_room(client, 
     with override_settings(PRESENCE={**settings.PRESENCE, "CAN_JOIN": f"{__name__}.can_join"}):
         assert names(client, "staff-room", ann).status_code == 403
     assert names(client, "lobby").status_code == 400  # no ids
+
+
+def test_with_redis_down_the_list_renders_empty(redis_down, django_user_model):
+    html = render('{% room_members "lobby" others=True %}', viewer=create_user("ann"))
+    assert html == (
+        '<ul class="presence-room-members" data-presence-room-members="lobby" '
+        'data-presence-names-url="/presence/api/rooms/lobby/names/" data-presence-others></ul>'
+    )
