@@ -50,9 +50,11 @@ class FrameWaits:
             try:
                 frame = await self.next(max(0.0, deadline - loop.time()))
             except TimeoutError:
+                # (a refusal of the frame waited on hides behind later heartbeat acks)
+                errors = [f for f in seen if f["type"] == "error"]
                 raise AssertionError(
                     f"{self.name}: no {missing} within {timeout}s; "
-                    f"saw {len(seen)} other frames, the last {seen[-10:]}"
+                    f"saw {len(seen)} other frames, the last {seen[-10:]}, errors {errors}"
                 ) from None
             for i, (type_, match) in enumerate(specs):
                 if found[i] is None and matches(frame, type_, match):
