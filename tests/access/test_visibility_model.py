@@ -1216,6 +1216,9 @@ def check_erased(world: World, uid: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+# An example takes 4 s alone and far more under make check's load (live sockets, every read as
+# every viewer): the default run's session took 134 s at load 15, past the suite's 120 s a test.
+@pytest.mark.timeout(60 * (EXAMPLES + 2))
 @hsettings(
     max_examples=EXAMPLES,
     deadline=None,
