@@ -154,7 +154,7 @@ def eight_tabs(browser: Any, server: Any, mode: str, init: str | None = None) ->
             assert tab.evaluate("presence.shared") == mode
             assert tab.evaluate("presence.transport") == "websocket"
         # One connection for the eight tabs, as the server counts them.
-        assert len(connections(db, users["bob"])) == 1
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
         alice.wait_for_function(ONLINE, arg=bob_id)
         alice.evaluate(WATCH, bob_id)
 
@@ -232,7 +232,7 @@ def test_closing_the_leader_tab_hands_over_without_a_lost_frame(browser, server)
         alice = open_tab(alice_context, asgi)
         tabs = [open_tab(bob_context, asgi) for _ in range(3)]
         assert [t.evaluate("presence.shared") for t in tabs] == ["leader"] * 3
-        assert len(connections(db, users["bob"])) == 1
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
         alice.wait_for_function(ONLINE, arg=bob_id)
         alice.evaluate(WATCH, bob_id)
         # The first tab leads: closing it takes the connection with it.
@@ -315,7 +315,7 @@ def test_each_tab_keeps_its_room_state_and_the_latest_is_the_connections(browser
         first.wait_for_function(
             "bob => !presence.roomState('lobby').some(s => s.user === bob)", arg=bob_id
         )
-        assert len(connections(db, users["bob"])) == 1
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
     finally:
         bob_context.close()
         alice_context.close()
@@ -404,7 +404,7 @@ def test_a_frozen_tab_keeps_its_user_where_the_worker_holds_the_connection(brows
             tab.resume()
             assert tab.evaluate("presence.socket.readyState") == 1
             assert tab.evaluate("seen") == []
-            assert len(connections(db, users["bob"])) == 1
+            wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
             dots = alice.evaluate("bobDots")  # before Bob's browser goes (then he leaves)
             assert dots and all(d and "presence-offline" not in d for d in dots), dots
     finally:
