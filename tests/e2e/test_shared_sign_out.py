@@ -21,8 +21,6 @@ Timers: tests/e2e/settings.py's (heartbeat 1 s, lease 4 s, grace 2 s, sweep 0.5 
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +30,12 @@ import pytest
 
 from ..servers import AsgiServer, Database
 from ..users import login_name
+from .connections import WITHIN, connections, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 LOBBY = "lobby"
 PASSWORD = "sign-out-test-pw"
-#: Seconds a wait for something a page shows may take on a loaded machine (each ends on it).
-WITHIN = 20
 
 JOINED = (
     "room => window.presence && presence.userId !== null"
@@ -95,22 +92,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AsgiServe
     asgi, db, users = make_server(tmp_path_factory.mktemp("sign-out"), "signout", {})
     yield asgi, db, users
     asgi.stop()
-
-
-def connections(db: Database, user: Any) -> list[str]:
-    """The user's connections as the server's store holds them."""
-    out = json.loads(db.manage("presence", "export", str(user.id)))
-    return [c for space in out["workspaces"].values() for c in space.get("connections", [])]
-
-
-def wait_until(what: Any, check: Any, timeout: float = WITHIN) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if check(value):
-            return value
-        assert time.monotonic() < deadline, f"not within {timeout} s: {value!r}"
-        time.sleep(0.2)
 
 
 def new_page(context: Any) -> Any:
