@@ -1,14 +1,15 @@
-"""Background tasks of the app's own: one a connection starts and keeps, and the check that
-stops a retrying loop whose cancellation got lost."""
+"""Background tasks of the app's own: one a connection starts and keeps, a process's batch of
+writes, and the check that stops a retrying loop whose cancellation got lost."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 logger = logging.getLogger("presence_app")
 T = TypeVar("T")
@@ -58,3 +59,49 @@ def per_loop(make: Callable[[], T]) -> Callable[[], T]:
         return found
 
     return get
+
+
+class Batch:
+    """Pending writes of one event loop's connections, keyed so that a later one replaces an
+    earlier one, written by one task: it flushes what is pending (the first write of a quiet
+    batch at once), sleeps :meth:`wait`, and ends after ``idle`` quiet rounds, only with
+    nothing pending and no sleep left: a write put during its last sleep is flushed, and one
+    put after it finds the task done and starts another. Subclasses say what a flush writes
+    and how long a round is (the heartbeats' interval, the room states' wall-clock ticks).
+
+    ``jobs.touches.TouchBatcher`` is of the same idea but a thread: a WSGI site's requests have
+    no event loop to run this task on."""
+
+    #: Quiet rounds after which the task ends (the next write starts a new one).
+    idle = 30
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, Any] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.flushes = 0  # script calls made (tests count them)
+
+    def wake(self) -> None:
+        """Something was put in ``pending``: the task writes it, started if none runs."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        quiet, last = 0, -1e9
+        while True:
+            raise_if_cancelling()
+            if self.pending:
+                quiet, last = 0, time.time()
+                await self.flush()
+            elif quiet >= self.idle:
+                return
+            else:
+                quiet += 1
+            await asyncio.sleep(max(0.0, self.wait(last)))
+
+    def wait(self, last: float) -> float:
+        """Seconds until the next round, the last flush having started at ``last``."""
+        raise NotImplementedError
+
+    async def flush(self) -> None:
+        """Writes what is pending and empties it."""
+        raise NotImplementedError

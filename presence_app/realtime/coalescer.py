@@ -1,8 +1,8 @@
 """Coalesced heartbeats: one process writes the heartbeats of all its sockets in batches.
 
-A heartbeat frame only marks its socket in a dict; a task per event loop renews every marked
-lease with one ``heartbeat_many`` call (one script call per shard) every
-``HEARTBEAT_FLUSH_INTERVAL`` seconds. 10,000 sockets beating every 30 s cost ~1 Redis call a
+A heartbeat frame only marks its socket in a dict; a task per event loop (a
+:class:`~presence_app.core.tasks.Batch`) renews every marked lease with one ``heartbeat_many``
+call (one script call per shard) every ``HEARTBEAT_FLUSH_INTERVAL`` seconds. 10,000 sockets beating every 30 s cost ~1 Redis call a
 second, not 330. Pairs Redis reports as holding no lease (swept, or lost with a Redis restart)
 are handed back to their socket, which connects and joins its rooms again.
 
@@ -13,17 +13,14 @@ time (a slow Redis delays the next, it does not stack them), and a flush writes 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
 from .. import conf, presence
 from ..core import tenants
-from ..core.tasks import per_loop, raise_if_cancelling
+from ..core.tasks import Batch, per_loop
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 
-#: Quiet flush rounds after which the task ends (the next heartbeat starts a new one).
-IDLE_ROUNDS = 30
 #: Leases per heartbeat_many call: benchmark 1's fastest batch (docs/benchmarks.md: ~4 ms of
 #: Redis per call; a batch of 10,000 holds Redis ~50 ms, and other clients wait meanwhile).
 MAX_BATCH = 1000
@@ -41,31 +38,19 @@ class Beating(Protocol):
         """The batch could not be written (Redis away); it is retried with the next one."""
 
 
-class HeartbeatCoalescer:
-    def __init__(self) -> None:
-        self.pending: dict[tuple[str, str], Beating] = {}
-        self.task: asyncio.Task[None] | None = None
-        self.flushes = 0
+class HeartbeatCoalescer(Batch):
+    pending: dict[tuple[str, str], Beating]
+
+    def wait(self, last: float) -> float:
+        return min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0)
 
     def beat(self, owner: Beating) -> None:
         self.pending[(owner.conn_id, owner.user_id)] = owner
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run())
+        self.wake()
 
     def forget(self, owner: Beating) -> None:
         """The socket closed: its pending beat is moot (disconnect sets the lease itself)."""
         self.pending.pop((owner.conn_id, owner.user_id), None)
-
-    async def _run(self) -> None:
-        quiet = 0
-        while quiet < IDLE_ROUNDS:
-            raise_if_cancelling()
-            await asyncio.sleep(min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0))
-            if self.pending:
-                quiet = 0
-                await self.flush()
-            else:
-                quiet += 1
 
     async def flush(self) -> None:
         batch, self.pending = self.pending, {}

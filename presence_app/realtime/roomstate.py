@@ -32,15 +32,13 @@ from django.conf import settings
 
 from .. import conf
 from ..core import dispatch, rules, tenants
-from ..core.tasks import per_loop, raise_if_cancelling
+from ..core.tasks import Batch, per_loop
 from ..failopen import log_outage
 from ..store import UNAVAILABLE
 from .protocol import FrameError
 
 #: The public id of state set from Python (:func:`presence_app.presence.set_room_state`).
 SERVER = "server"
-#: Quiet ticks after which a coalescer's task ends (the next change starts a new one).
-IDLE_TICKS = 20
 #: The part of a tick a receiving socket waits to gather the sending processes' flushes.
 GATHER = 0.4
 
@@ -90,19 +88,19 @@ def entry(user_id: str, public: str, data: Any) -> dict[str, Any]:
 # -- the sending side: one process's latest states, flushed once per tick ------------------------
 
 
-class RoomStateCoalescer:
+class RoomStateCoalescer(Batch):
     """The latest state of each (room, connection) of this process, flushed once per tick."""
 
-    def __init__(self) -> None:
-        # (tenant, room) -> {conn_id: (session, JSON or None)}
-        self.pending: dict[tuple[str | None, str], dict[str, tuple[Any, str | None]]] = {}
-        self.task: asyncio.Task[None] | None = None
-        self.flushes = 0
+    idle = 20  # quiet ticks
+    # (tenant, room) -> {conn_id: (session, JSON or None)}
+    pending: dict[tuple[str | None, str], dict[str, tuple[Any, str | None]]]
+
+    def wait(self, last: float) -> float:
+        return next_tick(last) - time.time()
 
     def put(self, session: Any, room: str, text: str | None) -> None:
         self.pending.setdefault((session.tenant, room), {})[session.conn_id] = (session, text)
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run())
+        self.wake()
 
     def discard(self, session: Any, room: str) -> None:
         """The connection left ``room`` (or closed): its pending change is moot."""
@@ -111,22 +109,6 @@ class RoomStateCoalescer:
             part.pop(session.conn_id, None)
             if not part:
                 del self.pending[(session.tenant, room)]
-
-    async def _run(self) -> None:
-        quiet, last = 0, -1e9
-        while True:
-            raise_if_cancelling()
-            if self.pending:
-                quiet, last = 0, time.time()
-                await self.flush()  # the first change of a quiet room goes out at once
-            elif quiet >= IDLE_TICKS:
-                # Ended only here, with nothing pending and no wait before the end: a change
-                # put in the last quiet tick's sleep is flushed (it was lost, until the next
-                # change started a task), and one put after this finds the task done.
-                return
-            else:
-                quiet += 1
-            await asyncio.sleep(next_tick(last) - time.time())
 
     async def flush(self) -> None:
         from .. import presence  # the front door imports this module

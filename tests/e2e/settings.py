@@ -6,12 +6,13 @@ import os
 
 from tests.settings import *  # noqa: F403
 
-#: Seconds. Idle after 3 s without input; a closed tab leaves after a 2 s grace; the sweep runs
-#: twice a second, so a leave is seen at most ~0.5 s after the grace ends.
+#: Seconds. Idle after 3 s without input; a closed tab leaves after a 3 s grace (a reload on a
+#: loaded machine fits in it); the sweep runs twice a second, so a leave is seen at most ~0.5 s
+#: after the grace ends.
 TIMERS = {
     "HEARTBEAT_INTERVAL": 1,
     "LEASE_TTL": 4,
-    "DISCONNECT_GRACE": 2,
+    "DISCONNECT_GRACE": 3,
     "IDLE_AFTER": 3,
     "SWEEP_INTERVAL": 0.5,
     "ONLINE_WINDOW": 2,

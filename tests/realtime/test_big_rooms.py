@@ -160,7 +160,7 @@ async def test_a_lone_join_goes_out_at_once(redis_client):
         a = await open_socket(ca, "alice", diffs=True)
         b = await open_socket(cb, "bob", diffs=True)
         # Alice's own join may reach the room's feed (that races the feed's group add) and use
-        # its slot, or, in a slot's last fifth, the next one: bob's join would then wait, as it
+        # its slot, or, late in a slot, the next one: bob's join would then wait, as it
         # should. So alice joins as a slot starts, and bob as the next one starts.
         await until_next_slot()
         await join(a, "quiet")

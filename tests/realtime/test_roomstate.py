@@ -238,13 +238,13 @@ async def test_a_fast_cursor_is_coalesced_to_the_rate_and_the_last_value_arrives
 
 
 async def test_the_coalescers_task_never_ends_with_a_change_pending(users, monkeypatch):
-    """The coalescer's task ends after IDLE_TICKS quiet ticks. It checked for quiet before its
+    """The coalescer's task ends after ``idle`` quiet ticks. It checked for quiet before its
     last sleep, not after: a change put during that sleep was never flushed (no task was
     started for it, and nothing came after it): a click a second after the pointer stopped
     reached nobody (the demo note's browser test, under load). With no quiet tick at all, the
     old task ended before its first change; it now ends only with nothing pending."""
     (_, ca), (_, cb), _ = users
-    monkeypatch.setattr(roomstate, "IDLE_TICKS", 0)
+    monkeypatch.setattr(roomstate.RoomStateCoalescer, "idle", 0)
     with presence_settings(ROOM_STATE_RATE=10):
         a = await open_in(ca, "doc", "alice")
         b = await open_in(cb, "doc", "bob")
