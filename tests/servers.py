@@ -201,7 +201,25 @@ def listening(pid: int, port: int) -> bool:
     return False
 
 
-class AsgiServer:
+class Loopback:
+    """The addresses of a server on 127.0.0.1's ``port``."""
+
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def origin(self) -> str:
+        return self.url
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws/presence/"
+
+
+class AsgiServer(Loopback):
     """``project.asgi:application`` (or ``app``) under uvicorn or daphne, in a subprocess; or a
     project's ``manage.py runserver`` (``server="runserver"``, ``manage``: its path)."""
 
@@ -233,19 +251,6 @@ class AsgiServer:
         self.env = {**db.env, **(env or {})}
         self.log_path = (log_dir or db.path.parent) / f"{name}-{self.port}.log"
         self.process: subprocess.Popen | None = None
-
-    # -- addresses ----------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def origin(self) -> str:
-        return self.url
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/presence/"
 
     @property
     def pid(self) -> int | None:

@@ -15,6 +15,7 @@ from presence_app.store import Store
 from tests.reliability.clients import close_all, connect_all
 from tests.reliability.conftest import eventually
 from tests.servers import Database
+from tests.timing import limit, said
 
 from .probes import API, PAGES, EventLog, HttpProbe, lease_expiries
 
@@ -39,6 +40,26 @@ class Outcome:
     api: dict[int, int] = field(default_factory=dict)
     flickers: int = 0
     slowest_request: float = 0.0
+
+    def check(self, kind: str) -> None:
+        """What every failover keeps: pages never fail, the JSON API answers 503 while no
+        primary takes writes (its documented outage answer), never a 500, and 200 again
+        afterwards; every lease renewed one heartbeat interval after the promotion (+ the flush
+        and the sentinels' or cluster's answer); nobody left, when the leases outlived it."""
+        heal = self.healed_after - self.promoted_after
+        print(
+            f"{kind} failover: promoted {self.promoted_after:.2f} s after the kill, every "
+            f"lease renewed {self.healed_after:.2f} s after it ({heal:.2f} s after the "
+            f"promotion); pages {self.pages}, JSON API {self.api}, "
+            f"leaves/offlines seen {self.flickers}, slowest request "
+            f"{self.slowest_request:.2f} s"
+        )
+        assert not any(status >= 500 or status == 0 for status in self.pages), self.pages
+        assert set(self.api) <= {200, 503}, self.api
+        print(said("every lease renewed after the promotion", heal, HEAL))
+        assert heal <= limit(HEAL)
+        if self.promoted_after < OVERRIDES["LEASE_TTL"] - OVERRIDES["HEARTBEAT_INTERVAL"]:
+            assert self.flickers == 0
 
 
 async def run_failover(

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from presence_app.testing import free_port
-from tests.servers import AsgiServer
+from tests.servers import AsgiServer, Loopback
 from tests.sse_client import SseClient
 
 from .clients import Client
@@ -38,7 +38,7 @@ from .clients import Client
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Front:
+class Front(Loopback):
     """The proxy, run in a process of its own (:func:`serve`): the clients' process, with
     thousands of connections to drive, must not also copy every byte of them."""
 
@@ -56,18 +56,6 @@ class Front:
             counts = json.loads(self.counts.read_text())
             return Counter({names[port]: n for port, n in counts.items()})
         return Counter()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def origin(self) -> str:
-        return self.url
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/presence/"
 
     async def start(self) -> Front:
         ports = [str(b.port) for b in self.backends]
