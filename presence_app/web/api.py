@@ -336,16 +336,15 @@ def room_names(request: HttpRequest, room: str) -> dict[str, Any]:
     of the ids who are in ``room`` as the viewer sees it, ``{"room": R, "names": {"7": "Ann
     Lee"}}``: what a live ``{% room_members %}`` list shows of a member who joins after the
     page was rendered. Nobody the viewer may not see in the room is named (an invisible member,
-    one outside the viewer's ``AUDIENCE``, one who left, anybody in a count-only room); one
-    round trip and one query."""
+    one outside the viewer's ``AUDIENCE``, one who left, anybody in a count-only room): the
+    asked ids among the room's members as the viewer's list shows them; one round trip and
+    one query."""
     if not _raw_path_is_utf8(request):
         raise InvalidInput(rules.NOT_UTF8_ROOM)
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    ids, name = _ids(request), rules.room(room)
-    if dispatch.count_only(name):
-        return {"room": room, "names": {}}
-    rooms_of = presence.user_rooms_many(ids, viewer=presence.viewer(request.user))
-    here = [uid for uid, joined in rooms_of.items() if name in joined]
+    asked = set(rules.user_ids(_ids(request)))
+    listed = presence.room_members(rules.room(room), viewer=presence.viewer(request.user))
+    here = [uid for uid in listed if uid in asked]
     users = rules.users_in_order(here) if here else []
     return {"room": room, "names": {rules.user_id(u): display_name(u) for u in users}}

@@ -408,6 +408,15 @@ def observe_api(world: World, ws, viewer, client: Client) -> None:
         query = {"per_page": 1, "cursor": page["next"]}
     assert sorted(paged) == sorted(online), (*where, "online, page by page", paged)
     for room in ALL_ROOMS:
+        # A live room list's names of those who join: of the members the viewer may list only.
+        path = f"/presence/api/rooms/{room}/names/"
+        response = client.get(path, {"ids": ",".join(world.ids)})
+        if not world.may_join(ws, viewer, room):
+            assert response.status_code == 403, (*where, path)
+        else:
+            assert response.status_code == 200, (*where, path, response.content)
+            named = set(response.json()["names"])
+            assert named == world.room_members(ws, viewer, room), (*where, path, named)
         for path in (f"/presence/api/rooms/{room}/", f"/presence/api/rooms/{room}/members/"):
             response = client.get(path)
             if not world.may_join(ws, viewer, room):

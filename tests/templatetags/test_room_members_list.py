@@ -104,10 +104,13 @@ def test_the_names_endpoint_names_only_whom_the_viewer_sees_in_the_room(client, 
         "room": "lobby",
         "names": {str(ann.pk): ann.get_username(), str(cy.pk): "Cy <Young>"},
     }
-    # Eve herself sees her own name; cy, once he left, is named to nobody.
+    # Cy, once he left, is named to nobody; eve, invisible, to nobody either, herself included:
+    # the names are of the room's list as the viewer's page shows it, and hers leaves her out.
     presence.leave("lobby", "cy-1", cy.pk)
+    assert names(client, "lobby", ann, cy, eve).json()["names"] == {str(ann.pk): ann.get_username()}
     client.force_login(eve)
-    assert names(client, "lobby", cy, eve).json()["names"] == {str(eve.pk): eve.get_username()}
+    assert names(client, "lobby", cy, eve).json()["names"] == {}
+    assert str(eve.pk) not in presence.room_members("lobby", viewer=eve)
     # Nobody of a count-only room, nobody of a room CAN_JOIN keeps the viewer out of.
     with override_settings(PRESENCE={**settings.PRESENCE, "COUNT_ONLY_ROOMS": [r"lobby"]}):
         assert names(client, "lobby", ann, eve).json()["names"] == {}
