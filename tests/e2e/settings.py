@@ -31,6 +31,7 @@ PRESENCE = {  # noqa: F405
     **TIMERS,
     "KEY_PREFIX": os.environ.get("PRESENCE_E2E_PREFIX", "presence-e2e"),
     "LAST_SEEN_PRIVACY": True,  # as the demo ships
+    "COUNT_ONLY_ROOMS": [r"stage-.*"],  # tests/e2e/test_shared_tabs.py: not the demo's
 }
 # tests/e2e/test_shared_sign_out.py: a CSRF cookie no page can read (presence.js shares nothing).
 CSRF_COOKIE_HTTPONLY = os.environ.get("PRESENCE_E2E_CSRF_HTTPONLY") == "1"

@@ -7,7 +7,7 @@ reconnects at once (no backoff) and is back in the room on a WebSocket.
 
 The frozen tab is a Chromium of its own driven over the DevTools protocol (tests/e2e/cdp_tab.py):
 a page Playwright attached to cannot be frozen. Timers: tests/e2e/settings.py's (heartbeat 1 s,
-lease 4 s, grace 2 s, sweep 0.5 s).
+lease 4 s, grace 3 s, sweep 0.5 s).
 
 The tabs here hold their own connections (``?share=0``): a connection the tabs share lives in a
 SharedWorker, which a tab's freezing or throttling does not touch (tests/e2e/test_shared_tabs.py).

@@ -16,7 +16,7 @@ She signs out in one of them. Then:
 
 And where the CSRF cookie is HttpOnly (no page can read it), tabs share nothing by default.
 
-Timers: tests/e2e/settings.py's (heartbeat 1 s, lease 4 s, grace 2 s, sweep 0.5 s).
+Timers: tests/e2e/settings.py's (heartbeat 1 s, lease 4 s, grace 3 s, sweep 0.5 s).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ tab fallback (SharedWorker deleted before presence.js loads): closing the tab th
 connection hands it to another tab within the server's grace, and a chat line Bob writes in
 another tab at that moment reaches Alice.
 
-Timers: tests/e2e/settings.py's (heartbeat 1 s, lease 4 s, grace 2 s, sweep 0.5 s).
+Timers: tests/e2e/settings.py's (heartbeat 1 s, lease 4 s, grace 3 s, sweep 0.5 s).
 """
 
 from __future__ import annotations
@@ -236,6 +236,39 @@ def test_closing_the_leader_tab_hands_over_without_a_lost_frame(browser, server)
         assert alice.evaluate("aboutBob") == []
         dots = alice.evaluate("bobDots")
         assert dots and all(d and "presence-offline" not in d for d in dots), dots
+        assert asgi.tracebacks() == 0, asgi.log()
+    finally:
+        bob_context.close()
+        alice_context.close()
+
+
+#: Is ``room``'s count (a count-only room's ``presence.count``) ``n`` on this page?
+COUNTED = "([room, n]) => window.presence && presence.count(room) === n"
+
+
+def test_a_count_only_room_counts_in_every_tab(browser, server):
+    """A count-only room (tests/e2e/settings.py's ``stage-.*``) answers a join with its count,
+    not with a snapshot: each of Bob's tabs that joins it shows the count at once, the second
+    too (the hub had taken a count for no answer, never asked again, and the second tab showed
+    nothing until the room changed), and Alice's leave reaches both."""
+    asgi, db, users = server
+    stage = f"stage-{uuid.uuid4().hex[:6]}"
+    alice_context = context_of(browser, asgi, users["alice"])
+    bob_context = context_of(browser, asgi, users["bob"])
+    try:
+        alice = open_tab(alice_context, asgi)
+        alice.evaluate("room => presence.join(room)", stage)
+        alice.wait_for_function(COUNTED, arg=[stage, 1])
+        tabs = [open_tab(bob_context, asgi) for _ in range(2)]
+        assert [t.evaluate("presence.shared") for t in tabs] == ["worker"] * 2
+        for tab in tabs:  # one, then the other: the second joins a room the first is in
+            tab.evaluate("room => presence.join(room)", stage)
+            tab.wait_for_function(COUNTED, arg=[stage, 2])
+        alice.wait_for_function(COUNTED, arg=[stage, 2])
+        alice.evaluate("room => presence.leave(room)", stage)
+        for tab in tabs:
+            tab.wait_for_function(COUNTED, arg=[stage, 1])
+        wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
         assert asgi.tracebacks() == 0, asgi.log()
     finally:
         bob_context.close()

@@ -1775,9 +1775,17 @@
           if (msg.watch || msg.room == null) this._frame(all, text);
           else if (room) this._snapshot(msg, room, text);
           return;
+        case "presence.count":
+          // A count-only room's answer to a join (its snapshot): a tab that comes later asks
+          // again, and gets the count now, not at the room's next change.
+          if (room) {
+            room.asked = false;
+            room.waiting.clear();
+            this._frame(room.tabs, text);
+          }
+          return;
         case "presence.join":
         case "presence.leave":
-        case "presence.count":
         case "presence.typing":
         case "presence.roomstate":
           if (room) this._frame(room.tabs, text);
