@@ -387,11 +387,19 @@ class RoomCounts:
                 await self.layer.group_add(dispatch.count_group(room), self.channel)
 
     async def refresh(self, session: Any, room: str) -> None:
-        """The count of ``room`` now, to ``session`` alone (a join, a recovery)."""
+        """The count of ``room`` now, to ``session`` alone (a join, a recovery), with
+        ``counted``: does its own user count in it while they show online? Not where
+        ``AUDIENCE`` hides them from a signed-out visitor, as whom the room is counted (a page
+        that shows the others, ``data-presence-others``, takes one off only if so)."""
+        from .. import presence  # the front door imports this module
+
         key = (session.tenant, room)
         frame = await self._frame(key, session.viewer)
+        shown = {"type": "presence.update", "user": session.user_id, "state": "online"}
+        with tenants.activate(session.tenant):
+            seen = await presence.aredact_event(shown, viewer=presence.ANONYMOUS)
         if session in self.rooms.get(key, ()):  # not left meanwhile
-            await session.send(frame)
+            await session.send({**frame, "counted": seen is not None})
 
     async def discard(self, session: Any, room: str) -> None:
         key = (session.tenant, room)

@@ -755,7 +755,10 @@ class Observer:
         each face one the count counts and the viewer sees online (the mover's, whose state
         the step is changing, once it settled: :meth:`count_is_true`)."""
         w, ws, v = self.world, self.ws, self.viewer
-        assert set(f) == {"type", "room", "count"} | ({"sample"} if w.sample else set()), where
+        keys = {"type", "room", "count"} | ({"sample"} if w.sample else set())
+        assert set(f) - {"counted"} == keys, where
+        if "counted" in f:  # a join's own count: do I count in it (as a visitor sees me)?
+            assert f["counted"] is w.sees(None, v), where
         assert isinstance(f["count"], int) and f["count"] >= 0, where
         assert len(f.get("sample", [])) <= w.sample, where
         for m in f.get("sample", []):

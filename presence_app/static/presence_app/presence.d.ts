@@ -92,6 +92,9 @@ export interface CountFrame {
   room: string;
   count: number;
   sample?: PresenceInfo[];
+  /** In the count sent after a join: do you count in it while you show online (not where
+   * AUDIENCE hides you from a signed-out visitor, as whom the room is counted)? */
+  counted?: boolean;
 }
 
 export interface TypingEvent {

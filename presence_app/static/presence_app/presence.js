@@ -364,6 +364,7 @@
       this.users = new Map(); // user id -> latest presence seen
       this.roomMembers = new Map(); // room -> Map(user id -> member)
       this.roomCounts = new Map(); // a count-only room -> its last presence.count
+      this.countsMe = new Map(); // a count-only room -> do you count in it (AUDIENCE may hide you)
       this.roomPaging = new Set(); // rooms whose snapshot is still coming, a page at a time
       this.names = new Map(); // user id -> the name a {% room_members %} list showed
       this.nameWants = new Map(); // names URL -> ids to ask it for
@@ -432,6 +433,7 @@
       if (!this.rooms.delete(room)) return;
       this.roomMembers.delete(room);
       this.roomCounts.delete(room);
+      this.countsMe.delete(room);
       this.roomPaging.delete(room);
       this.roomStates.delete(room);
       this.ownStates.delete(room);
@@ -638,6 +640,7 @@
         case "presence.count": // a count-only room: how many, never who (but a sample)
           if (!this.rooms.has(msg.room)) break;
           this.roomCounts.set(msg.room, msg);
+          if ("counted" in msg) this.countsMe.set(msg.room, msg.counted !== false);
           for (const m of msg.sample || []) this._remember(m);
           this._paintCounts();
           this._emit("count", msg);
@@ -880,7 +883,10 @@
     }
 
     _selfCounted(room) {
-      if (this.roomCounts.has(room)) return this.me && this.me.state !== "invisible" ? 1 : 0;
+      if (this.roomCounts.has(room)) {
+        const shown = this.me && this.me.state !== "invisible";
+        return shown && this.countsMe.get(room) !== false ? 1 : 0;
+      }
       const map = this.roomMembers.get(room);
       return map && map.has(this.userId) ? 1 : 0;
     }
