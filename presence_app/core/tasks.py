@@ -63,8 +63,9 @@ def per_loop(make: Callable[[], T]) -> Callable[[], T]:
 
 class Batch:
     """Pending writes of one event loop's connections, keyed so that a later one replaces an
-    earlier one, written by one task: it flushes what is pending (the first write of a quiet
-    batch at once), sleeps :meth:`wait`, and ends after ``idle`` quiet rounds, only with
+    earlier one, written by one task: it flushes what is pending (with ``at_once``, the
+    first write of a quiet batch at once; else a round later), sleeps :meth:`wait`, and ends
+    after ``idle`` quiet rounds, only with
     nothing pending and no sleep left: a write put during its last sleep is flushed, and one
     put after it finds the task done and starts another. Subclasses say what a flush writes
     and how long a round is (the heartbeats' interval, the room states' wall-clock ticks).
@@ -74,6 +75,8 @@ class Batch:
 
     #: Quiet rounds after which the task ends (the next write starts a new one).
     idle = 30
+    #: Is the first write of a quiet batch flushed at once (or gathered for a round)?
+    at_once = True
 
     def __init__(self) -> None:
         self.pending: dict[Any, Any] = {}
@@ -87,6 +90,8 @@ class Batch:
 
     async def _run(self) -> None:
         quiet, last = 0, -1e9
+        if not self.at_once:
+            await asyncio.sleep(max(0.0, self.wait(last)))
         while True:
             raise_if_cancelling()
             if self.pending:

@@ -40,6 +40,7 @@ class Beating(Protocol):
 
 class HeartbeatCoalescer(Batch):
     pending: dict[tuple[str, str], Beating]
+    at_once = False  # a round's beats in one call: no lease is that urgent
 
     def wait(self, last: float) -> float:
         return min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0)
