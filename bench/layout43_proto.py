@@ -1,0 +1,198 @@
+"""Issue 43's layout prototype: can a read of one index reach 2x raw ZMSCORE for every kind?
+
+``python -m bench.layout43_proto [--quick]`` builds benchmark 2's site through the store that
+ships (bench/front_door.py: 1,000,000 users, 60 % socket, 30 % HTTP-only, 10 % with a status),
+then, beside the store's own keys, the keys of the designs not built (the store is not changed):
+
+- ``one index``: every listed visible user in one sorted set, an HTTP-only user's web score kept
+  negated (the sign tells the kind), so that a page is one ZMSCORE whatever its kinds;
+- ``+ record flag``: the same, with 4e9 added to the magnitude of the score of a user who has a
+  record, so that the records are read (HMGET) only for the users that have one.
+
+A prototype script reads a page from them the way get_many.lua does for the kinds of the site
+(the clock, the ids' JSON, the one ZMSCORE, the K_UNTIL check, a code a user, the records of the
+flagged users, the web scores of the HTTP-only ones, as one string each). The floors of the
+design are measured with it: a page of plain users pays the ZMSCORE alone, a page of status users
+the ZMSCORE and their records. Each is timed against the store's script (``Store.get_many``) and
+the raw ZMSCORE of the same ids on benchmark 2's bare set: Redis' own time a call (INFO
+commandstats, alternating blocks of 200 calls, the median of 7 rounds) and the wall p50 of the
+call (the reply parsed by redis-py, not derived: the store's derivation comes on top).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from .common import Context, latencies, median
+from .front_door import BARE, Cycle, commandstat, site
+
+FLAG = 4e9  # added to the magnitude of a record holder's score (the prototype's encoding)
+
+PROTO = """
+local NOW = tonumber(redis.call('TIME')[1])
+local SPAN, WINDOW = tonumber(ARGV[1]), tonumber(ARGV[2])
+local U, RECS, HIDDEN, UNTIL = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local FLAG = 4e9
+local ids = cjson.decode(ARGV[3])
+local resp3 = ARGV[4] == '3'
+if resp3 then redis.setresp(3) end
+local s = redis.call('ZMSCORE', U, unpack(ids))
+if resp3 then redis.setresp(2) end
+local mode = ARGV[5]
+local codes, recids, webs, missing, at = {}, {}, {}, {}, {}
+for i = 1, #ids do
+  local raw = s[i]
+  if not raw then
+    codes[i] = '0'; missing[#missing + 1] = ids[i]; at[#missing] = i
+  else
+    local x = resp3 and raw.double or tonumber(raw)
+    local web = x < 0
+    if web then x = -x end
+    local rec = x >= FLAG
+    if rec then x = x - FLAG end
+    if web then
+      if not rec and x + WINDOW >= NOW then
+        codes[i] = '3'
+        webs[#webs + 1] = resp3 and string.format('%.17g', x) or string.sub(raw, 2)
+      else
+        codes[i] = '0'; recids[#recids + 1] = ids[i]
+      end
+    elseif x + SPAN >= NOW then
+      if rec then codes[i] = '2'; recids[#recids + 1] = ids[i] else codes[i] = '1' end
+    else
+      codes[i] = '0'; recids[#recids + 1] = ids[i]
+    end
+  end
+end
+if mode == 'two' and #missing > 0 then  -- web users in an index of their own
+  local w = redis.call('ZMSCORE', KEYS[5], unpack(missing))
+  for j = 1, #missing do
+    if w[j] and tonumber(w[j]) + WINDOW >= NOW then codes[at[j]] = '3'; webs[#webs + 1] = w[j] end
+  end
+end
+if mode == 'all' then recids = ids end  -- no record flag: every id's record asked
+if redis.call('EXISTS', UNTIL) == 1 then return redis.error_reply('K_UNTIL not empty') end
+if #missing > 0 and redis.call('EXISTS', HIDDEN) == 1 then
+  redis.call('ZMSCORE', HIDDEN, unpack(missing))
+end
+local recs = {}
+if #recids > 0 then recs = redis.call('HMGET', RECS, unpack(recids)) end
+for i = 1, #recs do recs[i] = recs[i] or '' end
+return {tostring(NOW), table.concat(codes), table.concat(recs, '\\30'), table.concat(webs, ' ')}
+"""
+
+
+def build(client: Any, store: Any, key: str, web_too: bool = True) -> dict[str, int]:
+    """An index beside the store's keys: seen as it is, +FLAG for record holders; web negated
+    (``web_too``) or left out (it stays in the store's K_WEB)."""
+    tag = store.keys.tag(0)
+    seen, web, recs = f"{tag}:seen", f"{tag}:web", f"{tag}:recs"
+    client.delete(key)
+    holders = set()
+    cursor = 0
+    while True:
+        cursor, fields = client.hscan(recs, cursor, count=10_000)
+        holders.update(fields)
+        if cursor == 0:
+            break
+    counts = {"seen": 0, "web": 0, "records": len(holders)}
+    for source, sign in ((seen, 1.0), (web, -1.0))[: 2 if web_too else 1]:
+        start = 0
+        while True:
+            chunk = client.zrange(source, start, start + 9_999, withscores=True)
+            if not chunk:
+                break
+            client.zadd(key, {m: sign * (s + (FLAG if m in holders else 0.0)) for m, s in chunk})
+            counts["seen" if sign > 0 else "web"] += len(chunk)
+            start += 10_000
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.layout43_proto")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    ctx = Context(quick=args.quick)
+    try:
+        s = site(ctx)
+        client, store = s.client, s.store
+        tag = store.keys.tag(0)
+        one, flagged = f"{tag}:proto:one", f"{tag}:proto:seen"
+        t0 = time.time()
+        counts = build(client, store, one)
+        build(client, store, flagged, web_too=False)
+        ctx.log(f"the prototype's indexes built in {time.time() - t0:.0f} s: {counts}")
+        sha = client.script_load(PROTO)
+        span, window = str(store.config.lease_ttl), str(store.config.online_window)
+        rest = [f"{tag}:recs", f"{tag}:hidden", f"{tag}:until", f"{tag}:web"]
+
+        def proto(ids: list[str], resp: str, mode: str = "one") -> Any:
+            keys = [flagged if mode == "two" else one, *rest]
+            return client.evalsha(sha, len(keys), *keys, span, window, json.dumps(ids), resp, mode)
+
+        # the prototype answers like the store for the site's pages: same codes, same records
+        for kind in ("socket", "web", "status", "mixed"):
+            ids = s.sets[kind][0]
+            for resp, mode in (("2", "one"), ("3", "one"), ("3", "all"), ("3", "two")):
+                codes = proto(ids, resp, mode)[1]
+                codes = codes.decode() if isinstance(codes, bytes) else codes
+                want = {"socket": "1", "web": "3", "status": "2"}.get(kind)
+                if want and codes != want * len(ids):
+                    raise RuntimeError(f"prototype codes {codes[:20]} for {kind}")
+        kinds = ("socket", "web", "status", "mixed")
+        sides = {
+            "store": ("evalsha", lambda p: store.get_many(p)),
+            "one+flag RESP2": ("evalsha", lambda p: proto(p, "2")),
+            "one+flag RESP3": ("evalsha", lambda p: proto(p, "3")),
+            "one, all records": ("evalsha", lambda p: proto(p, "3", "all")),
+            "flag, web apart": ("evalsha", lambda p: proto(p, "3", "two")),
+            "raw": ("zmscore", lambda p: client.zmscore(BARE, p)),
+        }
+        block = ctx.size(200, 50)
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(args.rounds):
+            for kind in kinds:
+                pages = Cycle(s.sets[kind])
+                for side, (command, fn) in sides.items():
+                    c0, u0 = commandstat(client, command)
+                    for _ in range(block):
+                        fn(pages())
+                    c1, u1 = commandstat(client, command)
+                    times.setdefault((kind, side), []).append((u1 - u0) / (c1 - c0))
+        print(f"Redis' own time a call, us (median of {args.rounds} rounds of {block} calls)")
+        names = [n for n in sides if n != "raw"]
+        print("| page | raw ZMSCORE | " + " | ".join(names) + " |")
+        print("| --- " * (len(names) + 2) + "|")
+        for kind in kinds:
+            raw = median(times[(kind, "raw")])
+            cells = [f"{raw:.0f}"]
+            for side in names:
+                t = median(times[(kind, side)])
+                cells.append(f"{t:.0f} ({t / raw:.2f}x)")
+            print(f"| {kind} | " + " | ".join(cells) + " |")
+        fns = {}
+        for kind in kinds:
+            for side, (_, fn) in sides.items():
+                pages = Cycle(s.sets[kind])
+                fns[f"{kind} {side}"] = lambda fn=fn, pages=pages: fn(pages())
+        lat = latencies(fns, ctx.size(4000, 500))
+        print("\nWall p50 of a call, us (the reply parsed, not derived: the store's is derived)")
+        print("| page | raw ZMSCORE | " + " | ".join(names) + " |")
+        print("| --- " * (len(names) + 2) + "|")
+        for kind in kinds:
+            raw = lat[f"{kind} raw"]["p50_ms"] * 1000
+            cells = [f"{raw:.0f}"]
+            for side in names:
+                t = lat[f"{kind} {side}"]["p50_ms"] * 1000
+                cells.append(f"{t:.0f} ({t / raw:.2f}x)")
+            print(f"| {kind} | " + " | ".join(cells) + " |")
+    finally:
+        ctx.redis.stop()
+
+
+if __name__ == "__main__":
+    main()
