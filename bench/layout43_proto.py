@@ -1,22 +1,28 @@
-"""Issue 43's layout prototype: can a read of one index reach 2x raw ZMSCORE for every kind?
+"""Issue 43's layout prototype: can a read of another layout reach 2x raw ZMSCORE for every kind?
 
-``python -m bench.layout43_proto [--quick]`` builds benchmark 2's site through the store that
-ships (bench/front_door.py: 1,000,000 users, 60 % socket, 30 % HTTP-only, 10 % with a status),
-then, beside the store's own keys, the keys of the designs not built (the store is not changed):
+``python -m bench.layout43_proto [--quick] [--rounds N] [--check]`` builds benchmark 2's site
+through the store that ships (bench/front_door.py: 1,000,000 users, 60 % socket, 30 % HTTP-only,
+10 % with a status), then, beside the store's own keys and from them, the keys of the designs
+not built (the store is not changed):
 
-- ``one index``: every listed visible user in one sorted set, an HTTP-only user's web score kept
-  negated (the sign tells the kind), so that a page is one ZMSCORE whatever its kinds;
-- ``+ record flag``: the same, with 4e9 added to the magnitude of the score of a user who has a
-  record, so that the records are read (HMGET) only for the users that have one.
+- ``one index``: every listed visible user in one sorted set, an HTTP-only user's web score
+  negated (the sign tells the kind), so that a page is one ZMSCORE whatever its kinds, and 4e9
+  added to the magnitude of the score of a user who has a record (the record flag), so that the
+  records are read (HMGET) only for the users that have one;
+- the flagged ``seen`` alone (the flag without the one index: ``web`` read for the ids it lacks);
+- ``records first``: each record holder's record with their score in front of it, read before
+  the one index, which is asked only about the ids with no record.
 
-A prototype script reads a page from them the way get_many.lua does for the kinds of the site
-(the clock, the ids' JSON, the one ZMSCORE, the K_UNTIL check, a code a user, the records of the
-flagged users, the web scores of the HTTP-only ones, as one string each). The floors of the
-design are measured with it: a page of plain users pays the ZMSCORE alone, a page of status users
-the ZMSCORE and their records. Each is timed against the store's script (``Store.get_many``) and
-the raw ZMSCORE of the same ids on benchmark 2's bare set: Redis' own time a call (INFO
-commandstats, alternating blocks of 200 calls, the median of 7 rounds) and the wall p50 of the
-call (the reply parsed by redis-py, not derived: the store's derivation comes on top).
+Prototype scripts read a page from them the way get_many.lua does for the kinds of the site (the
+clock, the ids' JSON, the K_UNTIL and hidden checks, a code a user, the records and the web
+scores as one string each); each answers all of the site's pages as the store's script does
+(checked first; ``--check`` stops there). Each is timed against the store's script
+(``Store.get_many``) and the raw ZMSCORE of the same ids on benchmark 2's bare set: Redis' own
+time a call (INFO commandstats, alternating blocks of 200 calls, the median of the rounds) and
+the wall p50 / p99 of the call (the reply parsed by redis-py, not derived: the store's
+derivation, timed apart, comes on top). Then the writes that keep these layouts: a heartbeat
+batch's write as today, keeping the flag, renewing records first's copies; and records first's
+copies renewed by the sweep instead. docs/benchmarks.md (issue 43, third session) has the runs.
 """
 
 from __future__ import annotations
