@@ -26,9 +26,10 @@ from .probes import CommandRate, EventLog, lease_expiries
 ROOM_SIZE = 125
 #: The grace must outlast the restart and the backoff after it: a client whose retry found
 #: the server still down waits twice as long the next time, so everybody is back within about
-#: twice the restart time (plus the handshakes). 30 s covers restarts of up to ~12 s on a busy
-#: machine (within the checks: grace < lease > heartbeat).
-OVERRIDES = {"HEARTBEAT_INTERVAL": 5, "LEASE_TTL": 40, "DISCONNECT_GRACE": 30}
+#: twice the restart time (plus the handshakes). 45 s covers restarts of up to ~20 s on a busy
+#: machine (500 sockets under two CPU hogs and other work came back in 31 s: 30 s was short)
+#: (within the checks: grace < lease > heartbeat).
+OVERRIDES = {"HEARTBEAT_INTERVAL": 5, "LEASE_TTL": 55, "DISCONNECT_GRACE": 45}
 #: presence.js' backoff (minDelay, maxDelay), in seconds.
 MIN_DELAY, MAX_DELAY = 1.0, 30.0
 BUCKET = 0.5  # seconds per bucket of the handshake rate
@@ -57,7 +58,7 @@ async def reconnecting(client: Client, room: str, done: list[float], stop: async
         return
 
 
-async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 30) -> None:
+async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 45) -> None:
     import redis
 
     FAILURES.clear()
@@ -171,7 +172,7 @@ async def storm(db, servers, redis_server, prefix, sockets: int, grace: float = 
     assert victim.tracebacks() == 0 and steady.tracebacks() == 0, victim.log()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 async def test_reconnect_storm(db, servers_on, redis_server, prefix):
     await storm(db, servers_on(db), redis_server, prefix, 500)
 
