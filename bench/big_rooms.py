@@ -71,6 +71,8 @@ def today_package(folder: Path) -> Path:
     """The package of :data:`BASE`, exported beside the run (``git archive``): its servers
     import it first."""
     out = folder / "today"
+    if out.exists():  # a side before this one exported it
+        return out
     out.mkdir()
     blob = subprocess.run(
         ["git", "archive", BASE, "presence_app"], cwd=ROOT, capture_output=True, check=True

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field, replace
@@ -387,6 +388,21 @@ def revoke(user: User, room: str) -> None:
 async def arevoke(user: User, room: str) -> None:
     """:func:`revoke` for async code."""
     await dispatch.arevoke(rules.user_id(user), rules.room(room))
+
+
+async def aannounce_join(room: str, user: User) -> bool:
+    """Tells ``room`` (and ``user_joined``) of ``user``'s join again, as the store's join tells
+    it: a join Redis did while its caller's call timed out (a stalled Redis) was never
+    announced, and the join asked again finds the connection there and announces nothing. Their
+    state as the public sees it; nothing for a user the public does not see (invisible, gone).
+    A client that lists the user already finds no change in it. True if it was told."""
+    uid, name = rules.user_id(user), rules.room(room)
+    me = await aget(uid, viewer=TRUSTED)
+    if me.state not in ("online", "idle", "dnd"):
+        return False
+    told = Transition("join", uid, me.state, time.time(), name, (), me.message, me.emoji)
+    await dispatch.apublish([told])
+    return True
 
 
 def end_session(user: User, session_key: str) -> None:
