@@ -84,7 +84,8 @@ def today_package(folder: Path) -> Path:
 
 #: A side is ``ours`` or ``today``, then ``+variant``s: a uvicorn WebSocket implementation
 #: (``sansio``: ``--ws websockets-sansio``; ``wsproto``), or presence settings
-#: (:data:`VARIANTS`, through ``PRESENCE_OVERRIDES``).
+#: (:data:`VARIANTS`, or ``+NAME=JSON``: ``+ROOM_STATE_FRAMES=2000``, through
+#: ``PRESENCE_OVERRIDES``).
 WS = {"sansio": "websockets-sansio", "wsproto": "wsproto", "websockets": "websockets"}
 #: ``+nodeflate``: uvicorn without permessage-deflate (``--ws-per-message-deflate false``):
 #: every socket's frames are then the same bytes, not each compressed in its own context.
@@ -211,6 +212,9 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
     overrides: dict[str, Any] = {}
     for v in variants:
         overrides.update(VARIANTS.get(v, {}))
+        if "=" in v:  # a presence setting: +ROOM_STATE_FRAMES=2000
+            key, _, value = v.partition("=")
+            overrides[key] = json.loads(value)
     if overrides:
         env["PRESENCE_OVERRIDES"] = json.dumps(overrides)
     servers = [
