@@ -136,6 +136,12 @@ def commandstats(client: Any) -> int:
     return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
 
 
+def command_calls(client: Any) -> dict[str, int]:
+    """Redis' calls by command (a script's own calls counted apart, as Redis counts them)."""
+    stats = client.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+
 class Load:
     """The client processes of one side, driven phase by phase; with ``probe`` global indices,
     one more process holding those sockets alone (its loop idles: the latency it reads is the
@@ -257,6 +263,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
         time.sleep(2)
         start_at = time.time() + 2
         cpu0, cmd0, ccpu0 = cpu(), commandstats(redis), clients_cpu()
+        calls0 = command_calls(redis)
         ctx.log(f"big_rooms {name}: storm of {members} joins within {SPREAD:g} s")
         if spy and "storm" in os.environ.get("BENCH_BIG_ROOMS_PYSPY_PHASES", "states"):
             profile(spy, f"{name}-storm", who(), SPREAD + 20)
@@ -264,6 +271,8 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
                   settle=SETTLE)  # fmt: skip
         parts = load.results()
         cpu1, cmd1, ccpu1 = cpu(), commandstats(redis), clients_cpu()
+        calls1 = command_calls(redis)
+        by_command = {k: v - calls0.get(k, 0) for k, v in calls1.items()}
         socks = [s for p in parts for s in p["sockets"]]
         truth = {u for p in parts for u in p["users"]}  # every member's join was served
         ends = [s[2] for s in socks if s[2] is not None]
@@ -281,6 +290,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
             "rosters_equal": sum(r == truth for r in final),
             "closed_sockets": sum(p["closed"] for p in parts),
+            "close_codes": [p.get("close_codes") for p in parts],
             # (how many a roster lacks, how many it has too many, a few it lacks): none
             "wrong_rosters": [
                 (len(truth - r), len(r - truth), sorted(truth - r)[:3], s[2] is None)
@@ -292,6 +302,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             "redis_commands": cmd1 - cmd0,
             "clients_cpu_s": ccpu1 - ccpu0,
             "clients": [p["client"] for p in parts],
+            "redis_by_command": dict(sorted(by_command.items(), key=lambda kv: -kv[1])[:10]),
         }
         ctx.log(f"big_rooms {name}: storm {json.dumps(out['storm'])}")
         phases = os.environ.get("BENCH_BIG_ROOMS_PHASES", "storm,states,count").split(",")

@@ -31,6 +31,7 @@ import gc
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,6 +229,9 @@ class Client:
             ],
             "users": [s.user for s in members],
             "closed": sum(1 for s in self.socks if s.ws.close_code is not None),
+            "close_codes": dict(
+                Counter(s.ws.close_code for s in self.socks if s.ws.close_code is not None)
+            ),
         }
 
     async def states(self, cmd: dict[str, Any]) -> dict[str, Any]:
