@@ -89,6 +89,9 @@ def today_package(folder: Path) -> Path:
 WS = {"sansio": "websockets-sansio", "wsproto": "wsproto", "websockets": "websockets"}
 #: ``+nodeflate``: uvicorn without permessage-deflate (``--ws-per-message-deflate false``):
 #: every socket's frames are then the same bytes, not each compressed in its own context.
+#: ``+noping``: uvicorn without its keepalive pings (``--ws-ping-interval 0``): it pauses a
+#: socket's reading while the application handles its last frame, so a join that takes longer
+#: than its ping timeout (20 s) leaves the pong unread and the socket closed with 1011.
 VARIANTS: dict[str, dict[str, Any]] = {}
 #: Sockets held by the probe process (``BENCH_BIG_ROOMS_PROBE``: how many; 0: none).
 PROBE = int(os.environ.get("BENCH_BIG_ROOMS_PROBE", "10"))
@@ -98,16 +101,24 @@ class Server(AsgiServer):
     """A uvicorn server of the benchmark, with the WebSocket implementation a side names."""
 
     def __init__(
-        self, *args: Any, ws: str | None = None, deflate: bool = True, **kwargs: Any
+        self,
+        *args: Any,
+        ws: str | None = None,
+        deflate: bool = True,
+        ping: bool = True,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.ws = ws
         self.deflate = deflate
+        self.ping = ping
 
     def command(self) -> list[str]:
         extra = ["--ws", self.ws] if self.ws else []
         if not self.deflate:
             extra += ["--ws-per-message-deflate", "false"]
+        if not self.ping:
+            extra += ["--ws-ping-interval", "0"]
         return [*super().command(), *extra]
 
 
@@ -230,6 +241,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             env={**env, "BIG_ROOMS_SIDE": name},
             ws=ws,
             deflate="nodeflate" not in variants,
+            ping="noping" not in variants,
         )
         for i in range(2)
     ]
