@@ -652,7 +652,13 @@ def _get_many(
     ``last_active`` too, at the cost of a further read a user (a page of dots does without)."""
     ids, v = rules.user_ids(users), viewer_of(viewer)
     found = yield lambda s: s.get_many(ids, **v.store_args, now=now, activity=bool(activity))
-    return visibility.redact_all(v, found, (yield from _sight(v, ids)), now)
+    asked = ids
+    if not v.filtered:
+        # Without a policy only privacy choices decide, and only an offline user's last seen
+        # (visibility.redact): a page of online users (a room's snapshot) asks nothing. A storm's
+        # snapshots all queued for the one thread that query runs in (benchmark 17).
+        asked = [uid for uid in ids if uid in found and not found[uid].is_online]
+    return visibility.redact_all(v, found, (yield from _sight(v, asked)), now)
 
 
 def _scan_limit() -> int:
