@@ -94,7 +94,10 @@ def websocket_send(consumer: Any) -> Callable[[dict[str, Any]], Awaitable[None]]
         return None
     send = consumer.base_send
     while getattr(send, "__func__", None) is InstanceSessionWrapper.send:
-        send = send.__self__.real_send  # type: ignore[attr-defined]
+        inner = getattr(send.__self__, "real_send", None)  # type: ignore[attr-defined]
+        if inner is None:  # a Channels that keeps it elsewhere: through the middleware, then
+            break
+        send = inner
     return send  # type: ignore[no-any-return]
 
 
