@@ -71,6 +71,8 @@ def today_package(folder: Path) -> Path:
     """The package of :data:`BASE`, exported beside the run (``git archive``): its servers
     import it first."""
     out = folder / "today"
+    if out.exists():  # a side before this one exported it
+        return out
     out.mkdir()
     blob = subprocess.run(
         ["git", "archive", BASE, "presence_app"], cwd=ROOT, capture_output=True, check=True
@@ -80,23 +82,103 @@ def today_package(folder: Path) -> Path:
     return out
 
 
+#: A side is ``ours`` or ``today``, then ``+variant``s: a uvicorn WebSocket implementation
+#: (``sansio``: ``--ws websockets-sansio``; ``wsproto``), or presence settings
+#: (:data:`VARIANTS`, or ``+NAME=JSON``: ``+ROOM_STATE_FRAMES=2000``, through
+#: ``PRESENCE_OVERRIDES``).
+WS = {"sansio": "websockets-sansio", "wsproto": "wsproto", "websockets": "websockets"}
+#: ``+nodeflate``: uvicorn without permessage-deflate (``--ws-per-message-deflate false``):
+#: every socket's frames are then the same bytes, not each compressed in its own context.
+#: ``+noping``: uvicorn without its keepalive pings (``--ws-ping-interval 0``): it pauses a
+#: socket's reading while the application handles its last frame, so a join that takes longer
+#: than its ping timeout (20 s) leaves the pong unread and the socket closed with 1011.
+VARIANTS: dict[str, dict[str, Any]] = {}
+#: Sockets held by the probe process (``BENCH_BIG_ROOMS_PROBE``: how many; 0: none).
+PROBE = int(os.environ.get("BENCH_BIG_ROOMS_PROBE", "10"))
+
+
+class Server(AsgiServer):
+    """A uvicorn server of the benchmark, with the WebSocket implementation a side names."""
+
+    def __init__(
+        self,
+        *args: Any,
+        ws: str | None = None,
+        deflate: bool = True,
+        ping: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.ws = ws
+        self.deflate = deflate
+        self.ping = ping
+
+    def command(self) -> list[str]:
+        extra = ["--ws", self.ws] if self.ws else []
+        if not self.deflate:
+            extra += ["--ws-per-message-deflate", "false"]
+        if not self.ping:
+            extra += ["--ws-ping-interval", "0"]
+        return [*super().command(), *extra]
+
+
+def profile(folder: str, name: str, pids: dict[str, int], seconds: float) -> list[Any]:
+    """py-spy samples of ``pids`` for ``seconds`` (``BENCH_BIG_ROOMS_PYSPY``: a folder)."""
+    procs = []
+    for who, pid in pids.items():
+        out = Path(folder) / f"{name}-{who}.txt"
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "py-spy"),
+                    *"record --nonblocking -r 50 -f raw -d".split(),
+                    str(int(seconds)),
+                ]
+                + ["-p", str(pid), "-o", str(out)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    return procs
+
+
 def commandstats(client: Any) -> int:
     stats = client.info("commandstats")
     return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
 
 
-class Load:
-    """The client processes of one side, driven phase by phase."""
+def command_calls(client: Any) -> dict[str, int]:
+    """Redis' calls by command (a script's own calls counted apart, as Redis counts them)."""
+    stats = client.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
 
-    def __init__(self, folder: Path, servers: list[AsgiServer], cookies: list[str], k: int):
+
+class Load:
+    """The client processes of one side, driven phase by phase; with ``probe`` global indices,
+    one more process holding those sockets alone (its loop idles: the latency it reads is the
+    servers' and the layer's, not a busy client's)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        servers: list[AsgiServer],
+        cookies: list[str],
+        k: int,
+        probe: list[int] | None = None,
+    ):
         self.procs: list[subprocess.Popen[str]] = []
-        for c in range(k):
-            mine = list(range(c, len(cookies), k))
+        probe = sorted(set(probe or ()))
+        rest = [g for g in range(len(cookies)) if g not in set(probe)]
+        shares = [(rest[c::k], False) for c in range(k)]
+        if probe:
+            shares.append((probe, True))
+        for c, (mine, probing) in enumerate(shares):
             config = {
                 "servers": [s.ws_url for s in servers],
                 "origin": [s.origin for s in servers],
                 "cookies": [cookies[g] for g in mine],
                 "globals": mine,
+                "probe": probing,
             }
             path = folder / f"client-{c}.json"
             path.write_text(json.dumps(config))
@@ -109,10 +191,15 @@ class Load:
                     text=True,
                 )
             )
+        self.probing = bool(probe)
         for proc in self.procs:
             line = proc.stdout.readline()  # type: ignore[union-attr]
             if line.strip() != "ready":
                 raise RuntimeError(f"a load client did not start: {line!r}")
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
 
     def send(self, **cmd: Any) -> None:
         for proc in self.procs:
@@ -134,11 +221,29 @@ class Load:
 
 def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path) -> dict:
     members, counted, clients = sizes(ctx)
-    env = {"PRESENCE_KEY_PREFIX": f"b17-{name}"}
-    if name == "today":
+    base, *variants = name.split("+")
+    env = {"PRESENCE_KEY_PREFIX": f"b17-{base}"}
+    if base == "today":
         env["PYTHONPATH"] = f"{today_package(folder)}{os.pathsep}{ROOT}"
+    ws = next((WS[v] for v in variants if v in WS), None)
+    overrides: dict[str, Any] = {}
+    for v in variants:
+        overrides.update(VARIANTS.get(v, {}))
+        if "=" in v:  # a presence setting: +ROOM_STATE_FRAMES=2000
+            key, _, value = v.partition("=")
+            overrides[key] = json.loads(value)
+    if overrides:
+        env["PRESENCE_OVERRIDES"] = json.dumps(overrides)
     servers = [
-        AsgiServer(db, name=f"{name}-{i}", env={**env, "BIG_ROOMS_SIDE": name}) for i in range(2)
+        Server(
+            db,
+            name=f"{base}-{i}",
+            env={**env, "BIG_ROOMS_SIDE": name},
+            ws=ws,
+            deflate="nodeflate" not in variants,
+            ping="noping" not in variants,
+        )
+        for i in range(2)
     ]
     for server in servers:
         ctx.on_close(server.stop)
@@ -149,19 +254,37 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
     def cpu() -> float:
         return sum(cpu_seconds(p) for p in pids)  # type: ignore[arg-type]
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"load_start": os.getloadavg()}
+    spy = os.environ.get("BENCH_BIG_ROOMS_PYSPY")
     try:
-        ctx.log(f"big_rooms {name}: {counted} sockets, {clients} load processes")
-        load = Load(folder, servers, cookies, clients)
+        ctx.log(f"big_rooms {name}: {counted} sockets, {clients} load processes, load "
+                f"{os.getloadavg()}")  # fmt: skip
+        step = max(1, members // max(PROBE, 1))
+        probe = list(range(step // 2, members, step))[:PROBE] if PROBE else []
+        probe = [g for g in probe if g >= min(SENDERS, members // 2)]  # watchers only
+        load = Load(folder, servers, cookies, clients, probe)
+
+        def clients_cpu() -> float:
+            return sum(cpu_seconds(p) for p in load.pids)
+
+        def who() -> dict[str, int]:
+            named = {f"server{i}": s.pid for i, s in enumerate(servers)}
+            return {**named, **{f"client{i}": p for i, p in enumerate(load.pids)}}
+
         # 1. the storm
         time.sleep(2)
         start_at = time.time() + 2
-        cpu0, cmd0 = cpu(), commandstats(redis)
+        cpu0, cmd0, ccpu0 = cpu(), commandstats(redis), clients_cpu()
+        calls0 = command_calls(redis)
         ctx.log(f"big_rooms {name}: storm of {members} joins within {SPREAD:g} s")
+        if spy and "storm" in os.environ.get("BENCH_BIG_ROOMS_PYSPY_PHASES", "states"):
+            profile(spy, f"{name}-storm", who(), SPREAD + 20)
         load.send(phase="storm", room=ROOM, n=members, start_at=start_at, spread=SPREAD,
                   settle=SETTLE)  # fmt: skip
         parts = load.results()
-        cpu1, cmd1 = cpu(), commandstats(redis)
+        cpu1, cmd1, ccpu1 = cpu(), commandstats(redis), clients_cpu()
+        calls1 = command_calls(redis)
+        by_command = {k: v - calls0.get(k, 0) for k, v in calls1.items()}
         socks = [s for p in parts for s in p["sockets"]]
         truth = {u for p in parts for u in p["users"]}  # every member's join was served
         ends = [s[2] for s in socks if s[2] is not None]
@@ -179,6 +302,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
             "rosters_equal": sum(r == truth for r in final),
             "closed_sockets": sum(p["closed"] for p in parts),
+            "close_codes": [p.get("close_codes") for p in parts],
             # (how many a roster lacks, how many it has too many, a few it lacks): none
             "wrong_rosters": [
                 (len(truth - r), len(r - truth), sorted(truth - r)[:3], s[2] is None)
@@ -188,6 +312,9 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             "members": len(truth),
             "cpu_s": cpu1 - cpu0,
             "redis_commands": cmd1 - cmd0,
+            "clients_cpu_s": ccpu1 - ccpu0,
+            "clients": [p["client"] for p in parts],
+            "redis_by_command": dict(sorted(by_command.items(), key=lambda kv: -kv[1])[:10]),
         }
         ctx.log(f"big_rooms {name}: storm {json.dumps(out['storm'])}")
         phases = os.environ.get("BENCH_BIG_ROOMS_PHASES", "storm,states,count").split(",")
@@ -199,12 +326,16 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             load.send(phase="states", room=ROOM, n=members, start_at=start_at,
                       seconds=seconds, senders=min(SENDERS, members // 2), hz=HZ)  # fmt: skip
             time.sleep(max(0.0, start_at - time.time()))
-            cpu0 = cpu()
+            if spy:
+                profile(spy, f"{name}-states", who(), seconds)
+            cpu0, ccpu0 = cpu(), clients_cpu()
             time.sleep(max(0.0, start_at + seconds - time.time()))
-            cpu1 = cpu()  # the senders' seconds (the drain after them is not theirs)
+            cpu1, ccpu1 = cpu(), clients_cpu()  # the senders' seconds (not the drain after)
             parts = load.results()
             frames = sum(p["frames"] for p in parts)
-            latencies = sorted(x * 1000 for p in parts for x in p["latencies"])
+            loaded = parts[:-1] if load.probing else parts
+            latencies = sorted(x * 1000 for p in loaded for x in p["latencies"])
+            probed = sorted(x * 1000 for x in parts[-1]["latencies"]) if load.probing else []
             out["states"] = {
                 "p50_ms": percentile(latencies, 50) if latencies else None,
                 "p99_ms": percentile(latencies, 99) if latencies else None,
@@ -213,6 +344,12 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
                 "bytes_per_socket_s": sum(p["bytes"] for p in parts) / members / seconds,
                 "cpu_s": cpu1 - cpu0,
                 "cpu_us_per_frame": (cpu1 - cpu0) / max(frames, 1) * 1e6,
+                "probe_p50_ms": percentile(probed, 50) if probed else None,
+                "probe_p99_ms": percentile(probed, 99) if probed else None,
+                "probe_n": len(probed),
+                "clients_cpu_s": ccpu1 - ccpu0,
+                "clients_cpu_us_per_frame": (ccpu1 - ccpu0) / max(frames, 1) * 1e6,
+                "clients": [p["client"] for p in parts],
             }
             ctx.log(f"big_rooms {name}: states {json.dumps(out['states'])}")
         if "count" in phases:
@@ -245,6 +382,8 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             }
             ctx.log(f"big_rooms {name}: count {json.dumps(out['count'])}")
         load.close()
+        out["load_end"] = os.getloadavg()
+        ctx.log(f"big_rooms {name}: load {out['load_start']} -> {out['load_end']}")
     finally:
         for server in servers:
             tracebacks = server.tracebacks()
@@ -277,7 +416,7 @@ def measure(ctx: Context) -> dict[str, dict[str, Any]]:
 def run(ctx: Context) -> list[Row]:
     members, counted, clients = sizes(ctx)
     got = measure(ctx)
-    ours, today = got["ours"], got.get("today")
+    ours, today = got.get("ours") or next(iter(got.values())), got.get("today")
     label = f"today's path ({BASE}: each socket decodes)"
     details = {**got, "load": os.getloadavg(), "members": members, "counted": counted,
                "clients": clients, "base": BASE}  # fmt: skip
@@ -356,6 +495,39 @@ def run(ctx: Context) -> list[Row]:
     ):
         a, b = both("states", key)
         rows.append(Row("17 big_rooms", metric, a, unit, b, label))
+    for key, metric, unit in (
+        ("probe_p99_ms", "room states: delivery p99 at the probe's idle sockets", "ms"),
+        ("clients_cpu_us_per_frame", "room states: load clients' CPU per delivered frame", "us"),
+    ):
+        a, b = both("states", key)
+        rows.append(Row("17 big_rooms", metric, a, unit, b, label))
+    # each variant side (``ours+nodeflate``, ...) beside the side it varies
+    for name, got_side in got.items():
+        base = name.split("+")[0]
+        if name == base or base not in got:
+            continue
+        for part, key, metric, unit in (
+            ("storm", "cpu_s", "storm: servers' CPU seconds", "s"),
+            ("states", "p99_ms", "room states: delivery p99", "ms"),
+            ("states", "probe_p99_ms", "room states: delivery p99 at the probe", "ms"),
+            ("states", "p50_ms", "room states: delivery p50", "ms"),
+            ("states", "cpu_us_per_frame", "room states: servers' CPU per delivered frame", "us"),
+            ("states", "clients_cpu_us_per_frame", "room states: clients' CPU per frame", "us"),
+            ("states", "frames_per_socket_s", "room states: frames per socket per second", ""),
+            ("count", "cpu_ms_per_change", "count-only room: servers' CPU per change", "ms"),
+        ):
+            a = got_side.get(part, {}).get(key)
+            b = got[base].get(part, {}).get(key)
+            rows.append(
+                Row(
+                    "17 big_rooms",
+                    f"[{name}] {metric}",
+                    never if a is None else a,
+                    unit,
+                    never if b is None else b,
+                    base,
+                )
+            )
     churn = f"{counted:,} sockets, {CHURN} joins+leaves/s"
     for key, metric, unit in (
         ("bytes_per_member_minute", f"count-only room: bytes a member gets a minute, {churn}", "B"),

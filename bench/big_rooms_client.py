@@ -31,6 +31,7 @@ import gc
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,9 +59,42 @@ class Sock:
     kind: str = ""  # what is counted now: "storm", "states", "count"
 
 
+class Lag:
+    """How late this process's event loop wakes a 20 ms sleep: a loop that lags delays every
+    frame it reads (the latency it measures is then its own, not the servers')."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.cpu0 = 0.0
+
+    def start(self) -> None:
+        self.samples = []
+        self.cpu0 = time.process_time()
+
+    def result(self) -> dict[str, Any]:
+        lags = sorted(self.samples) or [0.0]
+        return {
+            "cpu_s": time.process_time() - self.cpu0,
+            "lag_p50": lags[len(lags) // 2],
+            "lag_p99": lags[min(len(lags) - 1, int(len(lags) * 0.99))],
+            "lag_max": lags[-1],
+        }
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.02)
+            self.samples.append(loop.time() - t - 0.02)
+
+
 class Client:
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
+        self.lag = Lag()
+        #: a probe holds a few sockets and reads every room state (its loop idles: what it
+        #: measures is the servers' delay, not a busy client's)
+        self.probe = bool(config.get("probe"))
         self.socks: list[Sock] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.n = 0
@@ -99,7 +133,7 @@ class Client:
             now = time.time()
             sock.frames += 1
             sock.bytes += len(text)
-            if sock.g % SAMPLE == 0:
+            if self.probe or sock.g % SAMPLE == 0:
                 for st in json.loads(text)["states"]:
                     if st.get("data"):
                         sock.latencies.append(now - st["data"]["t"])
@@ -195,6 +229,9 @@ class Client:
             ],
             "users": [s.user for s in members],
             "closed": sum(1 for s in self.socks if s.ws.close_code is not None),
+            "close_codes": dict(
+                Counter(s.ws.close_code for s in self.socks if s.ws.close_code is not None)
+            ),
         }
 
     async def states(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -302,6 +339,7 @@ async def main(path: str) -> None:
             client.socks.append(await client.open(cookie, g))  # beating from now on
 
     client.tasks.append(asyncio.create_task(client.beat()))
+    client.tasks.append(asyncio.create_task(client.lag.run()))
     pairs = zip(config["cookies"], config["globals"], strict=True)
     await asyncio.gather(*(one(c, g) for c, g in pairs))
     gc.collect()
@@ -315,7 +353,9 @@ async def main(path: str) -> None:
         cmd = json.loads(line)
         if cmd["phase"] == "quit":
             break
+        client.lag.start()
         result = await getattr(client, cmd["phase"])(cmd)
+        result["client"] = client.lag.result()  # its CPU and its loop's lag, this phase
         print(json.dumps(result), flush=True)
     for task in client.tasks:
         task.cancel()

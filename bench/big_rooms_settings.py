@@ -3,10 +3,15 @@ project's as shipped, on the run's Redis and a SQLite file), with one count-only
 (``stadium``) and the per-socket frame rate of presence.js' room-state senders left as shipped.
 """
 
+import json
+import os
+
 from bench.ws_settings import *  # noqa: F403
 
 PRESENCE = {  # noqa: F405
     **PRESENCE,  # noqa: F405
     "MAX_FRAMES_PER_SECOND": 100,
     "COUNT_ONLY_ROOMS": [r"stadium"],
+    # a side's variant (bench/big_rooms.py, VARIANTS)
+    **json.loads(os.environ.get("PRESENCE_OVERRIDES") or "{}"),
 }

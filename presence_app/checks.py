@@ -606,6 +606,15 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
                 id="presence_app.E046",
             )
         )
+    budget = s["ROOM_STATE_FRAMES"]
+    if not _number(budget) or budget < 0:
+        errors.append(
+            Error(
+                "PRESENCE['ROOM_STATE_FRAMES'] must be a number of frames a second, 0 or more "
+                "(0: no bound).",
+                id="presence_app.E047",
+            )
+        )
     size = s["ROOM_SNAPSHOT_BYTES"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
         errors.append(

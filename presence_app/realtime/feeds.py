@@ -156,7 +156,11 @@ class RoomFeed:
         self.hidden = Hidden(HIDDEN_USERS)
         self.members = Members()
         self.diffs = roomstate.Diffs(self._send_diff, _as_sent, _always)
-        self.outbox = roomstate.Outbox(self._send_states)
+        self.outbox = roomstate.Outbox(self._send_states, self._stretch)
+
+    def _stretch(self, room: str) -> int:
+        """Ticks a slot of this room's states lasts here (``ROOM_STATE_FRAMES``)."""
+        return roomstate.stretch(len(self.members.batched) + len(self.members.each))
 
     # -- life --------------------------------------------------------------------------------
     async def open(self) -> None:

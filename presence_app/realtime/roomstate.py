@@ -56,6 +56,16 @@ def tick() -> float:
     return 1.0 / max(float(conf.get("ROOM_STATE_RATE")), 0.1)
 
 
+def stretch(sockets: int) -> int:
+    """Ticks a slot of room states lasts for a room of ``sockets`` of this process: 1, or more
+    when ``ROOM_STATE_FRAMES`` bounds the frames a second the process sends for one room (a big
+    room's sockets then get a frame every k-th tick, latest wins)."""
+    budget = float(conf.get("ROOM_STATE_FRAMES") or 0)
+    if budget <= 0 or sockets <= 0:
+        return 1
+    return max(1, math.ceil(sockets * max(float(conf.get("ROOM_STATE_RATE")), 0.1) / budget))
+
+
 def membership_tick() -> float:
     """Seconds between two frames of membership changes (``1 / MEMBERSHIP_RATE``): a
     ``presence.diff`` or a ``presence.count`` of a room."""
@@ -150,12 +160,18 @@ class Outbox:
     *slot*. Slots are the wall clock's ticks shifted by a fifth of a tick (:data:`GATHER`), the
     time the sending processes' flushes of a tick (:func:`next_tick`) take to arrive, so one
     frame carries them all. Fixed slots, not "a tick after the last frame": a late frame must
-    not push every later one back (delays would only ever grow)."""
+    not push every later one back (delays would only ever grow). ``stretch(room)``: how many
+    ticks a slot of the room lasts (a room feed's: :func:`stretch`; 1 without it)."""
 
-    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+        stretch: Callable[[str], int] | None = None,
+    ) -> None:
         self.send = send
+        self.stretch = stretch
         self.buffered: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
-        self.last: dict[str, int] = {}  # room -> the slot of its last frame
+        self.last: dict[str, int] = {}  # room -> the tick its last frame's slot started at
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # What goes out before a room's frame (Diffs.ahead: the membership changes before it).
@@ -165,16 +181,21 @@ class Outbox:
         self.buffered.setdefault(room, {}).update({(st["user"], st["conn"]): st for st in states})
         if room in self.timers:
             return  # a frame is due at the next slot
-        t = tick()
-        now = time.time() - t * GATHER  # slot k starts at k * t + t * GATHER
-        slot, into = divmod(now, t)
+        base = tick()
+        k = max(1, self.stretch(room)) if self.stretch is not None else 1
+        t = base * k
+        # Slot n starts at n * t + base * GATHER (the flushes of the tick starting at n * t in);
+        # its start is counted in ticks (n * k), whatever the stretch was before.
+        slot, into = divmod(time.time() - base * GATHER, t)
+        start = int(slot) * k
         # Sent at once if this slot has had no frame, unless the next tick's flushes are about
-        # to arrive (the slot's last fifth): then they go together at the next slot's start.
-        if slot > self.last.get(room, -1) and into < t * (1 - GATHER):
-            self.last[room] = int(slot)
+        # to arrive (the slot's last fifth of a tick): then they go together at the next slot's
+        # start.
+        if start > self.last.get(room, -1) and into < t - base * GATHER:
+            self.last[room] = start
             await self.flush(room)
             return
-        self.last[room] = int(slot) + 1
+        self.last[room] = start + k
         self.timers[room] = asyncio.get_running_loop().call_later(t - into, self._due, room)
 
     def _due(self, room: str) -> None:

@@ -92,6 +92,9 @@ class PresenceSession:
         self.device = device
         self.rooms: set[str] = set()
         self.owed: set[str] = set()  # unasked joins an outage refused (owe)
+        # Rooms whose join met an outage: Redis may have done it (a stalled Redis answers after
+        # the call timed out) and nobody was told; the next join of it tells the room again.
+        self.unsure: set[str] = set()
         self.watched: set[str] = set()
         # Unknown (None) until read from the store: nothing is published meanwhile (a socket
         # opened while Redis blinked must not believe its invisible user online).
@@ -264,7 +267,9 @@ class PresenceSession:
             if fed:
                 await get_feeds().enter(self, room)
             await self._store_join(room)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, UNAVAILABLE):
+                self.unsure.add(room)
             get_feeds().exit(self, room)
             await self.groups.discard([group])
             raise
@@ -668,12 +673,18 @@ class PresenceSession:
 
     async def _store_join(self, room: str) -> None:
         try:
-            await presence.ajoin(room, self.conn_id, self.user_id)
+            made = await presence.ajoin(room, self.conn_id, self.user_id)
         except UnknownConnection:  # the lease was lost before its heartbeat told us
             try:
                 await self._reassert()
-                await presence.ajoin(room, self.conn_id, self.user_id)
+                made = await presence.ajoin(room, self.conn_id, self.user_id)
             except UnknownConnection as exc:
                 # Lost again at once (swept while the process stalled): the next heartbeat
                 # takes it back (recovery_due), and the browser asks again.
                 raise FrameError("unavailable", protocol.TRY_AGAIN) from exc
+        if room in self.unsure:
+            # An earlier join of it met an outage: if Redis did it, this one found the
+            # connection there and told nobody, and the room never heard of the join.
+            if not any(t.kind == "join" and t.room == room for t in made):
+                await presence.aannounce_join(room, self.user_id)
+            self.unsure.discard(room)

@@ -85,6 +85,29 @@ def test_nobody_hides_the_last_seen_from_everybody_but_themself(people):
         assert render("{% last_seen u live=False %}", ann, u=create_user("dee")) == "not seen yet"
 
 
+def test_a_page_of_online_users_asks_no_choice(people):
+    """A choice decides only an offline user's last seen: a page of online users (a room's
+    snapshot) runs no query, and one offline user among them brings the one query back."""
+    ann, bob, cat = people
+    presence.set_privacy(bob, "nobody")
+    with privacy_on():
+        for user in (ann, bob):
+            presence.connect(f"c-{user.pk}", user)
+        with CaptureQueriesContext(connection) as queries:
+            seen = presence.get_many([ann, bob], viewer=cat, activity=True)
+        assert len(queries) == 0
+        assert {p.state for p in seen.values()} == {"online"}
+        presence.disconnect(f"c-{bob.pk}", bob)
+        presence.sweep(now=time.time() + 3600)  # bob's grace ended: offline, choice applies
+        with CaptureQueriesContext(connection) as queries:
+            seen = presence.get_many([ann, bob], viewer=cat, activity=True)
+        assert len(queries) == 1
+        assert (seen[str(bob.pk)].state, seen[str(bob.pk)].last_seen_approx) == (
+            "offline",
+            "hidden",
+        )
+
+
 def test_audience_hides_it_from_signed_out_visitors(people):
     ann, bob, _ = people
     presence.set_privacy(bob, "audience")

@@ -737,3 +737,102 @@ async def test_a_project_that_wraps_its_frames_gets_a_feeds_frames_wrapped(slow_
     told = await a.wait_for("presence.join", room="hall", user=b.user, timeout=limit(5))
     assert told["wrapped"] is True
     assert "wrapped" not in await b.wait_for("presence.join", room="hall", user=b.user)
+
+
+async def test_a_consumer_with_its_own_send_gets_every_frame_through_it(slow_ticks):
+    """Presence sends its frames beneath Channels' session middleware (its ``send`` reads the
+    session for every message, and acts on none of a socket's), but never past a project's own
+    ``send``: a consumer that overrides it gets a feed's frames, and its own, through it."""
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+    from django.urls import path
+
+    from presence_app.consumers import PresenceConsumer, websocket_send
+
+    class Marking(PresenceConsumer):
+        async def send(self, text_data=None, bytes_data=None, close=False):
+            if text_data is not None:
+                text_data = json.dumps({**json.loads(text_data), "marked": True})
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+
+    class Plain(PresenceConsumer):
+        pass
+
+    app = AuthMiddlewareStack(URLRouter([path("ws/marked/", Marking.as_asgi())]))
+    (_, ca), (_, cb) = await make_user("marked"), await make_user("plain")
+    a = await Socket.open(ca, path="/ws/marked/", app=app, name="marked")
+    a.beat()
+    assert (await join(a, "hall"))["marked"] is True
+    b = await open_socket(cb, "plain", diffs=False)
+    await join(b, "hall")
+    told = await a.wait_for("presence.join", room="hall", user=b.user, timeout=limit(5))
+    assert told["marked"] is True
+    assert "marked" not in await b.wait_for("presence.join", room="hall", user=b.user)
+    assert websocket_send(Marking()) is None  # (its base_send is never read then)
+    # A consumer of Channels' own send: the server's send, from under the session middleware.
+    plain = Plain()
+    sent: list[dict[str, Any]] = []
+
+    async def server_send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    from channels.sessions import InstanceSessionWrapper
+
+    wrapper = InstanceSessionWrapper({"cookies": {}}, server_send)
+    plain.base_send = wrapper.send
+    out = websocket_send(plain)
+    assert out is server_send
+
+
+# -- a big room's states: a bounded number of frames a second a process ----------------------------
+async def test_a_big_rooms_states_go_out_every_kth_tick(slow_ticks):
+    """``ROOM_STATE_FRAMES`` bounds the room-state frames a second a process sends one room:
+    a room of more sockets than it allows at ``ROOM_STATE_RATE`` gets a frame every k-th tick
+    (latest wins); a small room keeps its tick."""
+    with presence_settings(ROOM_STATE_RATE=20, ROOM_STATE_FRAMES=100):
+        assert [roomstate.stretch(n) for n in (0, 1, 5, 6, 50, 400)] == [1, 1, 1, 2, 10, 80]
+        people = [await make_user(f"crowd{n}") for n in range(6)]
+        socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
+        for s in socks:
+            await join(s, "hall")
+        from presence_app.realtime.feeds import get_feeds
+
+        (feed,) = [f for key, f in get_feeds().feeds.items() if key[1] == "hall"]
+        assert feed._stretch("hall") == 2  # 6 sockets x 20 a second > 100
+    with presence_settings(ROOM_STATE_RATE=20, ROOM_STATE_FRAMES=0):
+        assert roomstate.stretch(400) == 1  # no bound
+    from presence_app.checks import check_count_only_rooms
+
+    for wrong in (-1, "many", None):
+        with presence_settings(ROOM_STATE_FRAMES=wrong):
+            assert [e.id for e in check_count_only_rooms()] == ["presence_app.E047"]
+    tick = 1 / 20
+    sent: list[dict[str, Any]] = []
+
+    async def send(frame: dict[str, Any]) -> None:
+        sent.append(frame)
+
+    for k in (40, 1):  # a slot of 2 s (k = 40 ticks), and of one tick
+        with presence_settings(ROOM_STATE_RATE=20):
+            sent.clear()
+            box = roomstate.Outbox(send, lambda room, k=k: k)
+            slot = k * tick
+            # at the start of a slot (its states came in: a fifth of a tick after its tick)
+            into = (time.time() - tick * roomstate.GATHER) % slot
+            await asyncio.sleep(slot - into + 0.01)
+            await box.add("hall", [{"user": "u", "conn": "c", "data": {"x": 1}}])
+            assert [f["states"][0]["data"] for f in sent] == [{"x": 1}]  # at once
+            await box.add("hall", [{"user": "u", "conn": "c", "data": {"x": 2}}])
+            await box.add("hall", [{"user": "u", "conn": "c", "data": {"x": 3}}])
+            assert len(sent) == 1  # the next ones wait for the next slot, latest wins
+            wait = box.timers["hall"].when() - asyncio.get_running_loop().time()
+            if k == 40:
+                assert 5 * tick < wait <= slot, wait  # the next slot: k ticks on, not one
+            else:
+                assert wait <= tick, wait
+            deadline = asyncio.get_running_loop().time() + limit(slot + 1)
+            while len(sent) < 2:
+                assert asyncio.get_running_loop().time() < deadline, sent
+                await asyncio.sleep(0.02)
+            assert [f["states"][0]["data"] for f in sent] == [{"x": 1}, {"x": 3}]
+            box.close()
