@@ -179,6 +179,7 @@ class RoomFeed:
         self.diffs.close()
         self.outbox.close()
         self.diffs.send = self.outbox.send = _nowhere
+        self.outbox.stretch = None  # a bound method of this feed too: a cycle
         if self.opening is not None:
             await asyncio.wait([self.opening])
         if self.task is not None:
