@@ -1,4 +1,5 @@
-"""Coalesced heartbeats: one process writes the heartbeats of all its sockets in batches.
+"""Coalesced heartbeats: one process writes the heartbeats of all its sockets in batches; and
+the closes Redis did not take, retried.
 
 A heartbeat frame only marks its socket in a dict; a task per event loop (a
 :class:`~presence_app.core.tasks.Batch`) renews every marked lease with one ``heartbeat_many``
@@ -81,17 +82,57 @@ class HeartbeatCoalescer(Batch):
             # which the beat may have renewed for a whole LEASE_TTL: cut it again.
             for conn_id, user_id in pairs[start : start + MAX_BATCH]:
                 if getattr(batch[(conn_id, user_id)], "closed", False):
-                    try:
-                        await presence.adisconnect(conn_id, user_id)
-                    except UNAVAILABLE:
-                        pass  # the lease then runs out by itself
+                    await disconnect(conn_id, user_id, tenant=tenants.current())
             for pair in missing:
                 owner = batch.get(pair)
                 if owner is not None:
                     owner.lease_lost()
 
 
+class Closes(Batch):
+    """Disconnects Redis did not take (away, a call timed out), retried every second until it
+    does: the user would otherwise stay present until their lease runs out (a ghost), and the
+    connection's registry field, which only its disconnect or its process's end removes, would
+    stay while the process lives. A retry is harmless: the store ends a connection once, and a
+    late one of a user swept since only removes the field."""
+
+    pending: dict[tuple[str, str], str | None]  # (conn, user) -> tenant
+    at_once = False  # a second later: Redis away, or a call that timed out under load
+    idle = 1
+
+    def wait(self, last: float) -> float:
+        return 1.0
+
+    def put(self, conn_id: str, user_id: str, tenant: str | None) -> None:
+        self.pending[(conn_id, user_id)] = tenant
+        self.wake()
+
+    async def flush(self) -> None:
+        todo, self.pending = list(self.pending.items()), {}
+        for i, ((conn_id, user_id), tenant) in enumerate(todo):
+            self.flushes += 1
+            try:
+                with tenants.activate(tenant):
+                    await presence.adisconnect(conn_id, user_id)
+            except UNAVAILABLE as exc:  # still away: this one and the rest, a round later
+                log_outage(exc, f"{len(todo) - i} disconnects")
+                for key, t in todo[i:]:
+                    self.pending.setdefault(key, t)
+                return
+
+
+async def disconnect(conn_id: str, user_id: str, *, tenant: str | None) -> None:
+    """Ends a connection in the store now, or, Redis not taking it, a second later and on."""
+    try:
+        with tenants.activate(tenant):
+            await presence.adisconnect(conn_id, user_id)
+    except UNAVAILABLE as exc:
+        log_outage(exc, "a disconnect")
+        _closes().put(conn_id, user_id, tenant)
+
+
 _coalescer = per_loop(HeartbeatCoalescer)
+_closes = per_loop(Closes)
 
 
 def get_coalescer() -> HeartbeatCoalescer:

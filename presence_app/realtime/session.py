@@ -26,7 +26,7 @@ from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
 from ..store import UNAVAILABLE, TooManyConnections, UnknownConnection
 from . import delivery, protocol, roomstate
-from .coalescer import get_coalescer
+from .coalescer import disconnect, get_coalescer
 from .collector import collector
 from .feeds import PUBLISHING_STATES, get_feeds
 from .liveness import Liveness
@@ -210,10 +210,10 @@ class PresenceSession:
                     # Its states go now, not after the grace: a reload comes back as a new
                     # connection, whose state would otherwise show twice meanwhile.
                     await self.clear_states(self.published)
-                    if not forgotten:
-                        await presence.adisconnect(self.conn_id, self.user_id)
                 except UNAVAILABLE as exc:
-                    log_outage(exc)  # the lease then runs out by itself
+                    log_outage(exc)  # they then expire by themselves
+                if not forgotten:
+                    await disconnect(self.conn_id, self.user_id, tenant=self.tenant)
                 await self.groups.discard(self.groups.all(self.rooms, self.watched))
         finally:
             # The connection (a consumer, a stream) holds this session and the session its

@@ -26,10 +26,10 @@ TIMERS = {**TIMERS, "TOUCH_INTERVAL": 1, "ONLINE_WINDOW": 2}  # noqa: F405
 #: - Redis' answers: redis-py times a call (and a new connection) out on the server's event
 #:   loop, which a loaded server runs seconds late, so a call Redis answered at once fails as a
 #:   timeout after 2 s (1 s to connect: REDIS_OPTIONS' defaults) and is taken for an outage: a
-#:   join answered ``unavailable``, a close whose lease is not cut (its user left online until
-#:   the lease ran out: seen, under 600 closes at once; the sweep then removes their registry
-#:   field, which before stayed until its process ended). 30 s here; ``retry_on_timeout`` stays
-#:   the default (presence_app/conf.py).
+#:   join answered ``unavailable``, a close whose lease is not cut until its retry a second
+#:   later (realtime.coalescer.Closes; seen, under 600 closes at once, before closes were
+#:   retried: users online until the lease ran out, registry fields until the process ended).
+#:   30 s here; ``retry_on_timeout`` stays the default (presence_app/conf.py).
 #: The grace, the sweep and the heartbeat interval stay the shared ones.
 LOADED = {
     "LEASE_TTL": 30,

@@ -21,24 +21,16 @@ local function zrem(key, members)
 end
 
 -- Offline: removed from their index, last seen kept in K_LAST (one call each per pass), their
--- record (if any) loses its connections and gets the metadata expiry, and a connected user's
--- registry field goes: a connection whose close never reached the store (a disconnect that
--- timed out, a socket silent past its lease) would otherwise keep it while its process lives,
--- as the cleaner removes only dead processes' fields. (An HTTP-only user has none.)
--- The fields go a bucket at a time (one HDEL a bucket, not one a user: a sweep of 10,000
--- takes out ~3,700 buckets' fields at the default REGISTRY_BUCKETS).
+-- record (if any) loses its connections and gets the metadata expiry. A plain user's registry
+-- field stays: it is inert (it counts only with a later sign of life than K_LAST's), and goes
+-- with the connection's disconnect (its process retries one Redis did not take) or with its
+-- process (pass 4). Removing it here cost a sweep of 10,000 ~1.7x its time.
 local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
 local last = {}
-local fields = {}  -- bucket key -> ids
 local function offline(uid, u, idx, seen, has_record)
   local list = gone[idx]
   list[#list + 1] = uid
   last[#last + 1] = seen; last[#last + 1] = uid
-  if idx ~= K_WEB then
-    local b = bkey(uid)
-    local f = fields[b]
-    if f then f[#f + 1] = uid else fields[b] = {uid} end
-  end
   if has_record then
     if idx == K_SEEN then
       for _, room in ipairs(rooms_in(conns_of(u))) do
@@ -62,12 +54,6 @@ local function flush_gone()
   end
   zrem(K_UNTIL, all)
   zrem(K_GRACES, all)
-  for b, ids in pairs(fields) do
-    for first = 1, #ids, 1000 do
-      redis.call('HDEL', b, unpack(ids, first, math.min(first + 999, #ids)))
-    end
-  end
-  fields = {}
   for first = 1, #last, 1000 do
     redis.call('ZADD', K_LAST, unpack(last, first, math.min(first + 999, #last)))
   end
