@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 
 from presence_app import presence
@@ -52,13 +53,8 @@ def waiting_scripts(redis_client) -> list[str]:
     ]
 
 
-async def test_a_close_redis_did_not_take_is_retried(long_lease, redis_client):
-    _, cookie = await make_user("ann")
-    sock = await Socket.open(cookie)
-    user = sock.user
-    assert (await presence.aget(user)).state == "online"
-    assert field(redis_client, user) is not None
-
+async def refused_close(redis_client, sock: Socket) -> None:
+    """Closes ``sock`` while Redis refuses its disconnect (see the module's docstring)."""
     redis_client.execute_command("CLIENT", "PAUSE", 10_000, "WRITE")
     try:
         closing = asyncio.ensure_future(sock.close())
@@ -75,6 +71,16 @@ async def test_a_close_redis_did_not_take_is_retried(long_lease, redis_client):
         redis_client.execute_command("CLIENT", "UNPAUSE")
     await closing
 
+
+async def test_a_close_redis_did_not_take_is_retried(long_lease, redis_client):
+    _, cookie = await make_user("ann")
+    sock = await Socket.open(cookie)
+    user = sock.user
+    assert (await presence.aget(user)).state == "online"
+    assert field(redis_client, user) is not None
+
+    await refused_close(redis_client, sock)
+
     # Without the retry the user stays online for the whole lease (LEASE s); with it, the
     # close is taken a second later and the grace and a sweep end them.
     deadline = asyncio.get_running_loop().time() + limit(
@@ -84,3 +90,32 @@ async def test_a_close_redis_did_not_take_is_retried(long_lease, redis_client):
         assert asyncio.get_running_loop().time() < deadline, "the close was not retried"
         await asyncio.sleep(0.1)
     assert field(redis_client, user) is None
+
+
+async def test_a_refused_close_beside_another_device_does_not_stay_for_good(
+    long_lease, redis_client
+):
+    """The user's other device keeps them online and renews their sign of life, and the store
+    holds a connection while its process's lease runs: a close Redis never took would stay in
+    the store as long as the process lives, not only for a lease (a sign-out's closed tab
+    still listed beside the phone)."""
+    _, cookie = await make_user("ann")
+    phone = await Socket.open(cookie, name="phone")
+    phone.beat(0.5)
+    laptop = await Socket.open(cookie, name="laptop")
+    user = phone.user
+
+    def connections(export: dict) -> list[str]:
+        return [c for space in export["workspaces"].values() for c in space["connections"]]
+
+    assert len(connections(await sync_to_async(presence.export)(user))) == 2
+    await refused_close(redis_client, laptop)
+
+    deadline = asyncio.get_running_loop().time() + limit(
+        1 + FAST["DISCONNECT_GRACE"] + FAST["SWEEP_INTERVAL"]
+    )
+    while len(connections(await sync_to_async(presence.export)(user))) != 1:
+        assert asyncio.get_running_loop().time() < deadline, "the laptop's close stayed"
+        await asyncio.sleep(0.1)
+    assert (await presence.aget(user)).state == "online"  # the phone's
+    await phone.close()
