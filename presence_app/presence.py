@@ -797,14 +797,22 @@ def _listless(name: str, v: Viewer) -> bool:
     return not v.trusted and dispatch.count_only(name)
 
 
-def _room_members(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
+def _room_members(
+    room: str,
+    now: float | None = None,
+    *,
+    viewer: Any = ANONYMOUS,
+    among: Iterable[User] | None = None,
+) -> Read:
     """Ids of the visible users in ``room``, in the order they came (as ``viewer`` sees them);
     none of a count-only room's but to ``TRUSTED`` reads (its count: :func:`room_count`).
-    Whether the viewer may see the room at all is ``CAN_JOIN``'s: entry points ask first."""
+    ``among``: only those of these users (a lookup each, however big the room). Whether the
+    viewer may see the room at all is ``CAN_JOIN``'s: entry points ask first."""
     name, v = rules.room(room), viewer_of(viewer)
     if _listless(name, v):
         return []
-    ids = yield lambda s: s.room_members(name, now)
+    asked = None if among is None else rules.user_ids(among)
+    ids = yield lambda s: s.room_members(name, now, asked)
     return (yield from _listed(v, ids))
 
 

@@ -202,9 +202,10 @@ class BaseStore(roomstate.RoomStates):
         ``window``, how many were seen within that many seconds (as :meth:`online`)."""
         return self.run(self.plans.online_count(window, now))
 
-    def room_members(self, room: str, now: float | None = None):
-        """Ids of the visible users in ``room``, in the order they came."""
-        return self.run(self.plans.room_members(room, now))
+    def room_members(self, room: str, now: float | None = None, among=None):
+        """Ids of the visible users in ``room``, in the order they came; with ``among`` (ids),
+        only those of them (a lookup each, not the whole room)."""
+        return self.run(self.plans.room_members(room, now, among))
 
     def room_count(self, room: str, now: float | None = None):
         plan = self.plans.room_members(room, now)

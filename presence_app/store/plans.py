@@ -285,15 +285,23 @@ class Planner:
 
         return Plan(calls, finish)
 
-    def room_members(self, room: str, now: float | None) -> Plan:
+    def room_members(self, room: str, now: float | None, among: Any = None) -> Plan:
         name = inputs.room(room)
-        calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
+        if among is None:
+            calls = [self.call("room", tag, now, name) for tag in self.keys.all_tags()]
+        else:  # only these ids: each shard asked of its own, none asked of a shard with none
+            by_tag: dict[str, list[str]] = {}
+            for uid in inputs.user_ids(among):
+                by_tag.setdefault(self.keys.tag_for_user(uid), []).append(uid)
+            calls = [self.call("room", tag, now, name, *ids) for tag, ids in by_tag.items()]
 
         def finish(replies: list[Any]) -> list[str]:
             streams = [
                 [(float(reply[i + 1]), _str(reply[i])) for i in range(0, len(reply), 2)]
                 for reply in replies
             ]
+            if among is not None:  # in the order asked: put in the order they came
+                streams = [sorted(stream) for stream in streams]
             return [uid for _, uid in heapq.merge(*streams)]
 
         return Plan(calls, finish)

@@ -337,14 +337,14 @@ def room_names(request: HttpRequest, room: str) -> dict[str, Any]:
     Lee"}}``: what a live ``{% room_members %}`` list shows of a member who joins after the
     page was rendered. Nobody the viewer may not see in the room is named (an invisible member,
     one outside the viewer's ``AUDIENCE``, one who left, anybody in a count-only room): the
-    asked ids among the room's members as the viewer's list shows them; one round trip and
-    one query."""
+    asked ids among the room's members as the viewer's list shows them; one round trip (a
+    lookup an id, whatever the room's size) and one query."""
     if not _raw_path_is_utf8(request):
         raise InvalidInput(rules.NOT_UTF8_ROOM)
     if not can_view_room(request.user, room):
         raise PermissionDenied(room)
-    asked = set(rules.user_ids(_ids(request)))
-    listed = presence.room_members(rules.room(room), viewer=presence.viewer(request.user))
-    here = [uid for uid in listed if uid in asked]
+    here = presence.room_members(
+        rules.room(room), viewer=presence.viewer(request.user), among=_ids(request)
+    )
     users = rules.users_in_order(here) if here else []
     return {"room": room, "names": {rules.user_id(u): display_name(u) for u in users}}

@@ -1,7 +1,19 @@
--- room(room): this shard's visible members of a room with the time they came, leaving out users
--- whose presence ran out before the sweep got to them.
+-- room(room[, id...]): this shard's visible members of a room with the time they came, leaving
+-- out users whose presence ran out before the sweep got to them; with ids, only those of them
+-- (a lookup each, not the whole room).
 local room = ARGV[A]
-local flat = redis.call('ZRANGE', rkey(room), 0, -1, 'WITHSCORES')
+local flat
+if #ARGV > A then
+  flat = {}
+  local ids = {}
+  for i = A + 1, #ARGV do ids[#ids + 1] = ARGV[i] end
+  local came = redis.call('ZMSCORE', rkey(room), unpack(ids))
+  for j, uid in ipairs(ids) do
+    if came[j] then flat[#flat + 1] = uid; flat[#flat + 1] = came[j] end
+  end
+else
+  flat = redis.call('ZRANGE', rkey(room), 0, -1, 'WITHSCORES')
+end
 local out = {}
 for first = 1, #flat, 2000 do
   local chunk = {}
