@@ -405,6 +405,24 @@ async def aannounce_join(room: str, user: User) -> bool:
     return True
 
 
+async def aannounce_leave(room: str, user: User) -> bool:
+    """Tells ``room`` (and ``user_left``) of ``user``'s leave, as the store's leave tells it: a
+    leave Redis did while its caller's call failed was never announced, and the leave asked
+    again finds nothing to do. Only if the user is in the room no more (another connection of
+    theirs may be) and the public sees them (an invisible user's comings and goings are told
+    to nobody). True if it was told."""
+    uid, name = rules.user_id(user), rules.room(room)
+    rooms = await auser_rooms_many([uid], viewer=TRUSTED)
+    if name in rooms[uid]:
+        return False
+    me = await aget(uid, viewer=TRUSTED)
+    if me.state == "invisible":
+        return False
+    state = me.state if me.state in ("online", "idle", "dnd") else "offline"
+    await dispatch.apublish([Transition("leave", uid, state, time.time(), name)])
+    return True
+
+
 def end_session(user: User, session_key: str) -> None:
     """Ends ``user``'s live connections (sockets and streams, on every process) that were
     opened with the sign-in ``session_key``: it signed out. Each closes (a socket with 4402),

@@ -1,5 +1,5 @@
 """Coalesced heartbeats: one process writes the heartbeats of all its sockets in batches; and
-the closes Redis did not take, retried.
+the closes and leaves Redis did not take, retried.
 
 A heartbeat frame only marks its socket in a dict; a task per event loop (a
 :class:`~presence_app.core.tasks.Batch`) renews every marked lease with one ``heartbeat_many``
@@ -89,33 +89,44 @@ class HeartbeatCoalescer(Batch):
                     owner.lease_lost()
 
 
-class Closes(Batch):
-    """Disconnects Redis did not take (away, a call timed out), retried every second until it
-    does: the user would otherwise stay present until their lease runs out (a ghost), and the
-    connection's registry field, which only its disconnect or its process's end removes, would
-    stay while the process lives. A retry is harmless: the store ends a connection once, and a
-    late one of a user swept since only removes the field."""
+class Retries(Batch):
+    """Disconnects and leaves Redis did not take (away, a call timed out), retried every second
+    until it does. A disconnect: the user would otherwise stay present until their lease runs
+    out, beside another device of theirs as long as the process lives, and the connection's
+    registry field with it. A leave: the connection stays in the room for the others while the
+    client has left it. A retry is harmless: the store ends a connection, or takes it out of a
+    room, once; a leave Redis did although its call failed was told to nobody, so a retry that
+    finds nothing to do tells the room, if the user is in it no more."""
 
-    pending: dict[tuple[str, str], str | None]  # (conn, user) -> tenant
+    pending: dict[tuple[str, str, str | None], str | None]  # (conn, user, room) -> tenant
     at_once = False  # a second later: Redis away, or a call that timed out under load
     idle = 1
 
     def wait(self, last: float) -> float:
         return 1.0
 
-    def put(self, conn_id: str, user_id: str, tenant: str | None) -> None:
-        self.pending[(conn_id, user_id)] = tenant
+    def put(self, conn_id: str, user_id: str, room: str | None, tenant: str | None) -> None:
+        self.pending[(conn_id, user_id, room)] = tenant
         self.wake()
 
     async def flush(self) -> None:
         todo, self.pending = list(self.pending.items()), {}
-        for i, ((conn_id, user_id), tenant) in enumerate(todo):
+        told: set[tuple[str | None, str, str]] = set()  # two devices' leaves: one told
+        for i, ((conn_id, user_id, room), tenant) in enumerate(todo):
             self.flushes += 1
             try:
                 with tenants.activate(tenant):
-                    await presence.adisconnect(conn_id, user_id)
+                    if room is None:
+                        await presence.adisconnect(conn_id, user_id)
+                        continue
+                    left = await presence.aleave(room, conn_id, user_id)
+                    if any(t.kind == "leave" and t.room == room for t in left):
+                        told.add((tenant, user_id, room))
+                    elif (tenant, user_id, room) not in told:
+                        if await presence.aannounce_leave(room, user_id):
+                            told.add((tenant, user_id, room))
             except UNAVAILABLE as exc:  # still away: this one and the rest, a round later
-                log_outage(exc, f"{len(todo) - i} disconnects")
+                log_outage(exc, f"{len(todo) - i} disconnects and leaves")
                 for key, t in todo[i:]:
                     self.pending.setdefault(key, t)
                 return
@@ -128,11 +139,16 @@ async def disconnect(conn_id: str, user_id: str, *, tenant: str | None) -> None:
             await presence.adisconnect(conn_id, user_id)
     except UNAVAILABLE as exc:
         log_outage(exc, "a disconnect")
-        _closes().put(conn_id, user_id, tenant)
+        _retries().put(conn_id, user_id, None, tenant)
+
+
+def leave_later(room: str, conn_id: str, user_id: str, *, tenant: str | None) -> None:
+    """A leave Redis did not take: retried a second later and on, then told to the room."""
+    _retries().put(conn_id, user_id, room, tenant)
 
 
 _coalescer = per_loop(HeartbeatCoalescer)
-_closes = per_loop(Closes)
+_retries = per_loop(Retries)
 
 
 def get_coalescer() -> HeartbeatCoalescer:

@@ -26,7 +26,7 @@ from ..failopen import log_outage
 from ..jobs.sweeper import ensure_sweeper
 from ..store import UNAVAILABLE, TooManyConnections, UnknownConnection
 from . import delivery, protocol, roomstate
-from .coalescer import disconnect, get_coalescer
+from .coalescer import disconnect, get_coalescer, leave_later
 from .collector import collector
 from .feeds import PUBLISHING_STATES, get_feeds
 from .liveness import Liveness
@@ -287,6 +287,12 @@ class PresenceSession:
         get_feeds().exit(self, room)
         try:
             left = await presence.aleave(room, self.conn_id, self.user_id)
+        except UNAVAILABLE as exc:
+            # The client has left: so does the connection, and the store's leave is retried
+            # until Redis takes it, then told to the room (it may have been done unanswered).
+            log_outage(exc, "a leave")
+            leave_later(room, self.conn_id, self.user_id, tenant=self.tenant)
+            left = []
         except BaseException:
             self.rooms.add(room)
             if not dispatch.count_only(room):

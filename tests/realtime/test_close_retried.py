@@ -1,7 +1,8 @@
-"""A close Redis did not take is retried (presence_app.realtime.coalescer.Closes), on a real
-socket, channel layer and Redis: the user goes offline with the grace once Redis is back, not
-when their lease runs out, and their connection's registry field goes with it (the sweep leaves
-a connected user's field to the disconnect).
+"""A close or a leave Redis did not take is retried (presence_app.realtime.coalescer.Retries),
+on real sockets, a real channel layer and Redis: the user goes offline with the grace once Redis
+is back, not when their lease runs out, and their connection's registry field goes with it (the
+sweep leaves a connected user's field to the disconnect); a room hears of a refused leave once
+Redis is back, and of one Redis did although its call failed.
 
 Redis refuses the close for real: writes are paused (``CLIENT PAUSE WRITE``), and the store's
 connection waiting in the pause is killed by Redis (``CLIENT KILL``), so the disconnect never
@@ -10,6 +11,7 @@ ran there and its caller got a connection error, as from a Redis that went away 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -17,6 +19,7 @@ from channels.layers import channel_layers
 
 from presence_app import presence
 from presence_app.core.connection import get_async_store
+from presence_app.realtime.coalescer import leave_later
 from presence_app.store.keys import KeySpace, registry_bucket
 
 from ..timing import limit
@@ -55,16 +58,21 @@ def waiting_scripts(redis_client) -> list[str]:
 
 async def refused_close(redis_client, sock: Socket) -> None:
     """Closes ``sock`` while Redis refuses its disconnect (see the module's docstring)."""
+    await refused(redis_client, sock.close())
+
+
+async def refused(redis_client, action: Any) -> None:
+    """Runs ``action`` while Redis refuses the script call it makes."""
     redis_client.execute_command("CLIENT", "PAUSE", 10_000, "WRITE")
     try:
-        closing = asyncio.ensure_future(sock.close())
+        closing = asyncio.ensure_future(action)
         waiting: list[str] = []
         for _ in range(200):  # the close's disconnect reaches the pause
             waiting = waiting_scripts(redis_client)
             if waiting:
                 break
             await asyncio.sleep(0.02)
-        assert waiting, "the close's disconnect never reached Redis"
+        assert waiting, "the call never reached Redis"
         for client_id in waiting:
             redis_client.execute_command("CLIENT", "KILL", "ID", client_id)
     finally:
@@ -119,3 +127,55 @@ async def test_a_refused_close_beside_another_device_does_not_stay_for_good(
         await asyncio.sleep(0.1)
     assert (await presence.aget(user)).state == "online"  # the phone's
     await phone.close()
+
+
+async def joined(sock: Socket, room: str) -> None:
+    await sock.send(type="join", room=room)
+    await sock.wait_for("presence.state", room=room)
+
+
+async def test_a_refused_leave_is_retried_and_told(long_lease, redis_client):
+    """Before, the connection stayed in the room (the session put it back and answered an
+    error, which presence.js does not retry for a leave): a member the others saw for good."""
+    (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+    a, b = await Socket.open(ann, name="ann"), await Socket.open(bob, name="bob")
+    await joined(a, "kitchen")
+    await joined(b, "kitchen")
+    await refused(redis_client, a.send(type="leave", room="kitchen"))
+    event = await b.wait_for(
+        "presence.leave",
+        user=a.user,
+        timeout=limit(1 + FAST["HEARTBEAT_FLUSH_INTERVAL"]) + 5,
+    )
+    assert event["room"] == "kitchen" and event["state"] == "online"
+    assert await presence.aroom_members("kitchen", viewer=presence.TRUSTED) == [b.user]
+    await a.close()
+    await b.close()
+
+
+async def test_a_leave_redis_did_unanswered_is_told_once(long_lease, redis_client):
+    """Redis took the leave but its answer was lost (the call timed out): the retry finds
+    nothing to do, and tells the room itself; the user's other connection in the room keeps
+    them there, and then nothing is told."""
+    (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+    phone, laptop = await Socket.open(ann, name="phone"), await Socket.open(ann, name="laptop")
+    b = await Socket.open(bob, name="bob")
+    for sock in (phone, laptop, b):
+        await joined(sock, "kitchen")
+    user = phone.user
+    store = get_async_store()
+    conns = await sync_to_async(presence.export)(user)
+    phone_conn, laptop_conn = [c for s in conns["workspaces"].values() for c in s["connections"]]
+
+    # The laptop's leave done unanswered: the phone is still in the room, nothing to tell.
+    await store.leave("kitchen", laptop_conn, user)
+    leave_later("kitchen", laptop_conn, user, tenant=None)
+    # The phone's too: now the room must hear it, once.
+    await store.leave("kitchen", phone_conn, user)
+    leave_later("kitchen", phone_conn, user, tenant=None)
+    event = await b.wait_for("presence.leave", user=user, timeout=limit(1) + 5)
+    assert event["room"] == "kitchen"
+    await asyncio.sleep(1.5)  # the other retry's round: no second leave
+    assert [f for f in b.drain() if f.get("type") == "presence.leave"] == []
+    for sock in (phone, laptop, b):
+        await sock.close()

@@ -27,7 +27,7 @@ TIMERS = {**TIMERS, "TOUCH_INTERVAL": 1, "ONLINE_WINDOW": 2}  # noqa: F405
 #:   loop, which a loaded server runs seconds late, so a call Redis answered at once fails as a
 #:   timeout after 2 s (1 s to connect: REDIS_OPTIONS' defaults) and is taken for an outage: a
 #:   join answered ``unavailable``, a close whose lease is not cut until its retry a second
-#:   later (realtime.coalescer.Closes; seen, under 600 closes at once, before closes were
+#:   later (realtime.coalescer.Retries; seen, under 600 closes at once, before closes were
 #:   retried: users online until the lease ran out, registry fields until the process ended).
 #:   30 s here; ``retry_on_timeout`` stays the default (presence_app/conf.py).
 #: The grace, the sweep and the heartbeat interval stay the shared ones.

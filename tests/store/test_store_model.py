@@ -362,7 +362,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def registry_holds_only_open_connections(self):
         """A registry field of a live process is a connection that process holds open (and, if
         the store still holds it, not closing): it goes with the connection's disconnect, which
-        the process retries until Redis takes it (realtime.coalescer.Closes), even when the
+        the process retries until Redis takes it (realtime.coalescer.Retries), even when the
         sweep ended its user first (a silent connection here); a dead process's fields are the
         cleaner's."""
         store, m = self.stores["A"], self.model
