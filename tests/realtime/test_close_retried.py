@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 
 from presence_app import presence
+from presence_app.core import tenants
 from presence_app.core.connection import get_async_store
 from presence_app.realtime.coalescer import leave_later
 from presence_app.store.keys import KeySpace, registry_bucket
@@ -179,3 +181,39 @@ async def test_a_leave_redis_did_unanswered_is_told_once(long_lease, redis_clien
     assert [f for f in b.drain() if f.get("type") == "presence.leave"] == []
     for sock in (phone, laptop, b):
         await sock.close()
+
+
+def workspace(source: Any) -> str | None:
+    """The workspace a socket names with ``?ws=`` (the TENANT hook)."""
+    if isinstance(source, dict):
+        return parse_qs(source.get("query_string", b"").decode()).get("ws", [None])[0]
+    return source.GET.get("ws")
+
+
+async def test_a_refused_leave_is_retried_in_its_workspace(redis_client):
+    """The retry writes and tells in the workspace of the connection that left: the same room
+    in another workspace neither loses its member nor hears of the leave."""
+    channel_layers.backends.clear()
+    hook = "tests.realtime.test_close_retried.workspace"
+    with presence_settings(LEASE_TTL=LEASE, HEARTBEAT_INTERVAL=30, TENANT=hook):
+        try:
+            (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+            a = await Socket.open(ann, name="ann@w1", path="/ws/presence/?ws=w1")
+            b = await Socket.open(bob, name="bob@w1", path="/ws/presence/?ws=w1")
+            a2 = await Socket.open(ann, name="ann@w2", path="/ws/presence/?ws=w2")
+            c = await Socket.open(bob, name="bob@w2", path="/ws/presence/?ws=w2")
+            for sock in (a, b, a2, c):
+                await joined(sock, "kitchen")
+            await refused(redis_client, a.send(type="leave", room="kitchen"))
+            event = await b.wait_for("presence.leave", user=a.user, timeout=limit(1) + 5)
+            assert event["room"] == "kitchen"
+            with tenants.activate("w1"):
+                assert await presence.aroom_members("kitchen", viewer=presence.TRUSTED) == [b.user]
+            with tenants.activate("w2"):
+                members = await presence.aroom_members("kitchen", viewer=presence.TRUSTED)
+                assert sorted(members) == sorted([a.user, c.user])
+            assert [f for f in c.drain() if f.get("type") == "presence.leave"] == []
+            for sock in (a, b, a2, c):
+                await sock.close()
+        finally:
+            await shutdown()
