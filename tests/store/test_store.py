@@ -520,3 +520,16 @@ async def test_async_face_shares_the_api(backend, request):
         assert kinds(changes) == [("leave", "1", "r", "offline"), ("offline", "1", None, "offline")]
     finally:
         await astore.aclose()
+
+
+def test_room_members_among_many_ids(store):
+    """Asked of more ids than one Lua unpack takes (the names endpoint's bound is a setting):
+    the same members as the whole room's list, in its order."""
+    for i in range(2500):
+        store.connect(f"c{i}", i, now=T)
+    for i in range(0, 2500, 2):
+        store.join("big", f"c{i}", i, now=T + i / 1000)
+    among = list(range(-100, 9000))
+    assert store.room_members("big", now=T + 5, among=among) == [str(i) for i in range(0, 2500, 2)]
+    assert store.room_members("big", now=T + 5, among=[1, 3, 4, 2]) == ["2", "4"]
+    assert store.room_members("big", now=T + 5, among=[]) == []

@@ -5,11 +5,13 @@ local room = ARGV[A]
 local flat
 if #ARGV > A then
   flat = {}
-  local ids = {}
-  for i = A + 1, #ARGV do ids[#ids + 1] = ARGV[i] end
-  local came = redis.call('ZMSCORE', rkey(room), unpack(ids))
-  for j, uid in ipairs(ids) do
-    if came[j] then flat[#flat + 1] = uid; flat[#flat + 1] = came[j] end
+  for first = A + 1, #ARGV, 1000 do  -- (unpack's bound)
+    local ids = {}
+    for i = first, math.min(first + 999, #ARGV) do ids[#ids + 1] = ARGV[i] end
+    local came = redis.call('ZMSCORE', rkey(room), unpack(ids))
+    for j, uid in ipairs(ids) do
+      if came[j] then flat[#flat + 1] = uid; flat[#flat + 1] = came[j] end
+    end
   end
 else
   flat = redis.call('ZRANGE', rkey(room), 0, -1, 'WITHSCORES')
