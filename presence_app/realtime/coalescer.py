@@ -14,13 +14,16 @@ time (a slow Redis delays the next, it does not stack them), and a flush writes 
 
 from __future__ import annotations
 
-from typing import Protocol
+import weakref
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, Protocol
 
 from .. import conf, presence
 from ..core import tenants
 from ..core.tasks import Batch, per_loop
 from ..failopen import log_outage
-from ..store import UNAVAILABLE
+from ..store import UNAVAILABLE, UnknownConnection
 
 #: Leases per heartbeat_many call: benchmark 1's fastest batch (docs/benchmarks.md: ~4 ms of
 #: Redis per call; a batch of 10,000 holds Redis ~50 ms, and other clients wait meanwhile).
@@ -89,6 +92,11 @@ class HeartbeatCoalescer(Batch):
                     owner.lease_lost()
 
 
+#: A leave's retry asks whether its connection is in the room again (joined since): None for a
+#: disconnect, or a connection's own (held weakly: a closed one is let go).
+Rejoined = Callable[[], bool]
+
+
 class Retries(Batch):
     """Disconnects and leaves Redis did not take (away, a call timed out), retried every second
     until it does. A disconnect: the user would otherwise stay present until their lease runs
@@ -98,38 +106,51 @@ class Retries(Batch):
     room, once; a leave Redis did although its call failed was told to nobody, so a retry that
     finds nothing to do tells the room, if the user is in it no more."""
 
-    pending: dict[tuple[str, str, str | None], str | None]  # (conn, user, room) -> tenant
+    pending: dict[tuple[str, str, str | None], tuple[str | None, Rejoined | None]]
     at_once = False  # a second later: Redis away, or a call that timed out under load
     idle = 1
 
     def wait(self, last: float) -> float:
         return 1.0
 
-    def put(self, conn_id: str, user_id: str, room: str | None, tenant: str | None) -> None:
-        self.pending[(conn_id, user_id, room)] = tenant
+    def put(
+        self, key: tuple[str, str, str | None], tenant: str | None, rejoined: Rejoined | None
+    ) -> None:
+        self.pending[key] = (tenant, rejoined)
         self.wake()
 
     async def flush(self) -> None:
         todo, self.pending = list(self.pending.items()), {}
         told: set[tuple[str | None, str, str]] = set()  # two devices' leaves: one told
-        for i, ((conn_id, user_id, room), tenant) in enumerate(todo):
+        for i, ((conn_id, user_id, room), (tenant, rejoined)) in enumerate(todo):
             self.flushes += 1
             try:
                 with tenants.activate(tenant):
                     if room is None:
                         await presence.adisconnect(conn_id, user_id)
-                        continue
-                    left = await presence.aleave(room, conn_id, user_id)
-                    if any(t.kind == "leave" and t.room == room for t in left):
-                        told.add((tenant, user_id, room))
-                    elif (tenant, user_id, room) not in told:
-                        if await presence.aannounce_leave(room, user_id):
-                            told.add((tenant, user_id, room))
+                    elif not (rejoined is not None and rejoined()):
+                        await self._leave(room, conn_id, user_id, rejoined, told)
             except UNAVAILABLE as exc:  # still away: this one and the rest, a round later
                 log_outage(exc, f"{len(todo) - i} disconnects and leaves")
-                for key, t in todo[i:]:
-                    self.pending.setdefault(key, t)
+                for key, entry in todo[i:]:
+                    self.pending.setdefault(key, entry)
                 return
+
+    async def _leave(
+        self, room: str, conn_id: str, user_id: str, rejoined: Rejoined | None, told: set
+    ) -> None:
+        left = await presence.aleave(room, conn_id, user_id)
+        if rejoined is not None and rejoined():
+            # Joined again while this leave was on its way, whose join Redis may have taken
+            # first: in the room it stays (a join of a connection there already is nothing).
+            with suppress(UnknownConnection):
+                await presence.ajoin(room, conn_id, user_id)
+            return
+        key = (tenants.current(), user_id, room)
+        if any(t.kind == "leave" and t.room == room for t in left):
+            told.add(key)
+        elif key not in told and await presence.aannounce_leave(room, user_id):
+            told.add(key)
 
 
 async def disconnect(conn_id: str, user_id: str, *, tenant: str | None) -> None:
@@ -139,12 +160,19 @@ async def disconnect(conn_id: str, user_id: str, *, tenant: str | None) -> None:
             await presence.adisconnect(conn_id, user_id)
     except UNAVAILABLE as exc:
         log_outage(exc, "a disconnect")
-        _retries().put(conn_id, user_id, None, tenant)
+        _retries().put((conn_id, user_id, None), tenant, None)
 
 
-def leave_later(room: str, conn_id: str, user_id: str, *, tenant: str | None) -> None:
-    """A leave Redis did not take: retried a second later and on, then told to the room."""
-    _retries().put(conn_id, user_id, room, tenant)
+def leave_later(room: str, session: Any) -> None:
+    """A leave of ``session``'s that Redis did not take: retried a second later and on (unless
+    the connection is in the room again by then), then told to the room."""
+    ref = weakref.ref(session)
+
+    def rejoined() -> bool:
+        held = ref()
+        return held is not None and room in held.rooms
+
+    _retries().put((session.conn_id, session.user_id, room), session.tenant, rejoined)
 
 
 _coalescer = per_loop(HeartbeatCoalescer)

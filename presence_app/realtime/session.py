@@ -291,7 +291,7 @@ class PresenceSession:
             # The client has left: so does the connection, and the store's leave is retried
             # until Redis takes it, then told to the room (it may have been done unanswered).
             log_outage(exc, "a leave")
-            leave_later(room, self.conn_id, self.user_id, tenant=self.tenant)
+            leave_later(room, self)
             left = []
         except BaseException:
             self.rooms.add(room)

@@ -11,6 +11,7 @@ ran there and its caller got a connection error, as from a Redis that went away 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -155,6 +156,33 @@ async def test_a_refused_leave_is_retried_and_told(long_lease, redis_client):
     await b.close()
 
 
+async def test_a_refused_leave_is_not_retried_once_joined_again(long_lease, redis_client):
+    """The client joins the room again before the retry's round: the retry leaves the room
+    alone (the connection is in it, for the others too)."""
+    (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+    a, b = await Socket.open(ann, name="ann"), await Socket.open(bob, name="bob")
+    await joined(a, "kitchen")
+    await joined(b, "kitchen")
+    await refused(redis_client, a.send(type="leave", room="kitchen"))
+    await joined(a, "kitchen")
+    await asyncio.sleep(2.5)  # the retry's round (every second) has come and gone
+    members = await presence.aroom_members("kitchen", viewer=presence.TRUSTED)
+    assert sorted(members) == sorted([a.user, b.user])
+    assert [f for f in b.drain() if f.get("type") == "presence.leave"] == []
+    await a.close()
+    await b.close()
+
+
+@dataclass
+class Left:
+    """A connection out of its rooms (what ``leave_later`` reads of a session)."""
+
+    conn_id: str
+    user_id: str
+    tenant: str | None = None
+    rooms: frozenset[str] = frozenset()
+
+
 async def test_a_leave_redis_did_unanswered_is_told_once(long_lease, redis_client):
     """Redis took the leave but its answer was lost (the call timed out): the retry finds
     nothing to do, and tells the room itself; the user's other connection in the room keeps
@@ -171,10 +199,10 @@ async def test_a_leave_redis_did_unanswered_is_told_once(long_lease, redis_clien
 
     # The laptop's leave done unanswered: the phone is still in the room, nothing to tell.
     await store.leave("kitchen", laptop_conn, user)
-    leave_later("kitchen", laptop_conn, user, tenant=None)
+    leave_later("kitchen", Left(laptop_conn, user))
     # The phone's too: now the room must hear it, once.
     await store.leave("kitchen", phone_conn, user)
-    leave_later("kitchen", phone_conn, user, tenant=None)
+    leave_later("kitchen", Left(phone_conn, user))
     event = await b.wait_for("presence.leave", user=user, timeout=limit(1) + 5)
     assert event["room"] == "kitchen"
     await asyncio.sleep(1.5)  # the other retry's round: no second leave
