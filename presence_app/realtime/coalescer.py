@@ -14,6 +14,7 @@ time (a slow Redis delays the next, it does not stack them), and a flush writes 
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable
 from contextlib import suppress
@@ -24,6 +25,8 @@ from ..core import tenants
 from ..core.tasks import Batch, per_loop
 from ..failopen import log_outage
 from ..store import UNAVAILABLE, UnknownConnection
+
+logger = logging.getLogger("presence_app")
 
 #: Leases per heartbeat_many call: benchmark 1's fastest batch (docs/benchmarks.md: ~4 ms of
 #: Redis per call; a batch of 10,000 holds Redis ~50 ms, and other clients wait meanwhile).
@@ -135,6 +138,8 @@ class Retries(Batch):
                 for key, entry in todo[i:]:
                     self.pending.setdefault(key, entry)
                 return
+            except Exception:  # not Redis away: retrying would not help; the others go on
+                logger.exception("presence: a retried disconnect or leave failed")
 
     async def _leave(
         self, room: str, conn_id: str, user_id: str, rejoined: Rejoined | None, told: set
