@@ -245,3 +245,23 @@ async def test_a_refused_leave_is_retried_in_its_workspace(redis_client):
                 await sock.close()
         finally:
             await shutdown()
+
+
+async def test_an_invisible_users_leave_done_unanswered_is_told_to_nobody(long_lease, redis_client):
+    (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
+    a, b = await Socket.open(ann, name="ann"), await Socket.open(bob, name="bob")
+    await a.send(type="status", state="invisible")
+    await a.wait_for("presence.update", self=True, state="invisible")
+    for sock in (a, b):
+        await joined(sock, "kitchen")
+    (conn,) = [
+        c
+        for s in (await sync_to_async(presence.export)(a.user))["workspaces"].values()
+        for c in s["connections"]
+    ]
+    await get_async_store().leave("kitchen", conn, a.user)
+    leave_later("kitchen", Left(conn, a.user))
+    await asyncio.sleep(2.5)  # the retry's round has come and gone
+    assert [f for f in b.drain() if f.get("user") == a.user] == []
+    await a.close()
+    await b.close()
