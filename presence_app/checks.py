@@ -615,6 +615,15 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
                 id="presence_app.E047",
             )
         )
+    check = s["SESSION_CHECK_INTERVAL"]
+    if not _number(check) or check < 0:
+        errors.append(
+            Error(
+                "PRESENCE['SESSION_CHECK_INTERVAL'] must be a number of seconds, 0 or more "
+                "(0: a socket's sign-in is checked only when it connects).",
+                id="presence_app.E048",
+            )
+        )
     size = s["ROOM_SNAPSHOT_BYTES"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
         errors.append(

@@ -66,6 +66,9 @@ DEFAULTS: dict[str, Any] = {
     # AllowedHostsOriginValidator); else OriginValidator's patterns (["*"]: any).
     "WEBSOCKET_ORIGINS": None,
     "MAX_FRAMES_PER_SECOND": 20,
+    # Seconds between two checks of a socket's sign-in (its session read afresh: a password
+    # change or a deleted session closes it, 4402); 0: only at the connect, as Channels does.
+    "SESSION_CHECK_INTERVAL": 300,
     "MAX_FRAME_BYTES": 4096,
     "ROOM_NAME_PATTERN": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,99}$",
     "MAX_ROOM_NAME_LENGTH": 100,

@@ -40,10 +40,12 @@ from channels.sessions import InstanceSessionWrapper
 
 from . import conf
 from .core import dispatch, rules, tenants
+from .core.tasks import spawn
 from .realtime import frames, protocol, subscriptions
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer
 from .realtime.session import PresenceSession
+from .realtime.signin import SignIn
 from .rooms import apermanent_rooms_to_join
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -140,9 +142,11 @@ class PresenceConsumerMixin:
             await self.close(code=CLOSE_UNAUTHENTICATED)  # type: ignore[attr-defined]
             return False
         self.presence_frames = protocol.FrameRate()
-        # The sign-in this socket speaks for: it ends when that session signs out.
+        # The sign-in this socket speaks for: it ends when that session signs out, and is
+        # checked again every SESSION_CHECK_INTERVAL (a password change, a deleted session).
         session = self.scope.get("session")  # type: ignore[attr-defined]
         self.presence_sign_in = dispatch.session_tag(getattr(session, "session_key", None))
+        self._presence_sign_in = SignIn(self.scope)  # type: ignore[attr-defined]
         self.presence = PresenceSession(
             user,
             layer=self.channel_layer,
@@ -198,8 +202,22 @@ class PresenceConsumerMixin:
             and not self.presence.closed
             and await self._presence_rate_ok()
         ):
+            self._presence_check_sign_in()
             await frames.handle(self.presence, frame)
         return True
+
+    def _presence_check_sign_in(self) -> None:
+        """When due, the socket's sign-in is checked again, beside the frame (which goes on)."""
+        sign_in: SignIn | None = self.__dict__.get("_presence_sign_in")
+        if sign_in is not None and self.presence is not None and sign_in.due():
+            spawn(self.presence.tasks, self._presence_signed_in_still(sign_in))
+
+    async def _presence_signed_in_still(self, sign_in: SignIn) -> None:
+        if not await sign_in.valid():  # closed as at a sign-out: presence.js connects again
+            try:
+                await self.close(code=CLOSE_SIGNED_OUT)  # type: ignore[attr-defined]
+            except CLIENT_GONE:
+                pass
 
     async def _presence_rate_ok(self) -> bool:
         refusal = self.presence_frames.refusal()
@@ -293,6 +311,7 @@ class PresenceConsumer(PresenceConsumerMixin, OutageTolerantConsumer, AsyncJsonW
         # every frame counts against the rate, bad ones too.
         if self.presence is None or self.presence.closed or not await self._presence_rate_ok():
             return
+        self._presence_check_sign_in()
         try:
             frame = protocol.parse(text_data, bytes_data, int(conf.get("MAX_FRAME_BYTES")))
         except FrameError as exc:

@@ -39,6 +39,8 @@ def test_defaults_pass():
         ({"CAN_JOIN": 42}, "presence_app.E006"),
         ({"SKIP_PATHS": "/static/"}, "presence_app.E007"),
         ({"LEASE_TTLS": 90}, "presence_app.W002"),
+        ({"SESSION_CHECK_INTERVAL": -1}, "presence_app.E048"),
+        ({"SESSION_CHECK_INTERVAL": "300"}, "presence_app.E048"),
     ],
 )
 def test_invalid_settings_are_reported(presence, expected):
