@@ -15,7 +15,11 @@ if not listed then
 end
 local conns = live_conns(uid, u, true)
 local e = conns[cid]
-if e == nil or string.sub(e[1], 1, 1) == '~' then return transitions() end
+if e == nil then  -- not live: an inert field of its, left by an eviction, goes
+  if c == cid then redis.call('HDEL', bkey(uid), uid) end
+  return transitions()
+end
+if string.sub(e[1], 1, 1) == '~' then return transitions() end
 local others = false
 for other, f in pairs(conns) do
   if other ~= cid and string.sub(f[1], 1, 1) ~= '~' then others = true end
