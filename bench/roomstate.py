@@ -10,8 +10,8 @@ session, as a socket's consumer does. Every ``1 / 30`` s each member's cursor mo
 - ``ours``: ``PresenceSession.set_room_state``: the process's coalescer flushes once per tick
   (``ROOM_STATE_RATE`` 20): one ``group_send`` per room with all its members' latest states and
   one round trip writing them; each receiving session sends its socket one frame per tick.
-- ``naive``: one ``presence.apublish_room_states`` per change (a Redis write and a
-  ``group_send`` each), and each receiver sends its socket one frame per event.
+- ``naive``: per change, a Redis write of the state and a ``group_send`` to every socket of
+  the room (its sockets' group), and each receiver sends its socket one frame per event.
 
 Per way: delivery latency (receive time minus the change's wall clock, of one state delivered in
 :data:`SAMPLE`; one host, one clock) p50 / p99, ``presence.roomstate`` frames and bytes per second
@@ -113,7 +113,8 @@ def server(url: str, index: int, members: int, conn: Any) -> None:
 async def _server(index: int, members: int, conn: Any) -> None:
     from channels.layers import get_channel_layer
 
-    from presence_app import presence
+    from presence_app.core import dispatch
+    from presence_app.core.connection import get_async_store
     from presence_app.realtime.session import PresenceSession
 
     layer = get_channel_layer()
@@ -142,6 +143,18 @@ async def _server(index: int, members: int, conn: Any) -> None:
                 await s.event(message)
 
     loops = [asyncio.ensure_future(receive(n)) for n in range(members)]
+    store, group = get_async_store(), dispatch.sockets_group(ROOM)
+
+    async def naive(s: PresenceSession, data: dict[str, Any], text: str) -> None:
+        # Not presence.apublish_room_states: its event goes to the room's feed, one a process,
+        # which coalesces it per tick as ours does (issue 44); the naive design has none.
+        entry = (s.user_id, s.public_id, s.conn_id, text)
+        await store.gather(store.planned.set_room_states(ROOM, [entry]))
+        state = {"user": s.user_id, "conn": s.public_id, "data": data}
+        await layer.group_send(
+            group, {"type": "presence.roomstate", "room": ROOM, "states": [state]}
+        )
+
     conn.send("ready")
     while True:
         command = await asyncio.to_thread(conn.recv)
@@ -157,16 +170,9 @@ async def _server(index: int, members: int, conn: Any) -> None:
             if mode == "ours":
                 for s in sessions:
                     await s.set_room_state(ROOM, data)
-            else:
+            else:  # a write and a group_send to every socket of the room, per change
                 text = json.dumps(data)
-                await asyncio.gather(
-                    *(
-                        presence.apublish_room_states(
-                            {ROOM: [(s.user_id, s.public_id, s.conn_id, text)]}
-                        )
-                        for s in sessions
-                    )
-                )
+                await asyncio.gather(*(naive(s, data, text) for s in sessions))
             k += 1
             await asyncio.sleep(max(0.0, start_at + k / HZ - time.time()))
         await asyncio.sleep(DRAIN)
