@@ -606,24 +606,20 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
                 id="presence_app.E046",
             )
         )
-    budget = s["ROOM_STATE_FRAMES"]
-    if not _number(budget) or budget < 0:
-        errors.append(
-            Error(
-                "PRESENCE['ROOM_STATE_FRAMES'] must be a number of frames a second, 0 or more "
-                "(0: no bound).",
-                id="presence_app.E047",
+    for name, what, check_id in (
+        ("ROOM_STATE_FRAMES", "frames a second, 0 or more (0: no bound)", "E047"),
+        (
+            "SESSION_CHECK_INTERVAL",
+            "seconds, 0 or more (0: a socket's sign-in is checked only when it connects)",
+            "E048",
+        ),
+    ):
+        if not _number(s[name]) or s[name] < 0:
+            errors.append(
+                Error(
+                    f"PRESENCE['{name}'] must be a number of {what}.", id=f"presence_app.{check_id}"
+                )
             )
-        )
-    check = s["SESSION_CHECK_INTERVAL"]
-    if not _number(check) or check < 0:
-        errors.append(
-            Error(
-                "PRESENCE['SESSION_CHECK_INTERVAL'] must be a number of seconds, 0 or more "
-                "(0: a socket's sign-in is checked only when it connects).",
-                id="presence_app.E048",
-            )
-        )
     size = s["ROOM_SNAPSHOT_BYTES"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
         errors.append(

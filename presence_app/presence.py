@@ -396,13 +396,7 @@ async def aannounce_join(room: str, user: User) -> bool:
     announced, and the join asked again finds the connection there and announces nothing. Their
     state as the public sees it; nothing for a user the public does not see (invisible, gone).
     A client that lists the user already finds no change in it. True if it was told."""
-    uid, name = rules.user_id(user), rules.room(room)
-    me = await aget(uid, viewer=TRUSTED)
-    if me.state not in ("online", "idle", "dnd"):
-        return False
-    told = Transition("join", uid, me.state, time.time(), name, (), me.message, me.emoji)
-    await dispatch.apublish([told])
-    return True
+    return await _announce_again("join", room, user)
 
 
 async def aannounce_leave(room: str, user: User) -> bool:
@@ -411,15 +405,23 @@ async def aannounce_leave(room: str, user: User) -> bool:
     again finds nothing to do. Only if the user is in the room no more (another connection of
     theirs may be) and the public sees them (an invisible user's comings and goings are told
     to nobody). True if it was told."""
+    return await _announce_again("leave", room, user)
+
+
+#: The states the public sees as present (an invisible user reads as offline).
+_SHOWN = ("online", "idle", "dnd")
+
+
+async def _announce_again(kind: str, room: str, user: User) -> bool:
     uid, name = rules.user_id(user), rules.room(room)
-    rooms = await auser_rooms_many([uid], viewer=TRUSTED)
-    if name in rooms[uid]:
-        return False
+    if kind == "leave" and name in (await auser_rooms_many([uid], viewer=TRUSTED))[uid]:
+        return False  # another connection of theirs keeps them in it
     me = await aget(uid, viewer=TRUSTED)
-    if me.state == "invisible":
+    shown = me.state in _SHOWN
+    if me.state == "invisible" or (kind == "join" and not shown):
         return False
-    state = me.state if me.state in ("online", "idle", "dnd") else "offline"
-    await dispatch.apublish([Transition("leave", uid, state, time.time(), name)])
+    told = Transition(kind, uid, me.state if shown else "offline", time.time(), name)
+    await dispatch.apublish([replace(told, message=me.message, emoji=me.emoji) if shown else told])
     return True
 
 

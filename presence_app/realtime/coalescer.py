@@ -142,7 +142,12 @@ class Retries(Batch):
                 logger.exception("presence: a retried disconnect or leave failed")
 
     async def _leave(
-        self, room: str, conn_id: str, user_id: str, rejoined: Rejoined | None, told: set
+        self,
+        room: str,
+        conn_id: str,
+        user_id: str,
+        rejoined: Rejoined | None,
+        told: set[tuple[str | None, str, str]],
     ) -> None:
         left = await presence.aleave(room, conn_id, user_id)
         if rejoined is not None and rejoined():
@@ -182,6 +187,11 @@ def leave_later(room: str, session: Any) -> None:
 
 _coalescer = per_loop(HeartbeatCoalescer)
 _retries = per_loop(Retries)
+
+
+def get_retries() -> Retries:
+    """The retries of the running event loop (tests count their ``flushes``)."""
+    return _retries()
 
 
 def get_coalescer() -> HeartbeatCoalescer:

@@ -22,7 +22,7 @@ from channels.layers import channel_layers
 from presence_app import presence
 from presence_app.core import tenants
 from presence_app.core.connection import get_async_store
-from presence_app.realtime.coalescer import leave_later
+from presence_app.realtime.coalescer import get_retries, leave_later
 from presence_app.store.keys import KeySpace, registry_bucket
 
 from ..timing import limit
@@ -156,6 +156,17 @@ async def test_a_refused_leave_is_retried_and_told(long_lease, redis_client):
     await b.close()
 
 
+async def retries_done() -> None:
+    """Waits until the process's retries are through (nothing pending, their task ended), then
+    a moment for what they sent to arrive: a window in which nothing more may come."""
+    retries = get_retries()
+    deadline = asyncio.get_running_loop().time() + limit(3)
+    while retries.pending or (retries.task is not None and not retries.task.done()):
+        assert asyncio.get_running_loop().time() < deadline, "the retries never ended"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+
+
 async def test_a_refused_leave_is_not_retried_once_joined_again(long_lease, redis_client):
     """The client joins the room again before the retry's round: the retry leaves the room
     alone (the connection is in it, for the others too)."""
@@ -165,7 +176,8 @@ async def test_a_refused_leave_is_not_retried_once_joined_again(long_lease, redi
     await joined(b, "kitchen")
     await refused(redis_client, a.send(type="leave", room="kitchen"))
     await joined(a, "kitchen")
-    await asyncio.sleep(2.5)  # the retry's round (every second) has come and gone
+    assert get_retries().pending  # the refused leave waits for its round
+    await retries_done()
     members = await presence.aroom_members("kitchen", viewer=presence.TRUSTED)
     assert sorted(members) == sorted([a.user, b.user])
     assert [f for f in b.drain() if f.get("type") == "presence.leave"] == []
@@ -205,7 +217,7 @@ async def test_a_leave_redis_did_unanswered_is_told_once(long_lease, redis_clien
     leave_later("kitchen", Left(phone_conn, user))
     event = await b.wait_for("presence.leave", user=user, timeout=limit(1) + 5)
     assert event["room"] == "kitchen"
-    await asyncio.sleep(1.5)  # the other retry's round: no second leave
+    await retries_done()  # the other retry's round: no second leave
     assert [f for f in b.drain() if f.get("type") == "presence.leave"] == []
     for sock in (phone, laptop, b):
         await sock.close()
@@ -261,7 +273,7 @@ async def test_an_invisible_users_leave_done_unanswered_is_told_to_nobody(long_l
     ]
     await get_async_store().leave("kitchen", conn, a.user)
     leave_later("kitchen", Left(conn, a.user))
-    await asyncio.sleep(2.5)  # the retry's round has come and gone
+    await retries_done()
     assert [f for f in b.drain() if f.get("user") == a.user] == []
     await a.close()
     await b.close()
