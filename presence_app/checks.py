@@ -46,6 +46,13 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _not_negative(s: dict[str, Any], name: str, what: str, *, check_id: str) -> list[Error]:
+    """A setting that is a number of ``what``, 0 or more."""
+    if _number(s[name]) and s[name] >= 0:
+        return []
+    return [Error(f"PRESENCE['{name}'] must be a number of {what}.", id=check_id)]
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs=None, **kwargs) -> list:
     s = conf.get_settings()
@@ -606,20 +613,18 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
                 id="presence_app.E046",
             )
         )
-    for name, what, check_id in (
-        ("ROOM_STATE_FRAMES", "frames a second, 0 or more (0: no bound)", "E047"),
-        (
-            "SESSION_CHECK_INTERVAL",
-            "seconds, 0 or more (0: a socket's sign-in is checked only when it connects)",
-            "E048",
-        ),
-    ):
-        if not _number(s[name]) or s[name] < 0:
-            errors.append(
-                Error(
-                    f"PRESENCE['{name}'] must be a number of {what}.", id=f"presence_app.{check_id}"
-                )
-            )
+    errors += _not_negative(
+        s,
+        "ROOM_STATE_FRAMES",
+        "frames a second, 0 or more (0: no bound)",
+        check_id="presence_app.E047",
+    )
+    errors += _not_negative(
+        s,
+        "SESSION_CHECK_INTERVAL",
+        "seconds, 0 or more (0: a socket's sign-in is checked only when it connects)",
+        check_id="presence_app.E048",
+    )
     size = s["ROOM_SNAPSHOT_BYTES"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
         errors.append(
