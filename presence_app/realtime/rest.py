@@ -2,7 +2,10 @@
 
 ``POST presence/api/stream/<frame>/`` with the frame's fields as a JSON body, the CSRF token
 (``X-CSRFToken``, Django's CSRF middleware checks it) and the stream's signed name
-(``X-Presence-Stream``, from its ``hello``). The call is not applied here: it is sent over the
+(``X-Presence-Stream``, from its ``hello``). A form body (an htmx page's ``hx-post``) is taken
+too: its fields are the frame's, as text, the stream's name may come as its
+``presence_stream`` field (the htmx stream's ``presence-stream`` event), and a ``roomstate``'s
+other fields are its state (none: cleared). The call is not applied here: it is sent over the
 channel layer to the stream it names, on whatever process holds it, and the stream applies it
 exactly as a socket applies the same frame (:func:`presence_app.realtime.frames.apply`: the same
 validation, ``CAN_JOIN``, limits and rate limit). Its outcome comes back to this request:
@@ -84,13 +87,24 @@ async def _ask(layer: Any, channel: str, frame: dict[str, Any]) -> dict[str, Any
     return answer
 
 
-def _frame(body: bytes, frame_type: str) -> dict[str, Any]:
-    """The frame a body describes, checked as a socket's frame is (size first)."""
-    limit = int(conf.get("MAX_FRAME_BYTES"))
-    if len(body) > limit:
-        raise FrameError("too_large", f"A frame may be at most {limit} bytes.")
+#: The form field that names the stream, where no ``X-Presence-Stream`` header does.
+STREAM_FIELD = "presence_stream"
+
+
+def _is_form(request: HttpRequest) -> bool:
+    return request.content_type == "application/x-www-form-urlencoded"
+
+
+def _frame(request: HttpRequest, frame_type: str) -> dict[str, Any]:
+    """The frame a body (of at most ``MAX_FRAME_BYTES``) describes."""
+    if _is_form(request):
+        fields = {k: v for k, v in request.POST.items() if k != STREAM_FIELD}
+        if frame_type == "roomstate":
+            room = fields.pop("room", None)
+            fields = {"room": room, "data": fields or None}
+        return {**fields, "type": frame_type}
     try:
-        fields = json.loads(body or b"{}", parse_constant=_not_json)
+        fields = json.loads(request.body or b"{}", parse_constant=_not_json)
     except (ValueError, RecursionError):
         raise FrameError("bad_frame", "The body is not valid JSON.") from None
     if not isinstance(fields, dict):
@@ -131,14 +145,20 @@ async def command(request: HttpRequest, frame_type: str) -> JsonResponse:
     if frame_type not in frames.HANDLERS:
         return _error("unknown_type", "unknown frame type")
     uid = rules.user_id(user)
-    channel = stream_channel(request.headers.get("X-Presence-Stream", ""), uid)
+    limit = int(conf.get("MAX_FRAME_BYTES"))
+    if len(request.body) > limit:  # before a form's fields are read
+        return _error("too_large", f"A frame may be at most {limit} bytes.")
+    name = request.headers.get("X-Presence-Stream", "")
+    if not name and _is_form(request):
+        name = request.POST.get(STREAM_FIELD, "")
+    channel = stream_channel(name, uid)
     if channel is None:
         return _error("forbidden", "X-Presence-Stream does not name a stream of yours")
     refusal = _rate_refusal(uid)
     if refusal is not None:
         return refusal
     try:
-        frame = _frame(request.body, frame_type)
+        frame = _frame(request, frame_type)
     except FrameError as exc:
         return _error(exc.code, exc.detail)
     if lifecycle.stream_ended(channel):

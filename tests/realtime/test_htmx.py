@@ -3,6 +3,8 @@ stream itself runs in the browser test tests/e2e/test_htmx.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from django.template import Context, Template
 
@@ -77,15 +79,16 @@ class HtmlStream:
         except (OSError, ValueError, AttributeError, http.client.HTTPException):
             pass  # closed by close(): http.client ends a half-read chunk in any of these
 
-    def wait_for(self, test, timeout: float = 30) -> int:
-        """The index of the first event ``test(name, data)`` accepts."""
+    def wait_for(self, test, timeout: float = 30, start: int = 0) -> int:
+        """The index of the first event from ``start`` on that ``test(name, data)`` accepts."""
+
+        def first() -> int | None:
+            return next((i for i, e in enumerate(self.events) if i >= start and test(*e)), None)
+
         with self.changed:
-            found = self.changed.wait_for(
-                lambda: next((i for i, e in enumerate(self.events) if test(*e)), None) is not None,
-                timeout,
-            )
+            found = self.changed.wait_for(lambda: first() is not None, timeout)
             assert found, f"not within {timeout} s; events: {self.events}"
-            return next(i for i, e in enumerate(self.events) if test(*e))
+            return first()
 
     def close(self) -> None:
         self.conn.sock.shutdown(2) if self.conn.sock else None
@@ -124,8 +127,10 @@ def test_the_stream_sends_each_event_once_as_it_opens(tmp_path, settings):
                 [
                     f"presence-dot-{alice}",
                     f"presence-seen-{alice}",
+                    "presence-stream",
                     "presence-room-lobby",
                     "presence-count-lobby",
+                    "presence-roomstate-lobby",
                     f"presence-dot-{bob}",
                 ]
             ), stream.events[:end]
@@ -145,10 +150,118 @@ async def test_a_user_gone_with_a_hidden_last_seen_reads_offline_not_online_now(
     from presence_app.realtime.htmx import HtmlEventStream
 
     stream = object.__new__(HtmlEventStream)  # render() alone: no request, no channel
-    stream.members, stream.names = {}, {}
+    from presence_app.realtime.htmx import LiveParts
+
+    stream.members, stream.names, stream.live = {}, {}, LiveParts()
     gone = {"type": "presence.update", "user": "7", "state": "offline", "at": None}
     events = dict(await stream.render(gone))
     assert "presence-offline" in events["presence-dot-7"]
     assert events["presence-seen-7"] == "offline"
     seen = {**gone, "at": 1_800_000_000.0}  # a last seen it may see: its time, as before
     assert (await stream.render(seen))[1][1].startswith("last seen ")
+
+
+def test_typing_and_room_states_reach_an_htmx_page_and_go_out_by_its_forms(tmp_path, settings):
+    """No presence.js on either side: Bob's page (an htmx stream) says he is typing and sets a
+    room state by the form posts its hx-post makes, naming its stream by the presence-stream
+    event's hidden field; Alice's stream draws "bob is typing…" until its time runs out, his
+    state as the room_states template shows it, and neither once he left the room."""
+    import re
+    import secrets
+    import uuid
+
+    from ..servers import AsgiServer, Database, User
+    from ..sse_client import request
+
+    db = Database(
+        tmp_path / "db.sqlite3",
+        env={
+            "REDIS_URL": settings.REDIS_URL,
+            "PRESENCE_KEY_PREFIX": f"htmx-{uuid.uuid4().hex[:8]}",
+        },
+    ).migrate()
+    users = db.users(["alice", "bob"])
+    token = secrets.token_hex(16)  # the page's CSRF cookie, sent back as X-CSRFToken
+    with AsgiServer(db, name="htmx") as server:
+        alice = HtmlStream(server, users["alice"], "rooms=lobby")
+        bob = HtmlStream(server, users["bob"], "rooms=lobby")
+        bob_as_page = User(users["bob"].id, "bob", f"{users['bob'].session}; csrftoken={token}")
+
+        def post(frame: str, form: str, csrf: bool = True) -> tuple[int, dict]:
+            headers = {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Origin": server.origin,
+                **({"X-CSRFToken": token} if csrf else {}),
+            }
+            return asyncio.run(
+                request(
+                    server, "POST", f"/presence/api/stream/{frame}/", bob_as_page,
+                    body=form.encode(), headers=headers,
+                )
+            )  # fmt: skip
+
+        try:
+            i = bob.wait_for(lambda name, data: name == "presence-stream")
+            field = bob.events[i][1]
+            assert 'type="hidden"' in field and 'name="presence_stream"' in field
+            stream = re.search(r'value="([^"]+)"', field).group(1)
+            alice.wait_for(lambda name, data: name == "presence-count-lobby" and data == "2")
+
+            # Refused as a socket's frame would be, or before: no stream named, no CSRF token.
+            assert post("typing", "room=lobby")[0] == 403
+            assert post("typing", f"room=lobby&presence_stream={stream}", csrf=False)[0] == 403
+            status, body = post("typing", f"room=elsewhere&presence_stream={stream}")
+            assert (status, body.get("code")) == (409, "not_joined")
+
+            assert post("typing", f"room=lobby&presence_stream={stream}") == (200, {"ok": True})
+            typing = alice.wait_for(
+                lambda name, data: name == "presence-typing-lobby" and "bob is typing" in data
+            )
+            # Its time runs out with no more typing: the indicator empties by itself.
+            alice.wait_for(
+                lambda name, data: name == "presence-typing-lobby" and not data.strip(),
+                start=typing,
+            )
+
+            form = f"room=lobby&doing=drafting+a+reply&presence_stream={stream}"
+            assert post("roomstate", form) == (200, {"ok": True})
+            shown = alice.events[
+                alice.wait_for(
+                    lambda name, data: name == "presence-roomstate-lobby" and "drafting" in data
+                )
+            ][1]
+            assert 'class="presence-roster-name">bob<' in shown
+            assert "{&quot;doing&quot;: &quot;drafting a reply&quot;}" in shown  # escaped JSON
+            assert not any(n == "presence-roomstate-lobby" and "drafting" in d
+                           for n, d in bob.events)  # fmt: skip
+
+            # He leaves: his state ends with his leave (and a typing, if still shown).
+            start = len(alice.events)
+            assert post("leave", f"room=lobby&presence_stream={stream}")[0] == 200
+            gone = alice.wait_for(
+                lambda name, data: name == "presence-roomstate-lobby" and "drafting" not in data,
+                start=start,
+            )
+            assert ("presence-count-lobby", "1") in alice.events[start:gone]
+            typed = [d for n, d in alice.events if n == "presence-typing-lobby"]
+            assert not typed[-1].strip()
+        finally:
+            for s in (alice, bob):
+                s.close()
+
+
+def test_the_typing_and_room_state_templates_escape_what_users_wrote():
+    """A name and a state are the users' own text: the fragments swapped into the page escape
+    them (the typing template's translated sentence included)."""
+    from django.template.loader import render_to_string
+
+    evil = "<img src=x onerror=alert(1)>"
+    typing = render_to_string(
+        "presence_app/htmx/typing.html", {"room": "r", "typists": [{"user": "7", "name": evil}]}
+    )
+    assert "&lt;img" in typing and "<img" not in typing and "is typing" in typing
+    states = render_to_string(
+        "presence_app/htmx/room_states.html",
+        {"room": "r", "states": [{"user": "7", "name": evil, "conn": "c", "json": f'"{evil}"'}]},
+    )
+    assert "<img" not in states and states.count("&lt;img") == 2
