@@ -3,11 +3,11 @@
 - ``tests``: the fast core (every test module but the browser one and ``SERVER_SUITES``' folders:
   the store, consumer, API, middleware, tags, admin and command tests) on each supported Python x Django
   pair but the first (Python 3.11, Django 5.2: `make test`'s, the whole suite), on Debian's
-  redis-server; on a single Redis, and on the newest pair with the Redis
-  Cluster variants too, under coverage (and the store's model checks in full: elsewhere at
-  ``MODEL_EXAMPLES_ELSEWHERE`` examples).
-- ``servers``: the core, Cluster variants included, on the newest Redis and Valkey servers the
-  registries ship.
+  redis-server; on a single Redis without the tests marked ``long``, and on the newest pair
+  with the Redis Cluster variants and the long tests too, under coverage (and the store's model
+  checks in full: elsewhere at ``MODEL_EXAMPLES_ELSEWHERE`` examples).
+- ``servers``: the core, Cluster variants and long tests included, on the newest Redis and
+  Valkey servers the registries ship.
 - ``lowest``: the core on the oldest versions of the dependencies that pyproject.toml admits.
 - ``uuid_users``: the front doors (socket, mixin, SSE, JSON API, tags, admin, rooms, last seen,
   erasure, DRF) and browser tests on a user model with a UUID primary key and the email as login
@@ -88,6 +88,11 @@ WORKERS = os.environ.get("PRESENCE_NOX_WORKERS", "0")
 # the core at this many examples (enough to catch a version that breaks them at all).
 MODEL_EXAMPLES_ELSEWHERE = "50"
 
+# Tests marked ``long`` (many seconds each of real timers or servers: the visibility model, the
+# collision tuning's measured staleness, the retried closes) are half of the core's time and
+# test timing and logic no Python or Django version changes: `make test`, the newest cell and
+# the servers sessions run them; the other cells, ``lowest`` and ``package`` leave them out.
+
 
 #: The folders of tests that drive real servers (each its own session or `make test` only); the
 #: core is every other test module, laid out like the package.
@@ -101,18 +106,21 @@ def core_tests(
     runner: tuple[str, ...] = ("pytest",),
     cluster: bool = False,
     full_models: bool = False,
+    long: bool = False,
 ) -> None:
     """The fast core: the test modules laid out like the package, without the browser (make test runs that), and
-    without the Redis Cluster variants unless ``cluster`` (they double the time). The model
-    checks run at ``MODEL_EXAMPLES_ELSEWHERE`` examples unless ``full_models``."""
+    without the Redis Cluster variants unless ``cluster`` (they double the time), nor the tests
+    marked ``long`` unless ``long``. The model checks run at ``MODEL_EXAMPLES_ELSEWHERE``
+    examples unless ``full_models``."""
     modules = sorted(
         path
         for path in glob.glob("tests/**/test_*.py", recursive=True)
         if path.split("/")[1] not in SERVER_SUITES
     )
     modules.remove("tests/static/test_presence_js.py")
-    if not cluster:
-        args = ("-m", "not cluster", *args)
+    left_out = [marker for marker, run in (("cluster", cluster), ("long", long)) if not run]
+    if left_out:
+        args = ("-m", " and ".join(f"not {marker}" for marker in left_out), *args)
     env = dict(env or {})
     if not full_models:
         env.setdefault(
@@ -176,6 +184,7 @@ def tests(session: nox.Session, django: str) -> None:
         runner=("coverage", "run", "-m", "pytest"),
         cluster=True,
         full_models=True,
+        long=True,
     )
     session.run("coverage", "combine", "-q")  # the workers' data files (pyproject's patch)
     session.run("coverage", "report")
@@ -282,7 +291,9 @@ def servers(session: nox.Session, server: str) -> None:
     session.install(package)
     binary = session.run("python", "-c", find, silent=True).strip()
     session.run(binary, "--version", external=True)
-    core_tests(session, *session.posargs, env={"PRESENCE_REDIS_SERVER": binary}, cluster=True)
+    core_tests(
+        session, *session.posargs, env={"PRESENCE_REDIS_SERVER": binary}, cluster=True, long=True
+    )
 
 
 @nox.session(python=CELLS[0][0])

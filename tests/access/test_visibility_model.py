@@ -1240,6 +1240,7 @@ def check_erased(world: World, uid: str) -> None:
     report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.long
 @given(site=sites)
 @example(site=EXPLICIT)
 @example(site=HIDDEN_SEEN)

@@ -151,6 +151,7 @@ async def until_next_slot() -> None:
     await asyncio.sleep(t - into + 0.05)
 
 
+@pytest.mark.long
 async def test_a_lone_join_goes_out_at_once(redis_client):
     """The first change of a quiet slot is not held for the tick: with five-second ticks, a lone
     join reaches the room well before the next one."""
@@ -600,6 +601,7 @@ async def a_fresh_slot() -> None:
     await asyncio.sleep(t - into + 0.05)
 
 
+@pytest.mark.long
 async def test_a_held_diff_is_redacted_in_its_own_workspace(redis_client):
     """A process holds room feeds of two workspaces. A join held for the tick in one's feed
     goes out early when the other's feed sends an update (every feed's joins and leaves first,

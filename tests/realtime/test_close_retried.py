@@ -28,7 +28,7 @@ from presence_app.store.keys import KeySpace, registry_bucket
 from ..timing import limit
 from ..ws import FAST, Socket, make_user, presence_settings, shutdown
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 LEASE = 120  # no lease runs out within the test: only the retried close ends the user
 

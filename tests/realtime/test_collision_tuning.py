@@ -30,6 +30,8 @@ from ..reliability.clients import Client
 from ..servers import AsgiServer, Database
 from ..timing import limit, said
 
+pytestmark = pytest.mark.long
+
 ROOM = "ticket-42"
 
 PROFILES = {

@@ -53,6 +53,7 @@ async def test_a_socket_silent_for_the_lease_is_closed(liveness):
     await beating.close()
 
 
+@pytest.mark.long
 async def test_idle_waits_for_every_device_and_ends_with_activity(liveness):
     (_, ann), (_, bob) = await make_user("ann"), await make_user("bob")
     phone, laptop = await Socket.open(ann, name="phone"), await Socket.open(ann, name="laptop")
