@@ -111,7 +111,9 @@ def client_kind() -> str:
 
 def client_command(kind: str, config: Path) -> list[str]:
     if kind == "node":
-        return ["node", str(BENCH / "big_rooms_client.js"), str(config)]
+        # BENCH_BIG_ROOMS_NODE_ARGS: node's own flags (``--cpu-prof --cpu-prof-dir=DIR``)
+        extra = os.environ.get("BENCH_BIG_ROOMS_NODE_ARGS", "").split()
+        return ["node", *extra, str(BENCH / "big_rooms_client.js"), str(config)]
     return [sys.executable, "-m", "bench.big_rooms_client", str(config)]
 
 

@@ -18,8 +18,123 @@
 "use strict";
 
 const fs = require("fs");
+const path = require("path");
 const readline = require("readline");
+const zlib = require("zlib");
 const WebSocket = require("ws");
+
+// permessage-deflate, in the loop. ws inflates and deflates each message through a zlib stream
+// in libuv's thread pool: at thousands of frames a second its hand-offs cost ~55 us of CPU a
+// small frame here, against ~9 us for the frame uncompressed and ~19 us inflated in place (the
+// same zlib, the same context kept across messages; a storm's client spent a quarter of its CPU
+// deflating its heartbeats through the pool). So the client runs zlib with each stream's own
+// handle, synchronously (Node's internals, as its zlib.inflateRawSync uses them; without them,
+// or with BENCH_BIG_ROOMS_WS_ZLIB=1, ws' own path runs). Every frame is still compressed as a
+// browser compresses it; what the servers send and negotiate is unchanged.
+const TRAILER = Buffer.from([0x00, 0x00, 0xff, 0xff]);
+
+// All of `chunk` through zlib stream `z` with Z_SYNC_FLUSH, synchronously: its output.
+function zlibSync(z, chunk) {
+  const handle = z._handle;
+  const state = z._writeState;
+  let inOff = 0;
+  let availIn = chunk.length;
+  const buffers = [];
+  let total = 0;
+  for (;;) {
+    const availOut = z._chunkSize - z._outOffset;
+    handle.writeSync(
+      zlib.constants.Z_SYNC_FLUSH,
+      chunk,
+      inOff,
+      availIn,
+      z._outBuffer,
+      z._outOffset,
+      availOut,
+    );
+    if (z.syncError || z.destroyed) throw z.syncError || new Error("zlib failed");
+    const outLeft = state[0];
+    const inLeft = state[1];
+    const have = availOut - outLeft;
+    if (have > 0) {
+      buffers.push(z._outBuffer.subarray(z._outOffset, z._outOffset + have));
+      z._outOffset += have;
+      total += have;
+    }
+    if (outLeft === 0 || z._outOffset >= z._chunkSize) {
+      z._outOffset = 0;
+      z._outBuffer = Buffer.allocUnsafe(z._chunkSize);
+    }
+    if (outLeft !== 0) break; // the input consumed, the output flushed
+    inOff += availIn - inLeft;
+    availIn = inLeft;
+  }
+  return buffers.length === 1 ? Buffer.from(buffers[0]) : Buffer.concat(buffers, total);
+}
+
+function zlibInPlace() {
+  const probe = zlib.createInflateRaw();
+  const usable =
+    typeof probe._handle?.writeSync === "function" &&
+    probe._writeState instanceof Uint32Array &&
+    typeof probe._chunkSize === "number";
+  probe.close();
+  if (!usable || process.env.BENCH_BIG_ROOMS_WS_ZLIB === "1") return false;
+  const file = path.join(path.dirname(require.resolve("ws")), "lib", "permessage-deflate.js");
+  const PerMessageDeflate = require(file);
+  const cleanup = PerMessageDeflate.prototype.cleanup;
+  const stream = (pmd, key, make, endpoint) => {
+    if (!pmd[key]) {
+      const bits = pmd.params[`${endpoint}_max_window_bits`];
+      const windowBits = typeof bits === "number" ? bits : zlib.constants.Z_DEFAULT_WINDOWBITS;
+      const options = key === "syncInflate" ? "zlibInflateOptions" : "zlibDeflateOptions";
+      const z = make({...pmd._options[options], windowBits});
+      z.on("error", (err) => {
+        z.syncError = err;
+      });
+      pmd[key] = z;
+    }
+    return pmd[key];
+  };
+  PerMessageDeflate.prototype.decompress = function (data, fin, callback) {
+    const peer = this._isServer ? "client" : "server";
+    let out;
+    try {
+      const z = stream(this, "syncInflate", zlib.createInflateRaw, peer);
+      out = zlibSync(z, fin ? Buffer.concat([data, TRAILER]) : data);
+      if (fin && this.params[`${peer}_no_context_takeover`]) z.reset();
+    } catch (err) {
+      queueMicrotask(() => callback(err));
+      return;
+    }
+    queueMicrotask(() => callback(null, out)); // ws awaits it as it awaits its own
+  };
+  PerMessageDeflate.prototype.compress = function (data, fin, callback) {
+    const own = this._isServer ? "server" : "client";
+    let out;
+    try {
+      const z = stream(this, "syncDeflate", zlib.createDeflateRaw, own);
+      out = zlibSync(z, Buffer.isBuffer(data) ? data : Buffer.from(data));
+      if (fin) out = out.subarray(0, out.length - 4); // the flush's 00 00 ff ff, as ws drops it
+      if (fin && this.params[`${own}_no_context_takeover`]) z.reset();
+    } catch (err) {
+      queueMicrotask(() => callback(err));
+      return;
+    }
+    queueMicrotask(() => callback(null, out));
+  };
+  PerMessageDeflate.prototype.cleanup = function () {
+    for (const key of ["syncInflate", "syncDeflate"]) {
+      if (this[key]) {
+        this[key].close();
+        this[key] = null;
+      }
+    }
+    return cleanup.call(this);
+  };
+  return true;
+}
+const ZLIB = zlibInPlace() ? "in the loop" : "ws";
 
 // One socket in SAMPLE parses its room states for the latency (the others count them).
 const SAMPLE = 10;
@@ -396,7 +511,7 @@ async function main(path) {
     if (cmd.phase === "quit") break;
     client.lag.start();
     const result = await client[cmd.phase](cmd);
-    result.client = {...client.lag.result(), runtime: `node ${process.version}`};
+    result.client = {...client.lag.result(), runtime: `node ${process.version}`, zlib: ZLIB};
     await new Promise((r) => process.stdout.write(JSON.stringify(result) + "\n", r));
   }
   for (const s of client.socks) s.ws.close();
