@@ -227,6 +227,7 @@ class Client {
     this.n = 0;
     this.missing = 0;
     this.onFull = null;
+    this.retries = 0; // joins Redis refused and that were asked again
   }
 
   open(cookie, g) {
@@ -272,6 +273,15 @@ class Client {
 
   frame(sock, text) {
     const kind = sock.kind;
+    if ((kind === "storm" || kind === "count") && text.includes('"unavailable"')) {
+      // Redis refused the join (a timeout): asked again a second later, as presence.js does
+      const f = JSON.parse(text);
+      if (f.type === "error" && f.code === "unavailable" && f.frame === "join") {
+        this.retries += 1;
+        setTimeout(() => send(sock, {type: "join", room: f.room}), 1000);
+      }
+      return;
+    }
     if (kind === "states") {
       if (!text.includes('"presence.roomstate"')) return;
       const t = now();
@@ -510,8 +520,9 @@ async function main(path) {
     const cmd = JSON.parse(line);
     if (cmd.phase === "quit") break;
     client.lag.start();
+    client.retries = 0;
     const result = await client[cmd.phase](cmd);
-    result.client = {...client.lag.result(), runtime: `node ${process.version}`, zlib: ZLIB};
+    result.client = {...client.lag.result(), join_retries: client.retries, runtime: `node ${process.version}`, zlib: ZLIB};
     await new Promise((r) => process.stdout.write(JSON.stringify(result) + "\n", r));
   }
   for (const s of client.socks) s.ws.close();
