@@ -337,12 +337,16 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
         fulls = [s[3] for s in socks]
         whole = None if None in fulls else max(fulls)
         storm_s = storm_end - start_at
-        per_socket = [s[0] / storm_s for s in socks] if storm_s > 0 else [float("inf")]
+        # a storm never served has no rate over it (not 0 frames a second): see the seen rate
+        per_socket = [s[0] / storm_s for s in socks] if 0 < storm_s < float("inf") else [None]
+        # each socket's diffs over its own window, first to last (the storm served or not)
+        seen = [s[0] / (s[5] - s[4]) for s in socks if s[4] and s[5] - s[4] >= 1]
         final = [r for p in parts for r in rosters(p)]
         out["storm"] = {
             "storm_s": storm_s,
-            "frames_per_socket_s": sum(per_socket) / len(per_socket),
-            "max_frames_per_socket_s": max(per_socket),
+            "frames_per_socket_s": None if None in per_socket else sum(per_socket) / len(socks),
+            "max_frames_per_socket_s": None if None in per_socket else max(per_socket),
+            "max_frames_per_socket_s_seen": max(seen) if seen else None,
             "bytes_per_socket": sum(s[1] for s in socks) / len(socks),
             "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
             "rosters_equal": sum(r == truth for r in final),
@@ -388,12 +392,12 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
                 "frames_per_socket_s": frames / members / seconds,
                 "bytes_per_socket_s": sum(p["bytes"] for p in parts) / members / seconds,
                 "cpu_s": cpu1 - cpu0,
-                "cpu_us_per_frame": (cpu1 - cpu0) / max(frames, 1) * 1e6,
+                "cpu_us_per_frame": (cpu1 - cpu0) / frames * 1e6 if frames else None,
                 "probe_p50_ms": percentile(probed, 50) if probed else None,
                 "probe_p99_ms": percentile(probed, 99) if probed else None,
                 "probe_n": len(probed),
                 "clients_cpu_s": ccpu1 - ccpu0,
-                "clients_cpu_us_per_frame": (ccpu1 - ccpu0) / max(frames, 1) * 1e6,
+                "clients_cpu_us_per_frame": (ccpu1 - ccpu0) / frames * 1e6 if frames else None,
                 "clients": [p["client"] for p in parts],
             }
             ctx.log(f"big_rooms {name}: states {json.dumps(out['states'])}")
@@ -461,8 +465,12 @@ def measure(ctx: Context) -> dict[str, dict[str, Any]]:
 def run(ctx: Context) -> list[Row]:
     members, counted, clients = sizes(ctx)
     got = measure(ctx)
-    ours, today = got.get("ours") or next(iter(got.values())), got.get("today")
-    label = f"today's path ({BASE}: each socket decodes)"
+    # ours and today's path as named, else the first side of each (``ours+noping``, ...)
+    first = {base: n for n in reversed(list(got)) for base in [n.split("+")[0]]}
+    ours_name = "ours" if "ours" in got else first.get("ours", next(iter(got)))
+    today_name = "today" if "today" in got else first.get("today")
+    ours, today = got[ours_name], got.get(today_name) if today_name else None
+    label = f"{today_name or 'today'}: today's path ({BASE}: each socket decodes)"
     details = {**got, "load": os.getloadavg(), "members": members, "counted": counted,
                "clients": clients, "base": BASE, "client": client_kind()}  # fmt: skip
     never = float("inf")
@@ -488,6 +496,7 @@ def run(ctx: Context) -> list[Row]:
         )
     )
     for key, metric, unit in (
+        ("max_frames_per_socket_s_seen", "storm: the busiest socket's diffs/s, first to last", ""),
         ("frames_per_socket_s", "storm: membership frames per socket per second (mean)", ""),
         ("storm_s", "storm: first join to the last snapshot served", "s"),
         ("bytes_per_socket", "storm: membership bytes per socket", "B"),
