@@ -417,6 +417,8 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             others = sum(p["others"] for p in parts)
             out["count"] = {
                 "joined": all(p["joined"] for p in parts),
+                # sockets whose first count had not come when the churn began (Node's client)
+                "uncounted": sum(p.get("uncounted", 0) for p in parts),
                 "changes": changes,
                 "changes_per_s": changes / seconds,
                 "frames_per_change": sum(p["frames"] for p in parts) / max(changes, 1),

@@ -466,6 +466,7 @@ class Client {
       }),
     ]);
     clearTimeout(timer);
+    const uncounted = this.socks.filter((s) => s.counted !== null).length; // no count yet
     await sleep(startAt - now());
     for (const s of this.socks) s.frames = s.bytes = 0;
     const seconds = Number(cmd.seconds);
@@ -494,7 +495,7 @@ class Client {
       frames += s.frames;
       bytes += s.bytes;
     }
-    return {joined, changes, others: others.length, frames, bytes};
+    return {joined, uncounted, changes, others: others.length, frames, bytes};
   }
 }
 
