@@ -337,16 +337,13 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
         fulls = [s[3] for s in socks]
         whole = None if None in fulls else max(fulls)
         storm_s = storm_end - start_at
-        # a storm never served has no rate over it (not 0 frames a second): see the seen rate
+        # a storm never served has no rate over it (not 0 frames a second)
         per_socket = [s[0] / storm_s for s in socks] if 0 < storm_s < float("inf") else [None]
-        # each socket's diffs over its own window, first to last (the storm served or not)
-        seen = [s[0] / (s[5] - s[4]) for s in socks if s[4] and s[5] - s[4] >= 1]
         final = [r for p in parts for r in rosters(p)]
         out["storm"] = {
             "storm_s": storm_s,
             "frames_per_socket_s": None if None in per_socket else sum(per_socket) / len(socks),
             "max_frames_per_socket_s": None if None in per_socket else max(per_socket),
-            "max_frames_per_socket_s_seen": max(seen) if seen else None,
             "bytes_per_socket": sum(s[1] for s in socks) / len(socks),
             "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
             "rosters_equal": sum(r == truth for r in final),
@@ -498,7 +495,6 @@ def run(ctx: Context) -> list[Row]:
         )
     )
     for key, metric, unit in (
-        ("max_frames_per_socket_s_seen", "storm: the busiest socket's diffs/s, first to last", ""),
         ("frames_per_socket_s", "storm: membership frames per socket per second (mean)", ""),
         ("storm_s", "storm: first join to the last snapshot served", "s"),
         ("bytes_per_socket", "storm: membership bytes per socket", "B"),
