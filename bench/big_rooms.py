@@ -25,7 +25,11 @@ Run: ``python -m bench --only big_rooms [--quick]``; sizes: ``BENCH_BIG_ROOMS_ME
 5,000; quick 300), ``BENCH_BIG_ROOMS_COUNTED`` (10,000; 600), ``BENCH_BIG_ROOMS_CLIENTS`` (load
 processes: 4; 2), ``BENCH_BIG_ROOMS_BASE`` (the commit of today's path), ``BENCH_BIG_ROOMS_SIDES``
 (``ours,today``), ``BENCH_BIG_ROOMS_PHASES`` (``storm,states,count``), ``BENCH_BIG_ROOMS_SETTLE``
-(seconds rosters may take after the storm's last join: 900).
+(seconds rosters may take after the storm's last join: 900), ``BENCH_BIG_ROOMS_CLIENT`` (the load
+client: ``node``, ``bench/big_rooms_client.js`` on Node's ``ws``, the default when ``node`` and
+``npm`` are on PATH, its ``ws`` installed by ``npm ci --prefix bench`` into the git-ignored
+``bench/node_modules`` when missing; ``python``, ``bench/big_rooms_client.py``: Python's client
+spends a core parsing the rosters of a storm of thousands).
 """
 
 from __future__ import annotations
@@ -80,6 +84,44 @@ def today_package(folder: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(blob)) as tar:
         tar.extractall(out, filter="data")
     return out
+
+
+BENCH = Path(__file__).resolve().parent
+
+
+def client_kind() -> str:
+    """The load client: ``BENCH_BIG_ROOMS_CLIENT`` (``node`` or ``python``), else ``node`` when
+    ``node`` runs and its ``ws`` is installed or ``npm`` can install it, else ``python``."""
+    kind = os.environ.get("BENCH_BIG_ROOMS_CLIENT", "").strip().lower()
+    if kind not in ("", "node", "python"):
+        raise ValueError(f"BENCH_BIG_ROOMS_CLIENT={kind!r}: node or python")
+    if kind == "python":
+        return kind
+    if not shutil.which("node") or not (
+        (BENCH / "node_modules" / "ws").is_dir() or shutil.which("npm")
+    ):
+        if kind == "node":
+            raise RuntimeError("BENCH_BIG_ROOMS_CLIENT=node: needs node (18+) and npm on PATH")
+        return "python"
+    if not (BENCH / "node_modules" / "ws").is_dir():  # the pinned ws (bench/package-lock.json)
+        subprocess.run(["npm", "ci", "--prefix", str(BENCH), "--ignore-scripts", "--no-audit",
+                        "--no-fund"], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    return "node"
+
+
+def client_command(kind: str, config: Path) -> list[str]:
+    if kind == "node":
+        # BENCH_BIG_ROOMS_NODE_ARGS: node's own flags (``--cpu-prof --cpu-prof-dir=DIR``)
+        extra = os.environ.get("BENCH_BIG_ROOMS_NODE_ARGS", "").split()
+        return ["node", *extra, str(BENCH / "big_rooms_client.js"), str(config)]
+    return [sys.executable, "-m", "bench.big_rooms_client", str(config)]
+
+
+def rosters(part: dict[str, Any]) -> list[set[str]]:
+    """Each socket's final roster: the Python client lists it a socket; the Node client lists
+    each distinct roster once (``rosters``) and a socket names its own by index."""
+    shared = [set(r) for r in part.get("rosters", ())]
+    return [shared[s[6]] if isinstance(s[6], int) else set(s[6]) for s in part["sockets"]]
 
 
 #: A side is ``ours`` or ``today``, then ``+variant``s: a uvicorn WebSocket implementation
@@ -165,6 +207,7 @@ class Load:
         cookies: list[str],
         k: int,
         probe: list[int] | None = None,
+        kind: str = "python",
     ):
         self.procs: list[subprocess.Popen[str]] = []
         probe = sorted(set(probe or ()))
@@ -184,7 +227,7 @@ class Load:
             path.write_text(json.dumps(config))
             self.procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "bench.big_rooms_client", str(path)],
+                    client_command(kind, path),
                     cwd=ROOT,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -257,12 +300,14 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
     out: dict[str, Any] = {"load_start": os.getloadavg()}
     spy = os.environ.get("BENCH_BIG_ROOMS_PYSPY")
     try:
-        ctx.log(f"big_rooms {name}: {counted} sockets, {clients} load processes, load "
+        kind = client_kind()
+        out["client"] = kind
+        ctx.log(f"big_rooms {name}: {counted} sockets, {clients} {kind} load processes, load "
                 f"{os.getloadavg()}")  # fmt: skip
         step = max(1, members // max(PROBE, 1))
         probe = list(range(step // 2, members, step))[:PROBE] if PROBE else []
         probe = [g for g in probe if g >= min(SENDERS, members // 2)]  # watchers only
-        load = Load(folder, servers, cookies, clients, probe)
+        load = Load(folder, servers, cookies, clients, probe, kind=kind)
 
         def clients_cpu() -> float:
             return sum(cpu_seconds(p) for p in load.pids)
@@ -292,12 +337,13 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
         fulls = [s[3] for s in socks]
         whole = None if None in fulls else max(fulls)
         storm_s = storm_end - start_at
-        per_socket = [s[0] / storm_s for s in socks] if storm_s > 0 else [float("inf")]
-        final = [set(s[6]) for s in socks]
+        # a storm never served has no rate over it (not 0 frames a second)
+        per_socket = [s[0] / storm_s for s in socks] if 0 < storm_s < float("inf") else [None]
+        final = [r for p in parts for r in rosters(p)]
         out["storm"] = {
             "storm_s": storm_s,
-            "frames_per_socket_s": sum(per_socket) / len(per_socket),
-            "max_frames_per_socket_s": max(per_socket),
+            "frames_per_socket_s": None if None in per_socket else sum(per_socket) / len(socks),
+            "max_frames_per_socket_s": None if None in per_socket else max(per_socket),
             "bytes_per_socket": sum(s[1] for s in socks) / len(socks),
             "converged_after_storm_s": None if whole is None else max(0.0, whole - storm_end),
             "rosters_equal": sum(r == truth for r in final),
@@ -343,12 +389,12 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
                 "frames_per_socket_s": frames / members / seconds,
                 "bytes_per_socket_s": sum(p["bytes"] for p in parts) / members / seconds,
                 "cpu_s": cpu1 - cpu0,
-                "cpu_us_per_frame": (cpu1 - cpu0) / max(frames, 1) * 1e6,
+                "cpu_us_per_frame": (cpu1 - cpu0) / frames * 1e6 if frames else None,
                 "probe_p50_ms": percentile(probed, 50) if probed else None,
                 "probe_p99_ms": percentile(probed, 99) if probed else None,
                 "probe_n": len(probed),
                 "clients_cpu_s": ccpu1 - ccpu0,
-                "clients_cpu_us_per_frame": (ccpu1 - ccpu0) / max(frames, 1) * 1e6,
+                "clients_cpu_us_per_frame": (ccpu1 - ccpu0) / frames * 1e6 if frames else None,
                 "clients": [p["client"] for p in parts],
             }
             ctx.log(f"big_rooms {name}: states {json.dumps(out['states'])}")
@@ -368,6 +414,8 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             others = sum(p["others"] for p in parts)
             out["count"] = {
                 "joined": all(p["joined"] for p in parts),
+                # sockets whose first count had not come when the churn began (Node's client)
+                "uncounted": sum(p.get("uncounted", 0) for p in parts),
                 "changes": changes,
                 "changes_per_s": changes / seconds,
                 "frames_per_change": sum(p["frames"] for p in parts) / max(changes, 1),
@@ -416,10 +464,14 @@ def measure(ctx: Context) -> dict[str, dict[str, Any]]:
 def run(ctx: Context) -> list[Row]:
     members, counted, clients = sizes(ctx)
     got = measure(ctx)
-    ours, today = got.get("ours") or next(iter(got.values())), got.get("today")
-    label = f"today's path ({BASE}: each socket decodes)"
+    # ours and today's path as named, else the first side of each (``ours+noping``, ...)
+    first = {base: n for n in reversed(list(got)) for base in [n.split("+")[0]]}
+    ours_name = "ours" if "ours" in got else first.get("ours", next(iter(got)))
+    today_name = "today" if "today" in got else first.get("today")
+    ours, today = got[ours_name], got.get(today_name) if today_name else None
+    label = f"{today_name or 'today'}: today's path ({BASE}: each socket decodes)"
     details = {**got, "load": os.getloadavg(), "members": members, "counted": counted,
-               "clients": clients, "base": BASE}  # fmt: skip
+               "clients": clients, "base": BASE, "client": client_kind()}  # fmt: skip
     never = float("inf")
 
     def both(part: str, key: str) -> tuple[float, float]:
