@@ -14,10 +14,15 @@ local num = tonumber
 local function fmt(x) if x == nil then return '' end return string.format('%.6f', x) end
 local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
 
--- A user's record: these fields, joined by \31; conns is {conn: [process, room, ...]}.
-local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns'}
+-- A user's record: these fields, joined by \31; conns is {conn: [process, room, ...]}; cp is
+-- the copy of a visible connected user's K_SEEN score (records first: see save_user), always
+-- the last field and COPY_WIDTH characters wide, so that a read finds it at the record's end.
+-- (Python reads the first twelve and passes over cp: types.RECORD_FIELDS.)
+local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns',
+                'cp'}
 local SEP = '\31'
-local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
+-- (a record written before cp, twelve fields, reads as one with no copy)
+local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 2) .. '([^\31]*)\31?(.*)$'
 local function decode(raw)
   if not raw then return {} end
   local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns = string.match(raw, RECORD)
@@ -45,6 +50,7 @@ local function encode(u)
   return (u.st or '') .. SEP .. (u.la or '') .. SEP .. (u.ls or '') .. SEP .. (u.lv or '') .. SEP
     .. (u.msg or '') .. SEP .. (u.emoji or '') .. SEP .. (u.dev or '') .. SEP .. (u.mx or '')
     .. SEP .. (u.meta or '') .. SEP .. (u.w or '') .. SEP .. (u.idle or '') .. SEP .. (u.conns or '')
+    .. SEP .. (u.cp or '')
 end
 -- Whether the record holds nothing but connections and the last activity: such a user with one
 -- connection is plain, and keeps it in the registry instead.
@@ -57,14 +63,25 @@ local function record(uid) return redis.call('HGET', K_RECS, uid) end
 local function drop_record(uid)
   redis.call('HDEL', K_RECS, uid)
   redis.call('ZREM', K_REXP, uid)
+  redis.call('ZREM', K_COPIES, uid)
 end
--- Saves a record (deletes it when empty): no expiry while the user is listed.
+-- Saves a record (deletes it when empty): no expiry while the user is listed. The record of a
+-- user in K_SEEN carries a copy of their score (cp; head.lua's copy_of: never later than the
+-- score), and the user is in K_COPIES by when the sweep renews it; any other record carries
+-- none. A script that takes a user out of K_SEEN saves their record after (set_status) or
+-- saves it as unlisted (the sweep's evictions, which leave K_SEEN after): no copy outlives the
+-- score it copies. A script that adds the user to K_SEEN after saving leaves an older copy
+-- (still never later than the score) or none, which the next save or the sweep renews.
 local function save_user(uid, u, listed)
+  local s = listed and u.st ~= 'invisible' and num(redis.call('ZSCORE', K_SEEN, uid)) or nil
+  if s then u.cp = copy_of(s) else u.cp = nil end
   local raw = encode(u)
   if raw == nil then return drop_record(uid) end
   redis.call('HSET', K_RECS, uid, raw)
   if listed then redis.call('ZREM', K_REXP, uid)
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
+  if s then redis.call('ZADD', K_COPIES, sc(copy_due(s)), uid)
+  else redis.call('ZREM', K_COPIES, uid) end
 end
 
 local function load_user(uid) return decode(record(uid)) end
