@@ -174,7 +174,7 @@ def expected_keys(store: Store, live: dict[str, list[str]]) -> set[str]:
     out = {space.lock(job) for job in KeySpace.JOBS} | {space.history(), space.tenants()}
     indexes = (
         "seen", "until", "hidden", "web", "procs", "last", "records", "record_expiry",
-        "graces", "erased", "rooms", "cleaner",
+        "graces", "copies", "erased", "rooms", "cleaner",
     )  # fmt: skip
     for tag in space.all_tags():
         out.update(getattr(KeySpace, index)(tag) for index in indexes)
