@@ -10,7 +10,10 @@ reads are benchmark 2's, ``bench/front_door.py``):
   sorted set of the same ids (alternating rounds, a clock that renews each user every 30 s);
 - ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
   its lease run out) among N, every ``offline`` checked, against ``ZRANGEBYSCORE`` +
-  ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn).
+  ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn);
+- records first's renewals (for information): Redis' own time a holder of the sweep renewing
+  the copies of 12,800 connected status users' scores in their records, against the heartbeat's
+  a user (``copy_renewal``).
 """
 
 from __future__ import annotations
