@@ -985,6 +985,16 @@ def test_a_status_users_fresh_copy_is_read_without_the_index(redis_client):
     found = store.get_many(plain, now=T + 10)
     assert _zmscores(redis_client) - before == 1
     assert all(p.state == "online" for p in found.values())
+    # pages of both: the ids with no fresh copy looked up (most of the page fresh), or the
+    # whole page (few fresh: a mixed page), the same answers either way
+    for page in (status[:4] + plain[:2] + status[4:] + plain[2:5], plain[:6] + status[:2]):
+        before = _zmscores(redis_client)
+        found = store.get_many(page, now=T + 10)
+        assert _zmscores(redis_client) - before == 1
+        assert [found[u].state for u in page] == [
+            "dnd" if u == "s0" else "online" for u in page
+        ]
+        assert [found[u].message for u in page] == ["brb" if u in status else "" for u in page]
 
 
 def test_a_stale_copy_does_not_make_a_user_look_online(redis_client):

@@ -68,11 +68,13 @@ local function drop_record(uid)
 end
 -- Saves a record (deletes it when empty): no expiry while the user is listed. The record of a
 -- user in K_SEEN carries a copy of their score (cp; head.lua's copy_of: never later than the
--- score), and the user is in K_COPIES by when the sweep renews it; any other record carries
--- none. A script that takes a user out of K_SEEN saves their record after (set_status) or
--- saves it as unlisted (the sweep's evictions, which leave K_SEEN after): no copy outlives the
--- score it copies. A script that adds the user to K_SEEN after saving leaves an older copy
--- (still never later than the score) or none, which the next save or the sweep renews.
+-- score), and the user is in K_COPIES by when the sweep renews it (at the latest); any other
+-- record carries none, and its user is not in K_COPIES. A script that takes a user out of
+-- K_SEEN saves their record after (set_status) or saves it as unlisted (the sweep's evictions,
+-- which leave K_SEEN after): no copy outlives the score it copies. A script that raises the
+-- user's score after saving leaves an older copy (never later than the score), which the
+-- sweep renews; connect and disconnect write K_SEEN first, so that a user who was not in it
+-- gets a copy (a record saved with none waits for its next save).
 local function save_user(uid, u, listed)
   local raw = encode(u)
   if raw == nil then
@@ -84,11 +86,13 @@ local function save_user(uid, u, listed)
   redis.call('HSET', K_RECS, uid, raw .. cp)
   if listed then redis.call('ZREM', K_REXP, uid)
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
-  if cp ~= (u._cp or '') then  -- (the same copy again: K_COPIES has it already)
+  -- a holder already in K_COPIES stays at their renewal's time: no later than this copy's
+  -- (copies only grow while the user stays in K_SEEN), so the sweep renews it no later than due
+  if (cp == '') ~= ((u._cp or '') == '') then
     if s then redis.call('ZADD', K_COPIES, sc(copy_due(s)), uid)
     else redis.call('ZREM', K_COPIES, uid) end
-    u._cp = cp
   end
+  u._cp = cp
 end
 
 local function load_user(uid) return decode(record(uid)) end
