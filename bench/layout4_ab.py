@@ -40,9 +40,10 @@ def main() -> None:
         s = site(ctx)
         client, store = s.client, s.store
         here = pathlib.Path(__file__).resolve().parent.parent / "presence_app/store/lua"
-        sides_src = {"records first": source(here), "before": source(
-            pathlib.Path(args.base) / "presence_app/store/lua"
-        )}
+        sides_src = {
+            "records first": source(here),
+            "before": source(pathlib.Path(args.base) / "presence_app/store/lua"),
+        }
         shas = {}
         for name, text in sides_src.items():
             shas[name] = client.script_load(text)

@@ -98,9 +98,7 @@ def main() -> None:
                 "activity of a connected user": lambda: run(side, p.activity(f"u{pick()}")),
                 "heartbeat_many, 100 users": lambda: run(
                     side,
-                    p.heartbeat_many(
-                        [(f"c{j}", f"u{j}") for j in (pick() for _ in range(100))]
-                    ),
+                    p.heartbeat_many([(f"c{j}", f"u{j}") for j in (pick() for _ in range(100))]),
                 ),
             }
 

@@ -991,9 +991,7 @@ def test_a_status_users_fresh_copy_is_read_without_the_index(redis_client):
         before = _zmscores(redis_client)
         found = store.get_many(page, now=T + 10)
         assert _zmscores(redis_client) - before == 1
-        assert [found[u].state for u in page] == [
-            "dnd" if u == "s0" else "online" for u in page
-        ]
+        assert [found[u].state for u in page] == ["dnd" if u == "s0" else "online" for u in page]
         assert [found[u].message for u in page] == ["brb" if u in status else "" for u in page]
 
 
