@@ -208,7 +208,7 @@ def end_state(
         for u, rs in live.items()
         if rs and not client.hexists(KeySpace.records(space.tag_for_user(u)), u)
     )
-    indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.web)
+    indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.web, KeySpace.copies)
     online = set(store.online(include_invisible=True))
     members: dict[str, list[str]] = {}
     for room in rooms:
