@@ -10,7 +10,10 @@ reads are benchmark 2's, ``bench/front_door.py``):
   sorted set of the same ids (alternating rounds, a clock that renews each user every 30 s);
 - ``sweep()`` of 10,000 users of a killed process (another ``Store``, connected 200 s before,
   its lease run out) among N, every ``offline`` checked, against ``ZRANGEBYSCORE`` +
-  ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn).
+  ``ZREMRANGEBYSCORE`` of the same members of a copy of the set (median of 7, in turn);
+- records first's renewals (for information): Redis' own time a holder of the sweep renewing
+  the copies of 12,800 connected status users' scores in their records, against the heartbeat's
+  a user (``copy_renewal``).
 """
 
 from __future__ import annotations
@@ -193,6 +196,11 @@ def run(ctx: Context) -> list[Row]:
             details={"ours_ms": ours_ms, "raw_ms": raw_ms},
         )
     )
+    # records first: the sweep renews the copies of record holders' scores (K_COPIES) half a
+    # lease after the score they copy; Redis' own time a holder renewed, against the heartbeat's
+    # a user (the same users, beating every half lease), on a store of their own
+    rows.append(copy_renewal(ctx, client, status))
+
     # HTTP-only users (the middleware's touch, no socket), against a bare sorted set of them
     web = [f"w{i}" for i in range(n // 10)]
     settle(client)
@@ -220,3 +228,58 @@ def run(ctx: Context) -> list[Row]:
     )
     store.clear()
     return rows
+
+
+def _script_usec(client) -> int:
+    return client.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
+
+
+def copy_renewal(ctx: Context, client, status: dict[str, str]) -> Row:
+    """Records first's cost: ``held`` connected users with a status (a record each, its copy of
+    the user's score in it) beat every half lease and more (one clock for all); each round, a
+    sweep renews every copy (all due), then a sweep with none due. Redis' own time
+    (``INFO commandstats``) of the first less the second, a holder, against the heartbeats' a
+    user."""
+    held = 12_800
+    config = StoreConfig(prefix=PREFIX + "c", registry_buckets=max(1, held // 64))
+    store = Store(client, config)
+    plans = store.planned
+    users = [f"h{i}" for i in range(held)]
+    pairs = list(zip(conn_ids(held, seed=7), users, strict=True))
+    for i in range(0, held, 1000):
+        store.gather(*(plans.connect(c, u, now=T0) for c, u in pairs[i : i + 1000]))
+        store.gather(*(plans.set_status(u, **status, now=T0) for u in users[i : i + 1000]))
+    copies = [KeySpace.copies(store.keys.tag(s)) for s in range(config.shards)]
+    at, renew, idle, beat = T0, [], [], []
+    for _ in range(ctx.size(7, 3)):
+        at += config.lease_ttl / 2 + 1
+        before = _script_usec(client)
+        for i in range(0, held, 1000):
+            if store.heartbeat_many(pairs[i : i + 1000], now=at):
+                raise RuntimeError("a heartbeat found no user")
+        beat.append(_script_usec(client) - before)
+        if sum(client.zcount(k, "-inf", at) for k in copies) != held:
+            raise RuntimeError("not every copy is due")
+        before = _script_usec(client)
+        store.sweep(now=at)
+        renew.append(_script_usec(client) - before)
+        if sum(client.zcount(k, "-inf", at) for k in copies) != 0:
+            raise RuntimeError("the sweep left copies due")
+        before = _script_usec(client)
+        store.sweep(now=at)
+        idle.append(_script_usec(client) - before)
+    store.clear()
+    per_holder = (median(renew) - median(idle)) / held
+    per_beat = median(beat) / held
+    ctx.log(f"copy renewal: {per_holder:.2f} us a holder (a heartbeat: {per_beat:.2f} us a user)")
+    return Row(
+        bench="14 layout3",
+        metric=f"sweep() renewing the copies of {held:,} status users' scores (records first): "
+        "Redis' own time a holder",
+        ours=per_holder,
+        unit="us",
+        baseline=per_beat,
+        baseline_label="heartbeat_many, a user",
+        checks=[],
+        details={"renew_us": renew, "idle_us": idle, "beat_us": beat, "holders": held},
+    )

@@ -132,6 +132,12 @@ class KeySpace:
         return f"{tag}:graces"
 
     @staticmethod
+    def copies(tag: str) -> str:
+        """Record holders in seen, by when the sweep renews their record's copy of their score
+        (head.lua's K_COPIES)."""
+        return f"{tag}:copies"
+
+    @staticmethod
     def erased(tag: str) -> str:
         """Erased users' ids (their SHA-1) by the end of their erasure's hold (lib.lua's
         K_GONE): no write of theirs is taken until then."""

@@ -262,7 +262,7 @@ class Planner:
         their connections (the record's, and a plain user's one in the registry)."""
         uid = inputs.user_id(user_id)
         tag = self.keys.tag_for_user(uid)
-        names = ("seen", "hidden", "web", "until", "last", "graces", "rexp")
+        names = ("seen", "hidden", "web", "until", "last", "graces", "rexp", "copies")
         bucket = registry_bucket(uid, self.config.registry_buckets)
         calls = [
             Call("", (), ("HGET", KeySpace.records(tag), uid)),

@@ -604,7 +604,7 @@ class Conversation:
 def key_layout(prefix: str, layer_prefix: str) -> re.Pattern[str]:
     p, lp = re.escape(prefix), re.escape(layer_prefix)
     shard = (
-        r"(seen|hidden|until|procs|last|rooms|recs|rexp|web|graces|gone|clean|c:\d+"
+        r"(seen|hidden|until|procs|last|rooms|recs|rexp|copies|web|graces|gone|clean|c:\d+"
         r"|(p|r|rs):[A-Za-z0-9._~%-]+)"
     )
     layout = KeySpace.layout

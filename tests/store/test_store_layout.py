@@ -950,3 +950,110 @@ def test_a_page_reads_until_ends_of_its_connected_users_only(redis_client):
     assert zmscores() - before == 3  # seen, web, and until for the two connected
     assert found["closed"].state == "offline" and found["sock"].state == "online"
     assert [found[u].state for u in web[:3]] == ["online"] * 3
+
+
+def _copy(client, uid: str) -> str:
+    """The copy of their seen score that a user's record carries ('' for none)."""
+    raw = client.hget(KeySpace.records(Store(client, StoreConfig()).keys.tag_for_user(uid)), uid)
+    return raw.decode().split("\x1f")[12] if raw is not None else ""
+
+
+def _zmscores(client) -> int:
+    return client.info("commandstats").get("cmdstat_zmscore", {}).get("calls", 0)
+
+
+def test_a_status_users_fresh_copy_is_read_without_the_index(redis_client):
+    """Records first: a record holder's record carries a copy of their seen score, and a page of
+    holders whose copies are fresh (copy + LEASE_TTL >= now) is read with no ZMSCORE at all; a
+    page of plain users still reads seen (one ZMSCORE). Their states are the same either way."""
+    store = Store(redis_client, StoreConfig())
+    status = [f"s{i}" for i in range(10)]
+    plain = [f"p{i}" for i in range(10)]
+    for uid in status + plain:
+        store.connect(f"c-{uid}", uid, now=T)
+    for uid in status:
+        store.set_status(uid, "dnd" if uid == "s0" else "auto", message="brb", now=T)
+    tag = store.keys.tag_for_user("s1")
+    assert float(_copy(redis_client, "s1")) <= redis_client.zscore(KeySpace.seen(tag), "s1")
+    assert _copy(redis_client, "p1") == ""  # a plain user has no record
+    before = _zmscores(redis_client)
+    found = store.get_many(status, now=T + 10)
+    assert _zmscores(redis_client) - before == 0
+    assert [found[u].state for u in status] == ["dnd"] + ["online"] * 9
+    assert all(found[u].message == "brb" for u in status)
+    before = _zmscores(redis_client)
+    found = store.get_many(plain, now=T + 10)
+    assert _zmscores(redis_client) - before == 1
+    assert all(p.state == "online" for p in found.values())
+    # pages of both: the ids with no fresh copy looked up (most of the page fresh), or the
+    # whole page (few fresh: a mixed page), the same answers either way
+    for page in (status[:4] + plain[:2] + status[4:] + plain[2:5], plain[:6] + status[:2]):
+        before = _zmscores(redis_client)
+        found = store.get_many(page, now=T + 10)
+        assert _zmscores(redis_client) - before == 1
+        assert [found[u].state for u in page] == ["dnd" if u == "s0" else "online" for u in page]
+        assert [found[u].message for u in page] == ["brb" if u in status else "" for u in page]
+
+
+def test_a_stale_copy_does_not_make_a_user_look_online(redis_client):
+    """A copy counts only while it is fresh (copy + LEASE_TTL >= now): past that the user is read
+    through seen, whose score alone says. A status user whose beats stopped is offline once their
+    lease has run out, before the sweep; one whose beats go on, with a copy the sweep has not
+    renewed, is online (read through seen)."""
+    store = Store(redis_client, StoreConfig())
+    for conn, uid in (("c1", "quiet"), ("c2", "beating")):
+        store.connect(conn, uid, now=T)
+        store.set_status(uid, "dnd", message="focus", now=T)
+    store.heartbeat_many([("c2", "beating")], now=T + 60)
+    at = T + LEASE + 5  # both copies (T) stale; beating's score (T + 60) within the lease
+    before = _zmscores(redis_client)
+    found = store.get_many(["quiet", "beating"], now=at)
+    assert _zmscores(redis_client) - before == 1
+    assert found["quiet"].state == "offline" and found["quiet"].last_seen == T
+    assert found["beating"].state == "dnd" and found["beating"].message == "focus"
+
+
+def test_the_sweep_renews_the_copies_and_keeps_a_connected_status_user_online(redis_client):
+    """The heartbeat writes seen alone; the sweep renews the copies due (K_COPIES, half a lease
+    after the score they copy) from seen, so that a connected status user who beats is read from
+    their copy, online, past the lease of their first copy. A user who leaves seen (invisible,
+    an ended grace, an erasure) leaves with their copy."""
+    store = Store(redis_client, StoreConfig())
+    tag = store.keys.tag_for_user("u")
+    copies = KeySpace.copies(tag)
+    store.connect("c1", "u", now=T)
+    store.set_status("u", "dnd", now=T)
+    assert redis_client.zscore(copies, "u") == T + LEASE / 2
+    store.heartbeat_many([("c1", "u")], now=T + 40)
+    store.sweep(now=T + 40)  # not due yet
+    assert float(_copy(redis_client, "u")) < T
+    store.heartbeat_many([("c1", "u")], now=T + 50)
+    store.sweep(now=T + 50)
+    assert T + 50 - 1e-5 < float(_copy(redis_client, "u")) <= T + 50
+    assert redis_client.zscore(copies, "u") == T + 50 + LEASE / 2
+    store.heartbeat_many([("c1", "u")], now=T + 80)
+    before = _zmscores(redis_client)
+    assert store.get("u", now=T + 120).state == "dnd"  # past T + LEASE: the renewed copy
+    assert _zmscores(redis_client) - before == 0
+    # a score that no longer moves is looked at again half a lease later, not at every sweep
+    store.sweep(now=T + 100)
+    assert redis_client.zscore(copies, "u") == T + 80 + LEASE / 2
+    store.sweep(now=T + 130)
+    assert redis_client.zscore(copies, "u") == T + 130 + LEASE / 2
+    assert store.get("u", now=T + 171).state == "offline"  # T + 80 + LEASE: the lease ran out
+    # leaving seen takes the copy
+    store.set_status("u", "invisible", now=T + 131)
+    assert _copy(redis_client, "u") == "" and redis_client.zscore(copies, "u") is None
+    store.set_status("u", "dnd", now=T + 132)
+    assert _copy(redis_client, "u") != "" and redis_client.zscore(copies, "u") is not None
+    store.disconnect("c1", "u", now=T + 133)
+    assert store.get("u", now=T + 134).state == "dnd"  # in the grace (an end in K_UNTIL)
+    before = _zmscores(redis_client)
+    assert store.get("u", now=T + 133 + GRACE + 1).state == "offline"  # the grace over
+    assert _zmscores(redis_client) - before == 2  # until, then seen for the "0"'s score
+    assert kinds(store.sweep(now=T + 133 + GRACE + 1)) == [("offline", "u")]
+    assert _copy(redis_client, "u") == "" and redis_client.zcard(copies) == 0
+    store.connect("c2", "u", now=T + 200)
+    assert redis_client.zscore(copies, "u") is not None
+    store.forget("u", now=T + 201)
+    assert redis_client.zcard(copies) == 0

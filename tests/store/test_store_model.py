@@ -359,6 +359,25 @@ class StoreVersusModel(RuleBasedStateMachine):
             ], room
 
     @invariant()
+    def a_records_copy_never_outruns_its_score(self):
+        """Records first (docs/store-layout.md): a record carries a copy of its user's seen
+        score only while they are in seen, never later than the score, and the copy's holder is
+        in K_COPIES exactly then; a copy left behind by a user's leaving seen (invisible, an
+        eviction, a killed process) would read them online from the copy alone."""
+        store = self.stores["A"]
+        for uid in USERS:
+            tag = store.keys.tag_for_user(uid)
+            raw = store.client.hget(KeySpace.records(tag), uid)
+            copy = raw.decode().split("\x1f")[12] if raw is not None else ""
+            score = store.client.zscore(KeySpace.seen(tag), uid)
+            due = store.client.zscore(KeySpace.copies(tag), uid)
+            if copy:
+                assert score is not None and float(copy) <= score, (uid, raw, score)
+                assert due is not None, (uid, raw)
+            else:
+                assert due is None, (uid, raw, due)
+
+    @invariant()
     def registry_holds_only_open_connections(self):
         """A registry field of a live process is a connection that process holds open (and, if
         the store still holds it, not closing): it goes with the connection's disconnect, which

@@ -34,8 +34,8 @@ if before then  -- the same connection again (a resumed stream, in its grace): i
 end
 conns[cid] = entry
 if device ~= '' then u.dev = device end
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- before the record's save: it copies the score
 keep_conns(uid, u, conns, sc(NOW), true)
-redis.call('ZADD', idx, 'GT', sc(NOW), uid)
 -- a reload within the grace ends it here; a window that ends later than this connection's span
 -- (ONLINE_WINDOW > LEASE_TTL) is their end until a heartbeat carries them past it
 if held and num(held) > NOW + SPAN then redis.call('ZADD', K_UNTIL, held, uid)

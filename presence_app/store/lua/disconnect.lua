@@ -32,9 +32,9 @@ else
   conns[cid] = nil
 end
 local window = window_end(rw, u.w)
+redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life (copied: save_user)
 keep_conns(uid, u, conns, la or u.la, true)
 schedule_graces(uid, conns)
-redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life
 if not others then
   redis.call('ZADD', K_UNTIL, sc(math.max(NOW + GRACE, num(window) or 0)), uid)
 else

@@ -36,3 +36,26 @@ local function sc(x) return string.format('%.17g', x) end
 -- with no connection, by their last request (their presence: ONLINE_WINDOW).
 local K_RECS, K_REXP = TAG .. ':recs', TAG .. ':rexp'
 local K_WEB = TAG .. ':web'
+-- Records first: the record of a user in K_SEEN ends with a copy of their K_SEEN score, so that
+-- a read of a record holder whose copy is fresh (copy + SPAN >= NOW) needs no K_SEEN lookup: a
+-- copy is never later than the score (scores only grow while a user is in K_SEEN, and a user
+-- leaves K_SEEN with their copy), so a fresh copy means a score within the lease. A copy is
+-- COPY_WIDTH characters, the score a microsecond down, so that it is never rounded up past it.
+-- K_COPIES: the users whose record carries a copy, by when the sweep renews it (HALF a lease
+-- after the score it copies: still fresh for that long after), from their K_SEEN score at
+-- the time; the heartbeat writes only K_SEEN.
+local K_COPIES = TAG .. ':copies'
+local COPY_WIDTH = 20
+local HALF = SPAN / 2
+local function copy_of(s) return string.format('%020.6f', s - 0.000001) end
+-- When a copy of `s` is due for renewal; a score that no longer moves (its user's beats stopped)
+-- is looked at again HALF a lease from now, not at every sweep.
+local function copy_due(s)
+  if s + HALF > NOW then return s + HALF end
+  return NOW + HALF
+end
+-- A record's copy (a number), nil when it carries none: its end is then its last separator.
+local function copy_in(r)
+  if string.byte(r, -1) == 31 or string.byte(r, -COPY_WIDTH - 1) ~= 31 then return nil end
+  return tonumber(string.sub(r, -COPY_WIDTH))
+end

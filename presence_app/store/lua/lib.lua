@@ -14,19 +14,24 @@ local num = tonumber
 local function fmt(x) if x == nil then return '' end return string.format('%.6f', x) end
 local function split_member(m) return string.match(m, '^(.*)|([^|]*)$') end
 
--- A user's record: these fields, joined by \31; conns is {conn: [process, room, ...]}.
-local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns'}
+-- A user's record: these fields, joined by \31; conns is {conn: [process, room, ...]}; cp is
+-- the copy of a visible connected user's K_SEEN score (records first: see save_user), always
+-- the last field and COPY_WIDTH characters wide, so that a read finds it at the record's end.
+-- (Python reads the first twelve and passes over cp: types.RECORD_FIELDS.)
+local FIELDS = {'st', 'la', 'ls', 'lv', 'msg', 'emoji', 'dev', 'mx', 'meta', 'w', 'idle', 'conns',
+                'cp'}
 local SEP = '\31'
-local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 1) .. '(.*)$'
+-- (a record written before cp, twelve fields, reads as one with no copy)
+local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 2) .. '([^\31]*)\31?(.*)$'
 local function decode(raw)
   if not raw then return {} end
-  local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns = string.match(raw, RECORD)
+  local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns, cp = string.match(raw, RECORD)
   local E = ''
   return {st = st ~= E and st or nil, la = la ~= E and la or nil, ls = ls ~= E and ls or nil,
           lv = lv ~= E and lv or nil, msg = msg ~= E and msg or nil,
           emoji = emoji ~= E and emoji or nil, dev = dev ~= E and dev or nil,
           mx = mx ~= E and mx or nil, meta = meta ~= E and meta or nil, w = w ~= E and w or nil,
-          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil}
+          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil, _cp = cp}
 end
 local function conns_of(u)
   if u._c == nil then
@@ -45,6 +50,7 @@ local function encode(u)
   return (u.st or '') .. SEP .. (u.la or '') .. SEP .. (u.ls or '') .. SEP .. (u.lv or '') .. SEP
     .. (u.msg or '') .. SEP .. (u.emoji or '') .. SEP .. (u.dev or '') .. SEP .. (u.mx or '')
     .. SEP .. (u.meta or '') .. SEP .. (u.w or '') .. SEP .. (u.idle or '') .. SEP .. (u.conns or '')
+    .. SEP  -- then cp (save_user)
 end
 -- Whether the record holds nothing but connections and the last activity: such a user with one
 -- connection is plain, and keeps it in the registry instead.
@@ -55,16 +61,38 @@ end
 -- expiry, and the sweep drops what is past it (as a key's own expiry would).
 local function record(uid) return redis.call('HGET', K_RECS, uid) end
 local function drop_record(uid)
-  redis.call('HDEL', K_RECS, uid)
-  redis.call('ZREM', K_REXP, uid)
+  if redis.call('HDEL', K_RECS, uid) == 1 then  -- (only a record holder is in either)
+    redis.call('ZREM', K_REXP, uid)
+    redis.call('ZREM', K_COPIES, uid)
+  end
 end
--- Saves a record (deletes it when empty): no expiry while the user is listed.
+-- Saves a record (deletes it when empty): no expiry while the user is listed. The record of a
+-- user in K_SEEN carries a copy of their score (cp; head.lua's copy_of: never later than the
+-- score), and the user is in K_COPIES by when the sweep renews it (at the latest); any other
+-- record carries none, and its user is not in K_COPIES. A script that takes a user out of
+-- K_SEEN saves their record after (set_status) or saves it as unlisted (the sweep's evictions,
+-- which leave K_SEEN after): no copy outlives the score it copies. A script that raises the
+-- user's score after saving leaves an older copy (never later than the score), which the
+-- sweep renews; connect and disconnect write K_SEEN first, so that a user who was not in it
+-- gets a copy (a record saved with none waits for its next save).
 local function save_user(uid, u, listed)
   local raw = encode(u)
-  if raw == nil then return drop_record(uid) end
-  redis.call('HSET', K_RECS, uid, raw)
+  if raw == nil then
+    u._cp = nil
+    return drop_record(uid)
+  end
+  local s = listed and u.st ~= 'invisible' and num(redis.call('ZSCORE', K_SEEN, uid)) or nil
+  local cp = s and copy_of(s) or ''
+  redis.call('HSET', K_RECS, uid, raw .. cp)
   if listed then redis.call('ZREM', K_REXP, uid)
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
+  -- a holder already in K_COPIES stays at their renewal's time: no later than this copy's
+  -- (copies only grow while the user stays in K_SEEN), so the sweep renews it no later than due
+  if (cp == '') ~= ((u._cp or '') == '') then
+    if s then redis.call('ZADD', K_COPIES, sc(copy_due(s)), uid)
+    else redis.call('ZREM', K_COPIES, uid) end
+  end
+  u._cp = cp
 end
 
 local function load_user(uid) return decode(record(uid)) end

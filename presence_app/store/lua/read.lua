@@ -4,31 +4,61 @@
 -- write on a Redis Cluster client, which sends a round trip's calls at once, in no order.
 -- ids: at most 1,000; buckets: their registry buckets (keys.registry_bucket), or nil.
 local function read_many(ids, buckets)
+-- Records first: the page's records, and a holder whose copy is fresh is connected and within
+-- their lease (head.lua), unless K_UNTIL holds an end of theirs; only the ids with no fresh
+-- copy (most of a page: plain users have no record) are looked up in K_SEEN.
+local records = redis.call('HMGET', K_RECS, unpack(ids))
+local fresh, nf = {}, 0
+local floor, byte, sub, w = NOW - SPAN, string.byte, string.sub, -COPY_WIDTH
+for i = 1, #ids do
+  local r = records[i]
+  if r and byte(r, -1) ~= 31 and byte(r, w - 1) == 31 then  -- head.lua's copy_in, inline
+    local c = tonumber(sub(r, w))
+    if c and c >= floor then fresh[i] = true; nf = nf + 1 end
+  end
+end
 -- The seen scores as RESP3 doubles: Lua gets each as a number ({double = x}; nil where none),
 -- not as a string it interns and collects (a page of present users: 3-8 % less of its time).
-redis.setresp(3)
-local seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
-redis.setresp(2)
-local records = redis.call('HMGET', K_RECS, unpack(ids))
-local missing = {}  -- the ids with no seen score
+-- A page with few fresh copies (a mixed page: one in ten) is looked up whole, as if none were:
+-- a lookup in K_SEEN costs less than picking the others out and spreading their scores back.
+local seen = {}
+if nf * 2 < #ids then
+  if nf > 0 then fresh, nf = {}, 0 end
+  redis.setresp(3)
+  seen = redis.call('ZMSCORE', K_SEEN, unpack(ids))
+  redis.setresp(2)
+elseif nf < #ids then
+  local rest, nr = {}, 0
+  for i = 1, #ids do
+    if not fresh[i] then nr = nr + 1; rest[nr] = ids[i] end
+  end
+  redis.setresp(3)
+  local got = redis.call('ZMSCORE', K_SEEN, unpack(rest))
+  redis.setresp(2)
+  local j = 0
+  for i = 1, #ids do  -- (false, not nil, where none: one array, no holes)
+    if fresh[i] then seen[i] = false else j = j + 1; seen[i] = got[j] or false end
+  end
+end
+local missing = {}  -- the ids with neither a fresh copy nor a seen score
 for i = 1, #ids do
-  if not seen[i] then missing[#missing + 1] = ids[i] end
+  if not (fresh[i] or seen[i]) then missing[#missing + 1] = ids[i] end
 end
 local function scores(key, which)
   if #which == 0 or redis.call('EXISTS', key) == 0 then return {} end
   return redis.call('ZMSCORE', key, unpack(which))
 end
 local hidden, web = scores(K_HIDDEN, missing), scores(K_WEB, missing)
--- K_UNTIL's ends, of the connected (seen or hidden) only: nobody else has one, and a site's
--- K_UNTIL is seldom empty (a closed connection's grace), so a page of HTTP-only users would
--- pay a ZMSCORE of them all
+-- K_UNTIL's ends, of the connected (a fresh copy, seen or hidden) only: nobody else has one,
+-- and a site's K_UNTIL is seldom empty (a closed connection's grace), so a page of HTTP-only
+-- users would pay a ZMSCORE of them all
 local ends = {}
 if redis.call('EXISTS', K_UNTIL) == 1 then
   local connected, at, m = ids, nil, 0
   if #missing > 0 then
     connected, at = {}, {}
     for i = 1, #ids do
-      local c = seen[i]
+      local c = fresh[i] or seen[i]
       if not c then
         m = m + 1
         c = hidden[m]
@@ -48,10 +78,11 @@ end
 local codes, seen2, ends2, records2, webs3 = {}, {}, {}, {}, {}
 local hidden2, web2, last2, unknown, at = {}, {}, {}, {}, {}
 local has_ends, k, n, m = next(ends) ~= nil, 0, 0, 0
+local late, late_at = {}, {}  -- fresh copies with an end: their seen score is sent, read below
 for i = 1, #ids do
-  local s, r = seen[i], records[i]
-  if s then
-    if not (has_ends and ends[i]) and s.double + SPAN >= NOW then  -- within their lease
+  local s, r, f = seen[i], records[i], fresh[i]
+  if f or s then
+    if not (has_ends and ends[i]) and (f or s.double + SPAN >= NOW) then  -- within their lease
       if r then
         codes[i], n = '2', n + 1
         records2[n] = r
@@ -60,7 +91,13 @@ for i = 1, #ids do
       end
     else
       codes[i], n, k = '0', n + 1, k + 1
-      records2[n], seen2[k] = r or '', sc(s.double)
+      records2[n] = r or ''
+      if s then seen2[k] = sc(s.double)
+      else
+        seen2[k] = false
+        late[#late + 1] = ids[i]
+        late_at[#late] = k
+      end
       if has_ends then ends2[k] = ends[i] or false end
     end
   else
@@ -83,12 +120,18 @@ for i = 1, #ids do
   end
 end
 for j, v in ipairs(scores(K_LAST, unknown)) do last2[at[j]] = v end
+if #late > 0 then  -- (a fresh copy's user is in K_SEEN: a copy leaves with its score)
+  redis.setresp(3)
+  local got = redis.call('ZMSCORE', K_SEEN, unpack(late))
+  redis.setresp(2)
+  for j = 1, #late do seen2[late_at[j]] = sc(got[j].double) end
+end
 local out = {sc(NOW), table.concat(codes), table.concat(records2, '\30'), table.concat(webs3, ' '),
   seen2, ends2, hidden2, web2, last2}
-if buckets then  -- the registry fields of the connected (seen or hidden) only
+if buckets then  -- the registry fields of the connected (a fresh copy, seen or hidden) only
   local fields, mm = {}, 0
   for i = 1, #ids do
-    local connected = seen[i]
+    local connected = fresh[i] or seen[i]
     if not connected then
       mm = mm + 1
       connected = hidden[mm]

@@ -6,6 +6,7 @@
 --    connection came back;
 -- 3. users whose last sign of life is older than SPAN (a killed process's, a silent one's),
 --    and HTTP-only users whose last request is older than ONLINE_WINDOW;
+-- 3b. the copies of scores in records that are due (K_COPIES): renewed from K_SEEN;
 -- 4. a few registry buckets: fields of dead processes removed (they were inert already);
 -- and the records of unlisted users past their expiry (K_REXP).
 -- Returns {more, transitions}: more = 1 when a pass hit its limit.
@@ -183,6 +184,45 @@ if #expired >= limit then more = 1 end
 if #expired > 0 then
   redis.call('HDEL', K_RECS, unpack(expired))
   zrem(K_REXP, expired)
+end
+
+-- Pass 3b (after the evictions): the copies due (K_COPIES, head.lua), renewed
+-- from K_SEEN in one ZMSCORE, one HMGET, one HSET and one ZADD a round: the heartbeat writes
+-- only K_SEEN, and a record holder's copy is kept within half a lease of their score here. A
+-- holder no longer in K_SEEN (every script that takes them out saves their record without a
+-- copy: this is a guard) loses the copy.
+local due = redis.call('ZRANGEBYSCORE', K_COPIES, '-inf', sc(NOW), 'LIMIT', 0, limit)
+if #due >= limit then more = 1 end
+if #due > 0 then
+  redis.setresp(3)
+  local scores = redis.call('ZMSCORE', K_SEEN, unpack(due))
+  redis.setresp(2)
+  local raws = redis.call('HMGET', K_RECS, unpack(due))
+  local recs, dues, drop = {}, {}, {}
+  for i = 1, #due do
+    local uid, s, r = due[i], scores[i], raws[i]
+    if r then
+      local body = r  -- the record without its copy
+      if copy_in(r) then body = string.sub(r, 1, -COPY_WIDTH - 1)
+      elseif string.byte(r, -1) ~= 31 then body = r .. SEP end  -- a record written before cp
+      if s then
+        recs[#recs + 1] = uid; recs[#recs + 1] = body .. copy_of(s.double)
+        dues[#dues + 1] = sc(copy_due(s.double)); dues[#dues + 1] = uid
+      else
+        recs[#recs + 1] = uid; recs[#recs + 1] = body
+        drop[#drop + 1] = uid
+      end
+    else
+      drop[#drop + 1] = uid
+    end
+  end
+  for first = 1, #recs, 1000 do
+    redis.call('HSET', K_RECS, unpack(recs, first, math.min(first + 999, #recs)))
+  end
+  for first = 1, #dues, 1000 do
+    redis.call('ZADD', K_COPIES, unpack(dues, first, math.min(first + 999, #dues)))
+  end
+  zrem(K_COPIES, drop)
 end
 
 -- Pass 4. The registry's cleaner: CLEAN buckets a call, round robin.
