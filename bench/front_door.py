@@ -305,26 +305,43 @@ def commandstat(client: Any, command: str) -> tuple[int, int]:
     return int(stat.get("calls", 0)), int(stat.get("usec", 0))
 
 
+def own_times(
+    client: Any,
+    sets: dict[str, list[list[str]]],
+    kinds: tuple[str, ...],
+    sides: dict[str, tuple[str, Any]],
+    rounds: int,
+    block: int,
+) -> dict[tuple[str, str], list[float]]:
+    """Redis' own time a call (INFO commandstats), in microseconds, of each side (name ->
+    (its command, a call of a page's ids)) on each kind's pages: ``block`` calls a side in
+    turn, ``rounds`` times, so that a noisy moment hits every side; (kind, side) -> a figure a
+    round."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for kind in kinds:
+            pages = Cycle(sets[kind])
+            for side, (command, fn) in sides.items():
+                calls0, usec0 = commandstat(client, command)
+                for _ in range(block):
+                    fn(pages())
+                calls1, usec1 = commandstat(client, command)
+                times.setdefault((kind, side), []).append((usec1 - usec0) / (calls1 - calls0))
+    return times
+
+
 def redis_times(ctx: Context, s: Site, kinds: tuple[str, ...], labels: dict[str, str]) -> list[Row]:
     """Where a read's time goes: Redis' own time a call (INFO commandstats) of the store's
     script for each kind of page, against the raw ZMSCORE of the same ids, in alternating
     blocks (the median of the rounds); the rest of a call is the client's and the wire's."""
     client, store = s.client, s.store
     block, rounds = ctx.size(200, 50), 7
-    times: dict[tuple[str, str], list[float]] = {}
     ctx.log(f"Redis' own time of each kind's read: {rounds} rounds of {block} calls")
-    for _ in range(rounds):
-        for kind in kinds:
-            pages = Cycle(s.sets[kind])
-            for side, command, fn in (
-                ("ours", "evalsha", lambda pages=pages: store.get_many(pages())),
-                ("raw", "zmscore", lambda pages=pages: client.zmscore(BARE, pages())),
-            ):
-                calls0, usec0 = commandstat(client, command)
-                for _ in range(block):
-                    fn()
-                calls1, usec1 = commandstat(client, command)
-                times.setdefault((kind, side), []).append((usec1 - usec0) / (calls1 - calls0))
+    sides = {
+        "ours": ("evalsha", store.get_many),
+        "raw": ("zmscore", lambda ids: client.zmscore(BARE, ids)),
+    }
+    times = own_times(client, s.sets, kinds, sides, rounds, block)
     rows = []
     for kind in kinds:
         ours, raw = sorted(times[(kind, "ours")]), sorted(times[(kind, "raw")])

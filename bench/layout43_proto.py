@@ -35,7 +35,7 @@ import timeit
 from typing import Any
 
 from .common import Context, latencies, median
-from .front_door import BARE, Cycle, commandstat, site
+from .front_door import BARE, Cycle, commandstat, own_times, site
 
 RS = "\x1e"  # separates a reply's records (get_many.lua)
 FLAG = 4e9  # added to the magnitude of a record holder's score (the prototype's encoding)
@@ -346,16 +346,7 @@ def main() -> None:
             "raw": ("zmscore", lambda p: client.zmscore(BARE, p)),
         }
         block = ctx.size(200, 50)
-        times: dict[tuple[str, str], list[float]] = {}
-        for _ in range(args.rounds):
-            for kind in kinds:
-                pages = Cycle(s.sets[kind])
-                for side, (command, fn) in sides.items():
-                    c0, u0 = commandstat(client, command)
-                    for _ in range(block):
-                        fn(pages())
-                    c1, u1 = commandstat(client, command)
-                    times.setdefault((kind, side), []).append((u1 - u0) / (c1 - c0))
+        times = own_times(client, s.sets, kinds, sides, args.rounds, block)
         print(f"Redis' own time a call, us (median of {args.rounds} rounds of {block} calls)")
         names = [n for n in sides if n != "raw"]
         print("| page | raw ZMSCORE | " + " | ".join(names) + " |")
