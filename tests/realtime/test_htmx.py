@@ -10,6 +10,7 @@ from django.template import Context, Template
 
 from presence_app.realtime.htmx import presence_of, sse_event
 
+from ..servers import AsgiServer
 from ..users import create_user
 
 pytestmark = pytest.mark.django_db
@@ -95,12 +96,12 @@ class HtmlStream:
         self.conn.close()
 
 
-def test_the_stream_sends_each_event_once_as_it_opens(tmp_path, settings):
-    """The hello, the room's snapshot and the stream's own join each spoke of its user (and the
-    snapshot and the join of the room): the page got the same swap 2-3 times as it opened."""
+def alice_and_bob(tmp_path, settings):
+    """A migrated SQLite file with Alice and Bob, for a server on the test's Redis under a key
+    prefix of its own."""
     import uuid
 
-    from ..servers import AsgiServer, Database
+    from ..servers import Database
 
     db = Database(
         tmp_path / "db.sqlite3",
@@ -109,7 +110,13 @@ def test_the_stream_sends_each_event_once_as_it_opens(tmp_path, settings):
             "PRESENCE_KEY_PREFIX": f"htmx-{uuid.uuid4().hex[:8]}",
         },
     ).migrate()
-    users = db.users(["alice", "bob"])
+    return db, db.users(["alice", "bob"])
+
+
+def test_the_stream_sends_each_event_once_as_it_opens(tmp_path, settings):
+    """The hello, the room's snapshot and the stream's own join each spoke of its user (and the
+    snapshot and the join of the room): the page got the same swap 2-3 times as it opened."""
+    db, users = alice_and_bob(tmp_path, settings)
     alice, bob = users["alice"].id, users["bob"].id
     with AsgiServer(db, name="htmx") as server:
         stream = HtmlStream(server, users["alice"], f"rooms=lobby&users={bob},{alice}")
@@ -168,19 +175,11 @@ def test_typing_and_room_states_reach_an_htmx_page_and_go_out_by_its_forms(tmp_p
     state as the room_states template shows it, and neither once he left the room."""
     import re
     import secrets
-    import uuid
 
-    from ..servers import AsgiServer, Database, User
+    from ..servers import User
     from ..sse_client import request
 
-    db = Database(
-        tmp_path / "db.sqlite3",
-        env={
-            "REDIS_URL": settings.REDIS_URL,
-            "PRESENCE_KEY_PREFIX": f"htmx-{uuid.uuid4().hex[:8]}",
-        },
-    ).migrate()
-    users = db.users(["alice", "bob"])
+    db, users = alice_and_bob(tmp_path, settings)
     token = secrets.token_hex(16)  # the page's CSRF cookie, sent back as X-CSRFToken
     with AsgiServer(db, name="htmx") as server:
         alice = HtmlStream(server, users["alice"], "rooms=lobby")
