@@ -1057,3 +1057,19 @@ def test_the_sweep_renews_the_copies_and_keeps_a_connected_status_user_online(re
     assert redis_client.zscore(copies, "u") is not None
     store.forget("u", now=T + 201)
     assert redis_client.zcard(copies) == 0
+
+
+def test_a_fresh_copy_whose_index_entry_was_evicted_reads_without_an_error(redis_client):
+    """A fresh copy with an end in until (a closed connection in its grace) sends the user's seen
+    score, read after the loop: where seen lost them meanwhile (an eviction under a memory
+    policy that allows it: W005), the copy stands in, rather than a script error failing the
+    whole page."""
+    store = Store(redis_client, StoreConfig())
+    store.connect("c1", "u", now=T)
+    store.set_status("u", "dnd", now=T)
+    store.connect("c2", "v", now=T)
+    store.disconnect("c1", "u", now=T + 1)  # an end in until: the grace
+    before = store.get_many(["u", "v"], now=T + 2)
+    assert before["u"].state == "dnd"  # in the grace
+    redis_client.zrem(KeySpace.seen(store.keys.tag_for_user("u")), "u")  # evicted
+    assert store.get_many(["u", "v"], now=T + 2) == before

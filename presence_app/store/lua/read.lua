@@ -14,7 +14,7 @@ for i = 1, #ids do
   local r = records[i]
   if r and byte(r, -1) ~= 31 and byte(r, w - 1) == 31 then  -- head.lua's copy_in, inline
     local c = tonumber(sub(r, w))
-    if c and c >= floor then fresh[i] = true; nf = nf + 1 end
+    if c and c >= floor then fresh[i] = c; nf = nf + 1 end  -- (the copy: a true value)
   end
 end
 -- The seen scores as RESP3 doubles: Lua gets each as a number ({double = x}; nil where none),
@@ -78,7 +78,8 @@ end
 local codes, seen2, ends2, records2, webs3 = {}, {}, {}, {}, {}
 local hidden2, web2, last2, unknown, at = {}, {}, {}, {}, {}
 local has_ends, k, n, m = next(ends) ~= nil, 0, 0, 0
-local late, late_at = {}, {}  -- fresh copies with an end: their seen score is sent, read below
+-- fresh copies with an end: their seen score is sent, read below
+local late, late_at, late_copy = {}, {}, {}
 for i = 1, #ids do
   local s, r, f = seen[i], records[i], fresh[i]
   if f or s then
@@ -96,7 +97,7 @@ for i = 1, #ids do
       else
         seen2[k] = false
         late[#late + 1] = ids[i]
-        late_at[#late] = k
+        late_at[#late], late_copy[#late] = k, f
       end
       if has_ends then ends2[k] = ends[i] or false end
     end
@@ -124,7 +125,9 @@ if #late > 0 then  -- (a fresh copy's user is in K_SEEN: a copy leaves with its 
   redis.setresp(3)
   local got = redis.call('ZMSCORE', K_SEEN, unpack(late))
   redis.setresp(2)
-  for j = 1, #late do seen2[late_at[j]] = sc(got[j].double) end
+  -- (K_SEEN lost under them, an eviction: the copy, never later than the score it was, rather
+  -- than a script error for the whole page)
+  for j = 1, #late do seen2[late_at[j]] = sc(got[j] and got[j].double or late_copy[j]) end
 end
 local out = {sc(NOW), table.concat(codes), table.concat(records2, '\30'), table.concat(webs3, ' '),
   seen2, ends2, hidden2, web2, last2}
