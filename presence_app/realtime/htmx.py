@@ -102,6 +102,7 @@ class LiveParts:
     def __init__(self) -> None:
         self.typists: dict[str, dict[str, float]] = {}  # room -> user -> shown until (loop time)
         self.states: dict[str, dict[tuple[str, str], Any]] = {}  # room -> (user, conn) -> data
+        self.touched: set[str] = set()  # rooms whose typists or states gone() changed
 
     def typing(self, room: str, now: float) -> list[str] | None:
         """Who types in ``room`` at ``now`` (None: nobody ever did, nothing to draw)."""
@@ -126,11 +127,13 @@ class LiveParts:
 
     def gone(self, user: str, room: str | None) -> None:
         """``user`` left ``room`` (None: went offline, every room): their typing and room states
-        there end, as presence.js ends them."""
+        there end, as presence.js ends them (the rooms it changed are :attr:`touched`)."""
         for name in [room] if room is not None else list(self.typists) + list(self.states):
-            self.typists.get(name, {}).pop(user, None)
-            for key in [k for k in self.states.get(name, {}) if k[0] == user]:
+            theirs = [k for k in self.states.get(name, {}) if k[0] == user]
+            for key in theirs:
                 del self.states[name][key]
+            if self.typists.get(name, {}).pop(user, None) is not None or theirs:
+                self.touched.add(name)
 
 
 class HtmlEventStream(EventStream):
@@ -214,6 +217,8 @@ class HtmlEventStream(EventStream):
                 out += self.apply(event, change, changed)
             for name in changed:
                 out += await self.room_events(name)
+            touched, self.live.touched = self.live.touched, set()
+            for name in touched:  # redrawn only where a leave or an offline ended a part
                 out += await self.typing_events(name) + await self.states_events(name)
             return out
         if kind == "presence.count" and isinstance(frame.get("room"), str):
