@@ -4,6 +4,8 @@ stream itself runs in the browser test tests/e2e/test_htmx.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 
 import pytest
 from django.template import Context, Template
@@ -113,6 +115,33 @@ def alice_and_bob(tmp_path, settings):
     return db, db.users(["alice", "bob"])
 
 
+def page_forms(server, user):
+    """``post(frame, form, csrf=True)``: the form posts ``user``'s htmx page makes to its
+    stream's REST calls (``hx-post``), with the page's CSRF cookie and header; (status, body)."""
+    import secrets
+
+    from ..servers import User
+    from ..sse_client import request
+
+    token = secrets.token_hex(16)  # the page's CSRF cookie, sent back as X-CSRFToken
+    as_page = User(user.id, user.username, f"{user.session}; csrftoken={token}")
+
+    def post(frame: str, form: str, csrf: bool = True) -> tuple[int, dict]:
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": server.origin,
+            **({"X-CSRFToken": token} if csrf else {}),
+        }
+        return asyncio.run(
+            request(
+                server, "POST", f"/presence/api/stream/{frame}/", as_page,
+                body=form.encode(), headers=headers,
+            )
+        )  # fmt: skip
+
+    return post
+
+
 def test_the_stream_sends_each_event_once_as_it_opens(tmp_path, settings):
     """The hello, the room's snapshot and the stream's own join each spoke of its user (and the
     snapshot and the join of the room): the page got the same swap 2-3 times as it opened."""
@@ -173,31 +202,11 @@ def test_typing_and_room_states_reach_an_htmx_page_and_go_out_by_its_forms(tmp_p
     room state by the form posts its hx-post makes, naming its stream by the presence-stream
     event's hidden field; Alice's stream draws "bob is typing…" until its time runs out, his
     state as the room_states template shows it, and neither once he left the room."""
-    import re
-    import secrets
-
-    from ..servers import User
-    from ..sse_client import request
-
     db, users = alice_and_bob(tmp_path, settings)
-    token = secrets.token_hex(16)  # the page's CSRF cookie, sent back as X-CSRFToken
     with AsgiServer(db, name="htmx") as server:
         alice = HtmlStream(server, users["alice"], "rooms=lobby")
         bob = HtmlStream(server, users["bob"], "rooms=lobby")
-        bob_as_page = User(users["bob"].id, "bob", f"{users['bob'].session}; csrftoken={token}")
-
-        def post(frame: str, form: str, csrf: bool = True) -> tuple[int, dict]:
-            headers = {
-                "Content-Type": "application/x-www-form-urlencoded",
-                "Origin": server.origin,
-                **({"X-CSRFToken": token} if csrf else {}),
-            }
-            return asyncio.run(
-                request(
-                    server, "POST", f"/presence/api/stream/{frame}/", bob_as_page,
-                    body=form.encode(), headers=headers,
-                )
-            )  # fmt: skip
+        post = page_forms(server, users["bob"])
 
         try:
             i = bob.wait_for(lambda name, data: name == "presence-stream")
@@ -249,6 +258,35 @@ def test_typing_and_room_states_reach_an_htmx_page_and_go_out_by_its_forms(tmp_p
             assert ("presence-count-lobby", "1") in alice.events[start:gone]
             typed = [d for n, d in alice.events if n == "presence-typing-lobby"]
             assert not typed[-1].strip()
+        finally:
+            for s in (alice, bob):
+                s.close()
+
+
+def test_a_typist_who_leaves_the_room_is_no_longer_shown_typing(tmp_path, settings):
+    """A leave ends its user's typing on the htmx pages at once, as presence.js ends it, not
+    when the typing's time runs out: a TYPING_THROTTLE of a minute keeps "is typing" shown for
+    1.75 minutes but for the leave."""
+    db, users = alice_and_bob(tmp_path, settings)
+    env = {"PRESENCE_OVERRIDES": json.dumps({"TYPING_THROTTLE": 60})}
+    with AsgiServer(db, name="htmx", env=env) as server:
+        alice = HtmlStream(server, users["alice"], "rooms=lobby")
+        bob = HtmlStream(server, users["bob"], "rooms=lobby")
+        post = page_forms(server, users["bob"])
+        try:
+            i = bob.wait_for(lambda name, data: name == "presence-stream")
+            stream = re.search(r'value="([^"]+)"', bob.events[i][1]).group(1)
+            alice.wait_for(lambda name, data: name == "presence-count-lobby" and data == "2")
+            assert post("typing", f"room=lobby&presence_stream={stream}") == (200, {"ok": True})
+            typing = alice.wait_for(
+                lambda name, data: name == "presence-typing-lobby" and "is typing" in data
+            )
+            assert post("leave", f"room=lobby&presence_stream={stream}")[0] == 200
+            alice.wait_for(
+                lambda name, data: name == "presence-typing-lobby" and not data.strip(),
+                timeout=45,  # far inside the 105 s the typing would be shown without the leave
+                start=typing,
+            )
         finally:
             for s in (alice, bob):
                 s.close()
