@@ -1,0 +1,206 @@
+"""The least a frame to a socket costs here: the floor under benchmark 17's room states.
+
+Benchmark 17's room-state phase sends every watcher of a room a frame a tick; at its size (5,000
+sockets, 20 ticks a second) that is 100,000 frames a second, each paid by a server and by the
+load client on the same 2 cores. This measures what one such frame costs with nothing of
+presence in the way: uvicorn (as the project serves, without permessage-deflate unless said)
+sending one prepared text to every socket it holds, in a loop, from
+
+- ``raw``: a bare ASGI application (the server's own cost: its WebSocket framing and the
+  transport's write);
+- ``channels``: Channels' ``AsyncWebsocketConsumer`` beneath its middlewares (``base_send``, as
+  presence's sockets send their frames);
+- ``channels-send``: the same through the consumer's ``send()`` and the middleware stack;
+- ``raw-deflate``: the bare application with permessage-deflate, which a browser asks for
+  (each socket compresses in its own context).
+
+The load client (bench/frame_floor_client.js, Node's ``ws`` as benchmark 17's) holds the sockets
+and counts what arrives; each side's CPU is its own process' (``time.process_time`` in the
+server around the loop, ``process.cpuUsage`` in the client). One run a variant, the variants one
+after the other.
+
+Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from presence_app.testing import free_port
+
+from .big_rooms import client_kind
+
+#: A room-state frame of one member, as the room-state phase's (~110 bytes).
+TEXT = json.dumps(
+    {
+        "type": "presence.roomstate",
+        "room": "big",
+        "states": [{"user": "4242", "conn": "a1b2c3d4e5f6a7b8c9", "data": {"x": 512, "y": 384}}],
+    }
+)
+BENCH = Path(__file__).resolve().parent
+VARIANTS = {
+    "raw": ("bench.frame_floor:raw", False),
+    "channels": ("bench.frame_floor:channels_application", False),
+    "channels-send": ("bench.frame_floor:channels_application", False),
+    "raw-deflate": ("bench.frame_floor:raw", True),
+}
+
+# -- the servers' side --------------------------------------------------------------------------
+SENDS: list[Any] = []  # each socket's way out, as the variant sends
+
+
+async def broadcast(rounds: int, skip: Any) -> str:
+    """``rounds`` times the frame to every socket but ``skip`` (the one that asked): the
+    frames sent, the CPU and the wall time it took."""
+    cpu, wall, n = time.process_time(), time.perf_counter(), 0
+    for _ in range(rounds):
+        for send in list(SENDS):
+            if send is not skip:
+                await send()
+                n += 1
+        await asyncio.sleep(0)  # a tick: what else the loop has to do runs between rounds
+    return f"done {n} {time.process_time() - cpu:.4f} {time.perf_counter() - wall:.4f}"
+
+
+async def raw(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The bare ASGI application."""
+    if scope["type"] != "websocket":
+        return
+    await receive()
+    await send({"type": "websocket.accept"})
+    message = {"type": "websocket.send", "text": TEXT}
+
+    async def out() -> None:
+        await send(message)
+
+    SENDS.append(out)
+    try:
+        while (got := await receive())["type"] != "websocket.disconnect":
+            if (got.get("text") or "").startswith("go "):
+                done = await broadcast(int(got["text"].split()[1]), out)
+                await send({"type": "websocket.send", "text": done})
+    finally:
+        SENDS.remove(out)
+
+
+def channels_application() -> Any:
+    """Channels' consumer behind its usual stack (``uvicorn --factory``)."""
+    import django
+    from django.conf import settings
+
+    settings.configure(
+        SECRET_KEY="frame-floor",
+        ALLOWED_HOSTS=["*"],
+        INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes",
+                        "django.contrib.sessions", "channels"],
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    )  # fmt: skip
+    django.setup()
+    from channels.auth import AuthMiddlewareStack
+    from channels.generic.websocket import AsyncWebsocketConsumer
+    from channels.routing import ProtocolTypeRouter, URLRouter
+    from django.urls import path
+
+    through_send = os.environ.get("FRAME_FLOOR_VARIANT") == "channels-send"
+
+    class Consumer(AsyncWebsocketConsumer):
+        async def connect(self) -> None:
+            await self.accept()
+            message = {"type": "websocket.send", "text": TEXT}
+
+            async def out() -> None:
+                await (self.send(text_data=TEXT) if through_send else self.base_send(message))
+
+            self.out = out
+            SENDS.append(out)
+
+        async def disconnect(self, code: int) -> None:
+            SENDS.remove(self.out)
+
+        async def receive(self, text_data: str | None = None, bytes_data: Any = None) -> None:
+            if (text_data or "").startswith("go "):
+                done = await broadcast(int(text_data.split()[1]), self.out)
+                await self.send(text_data=done)
+
+    routes = URLRouter([path("", Consumer.as_asgi())])
+    return ProtocolTypeRouter({"websocket": AuthMiddlewareStack(routes)})
+
+
+# -- the run ------------------------------------------------------------------------------------
+def wait_for_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def run(variant: str, sockets: int, rounds: int) -> dict[str, float]:
+    app, deflate = VARIANTS[variant]
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+               "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
+    if app.endswith("channels_application"):
+        command.append("--factory")
+    if not deflate:
+        command += ["--ws-per-message-deflate", "false"]
+    env = {**os.environ, "FRAME_FLOOR_VARIANT": variant}
+    server = subprocess.Popen(command, env=env, cwd=BENCH.parent)
+    try:
+        wait_for_port(port, timeout=30)
+        client = [
+            "node", str(BENCH / "frame_floor_client.js"), str(port), str(sockets), str(rounds),
+            "1" if deflate else "0",
+        ]  # fmt: skip
+        out = subprocess.run(client, capture_output=True, text=True, timeout=600, check=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    reply = json.loads(out.stdout.strip().splitlines()[-1])
+    _, frames, cpu, wall = reply["server"].split()
+    n = int(frames)
+    assert reply["received"] == n, reply
+    return {
+        "frames": n,
+        "server_us": float(cpu) / n * 1e6,
+        "client_us": reply["client_cpu_s"] / n * 1e6,
+        "wall_s": float(wall),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sockets", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    if client_kind() != "node":
+        raise SystemExit("frame_floor needs node (18+) and npm (bench/package.json's ws)")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print(f"| {args.sockets:,} sockets, {args.rounds} rounds | server CPU a frame | "
+          "load client CPU a frame | both, cores for 100,000 frames a second |")  # fmt: skip
+    print("| --- | --- | --- | --- |")
+    for variant in args.variants.split(","):
+        got = run(variant, args.sockets, args.rounds)
+        cores = (got["server_us"] + got["client_us"]) / 10  # x 100,000 frames a second / 1e6
+        print(f"| {variant} | {got['server_us']:.1f} us | {got['client_us']:.1f} us | "
+              f"{cores:.2f} |")  # fmt: skip
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
