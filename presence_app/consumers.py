@@ -42,6 +42,7 @@ from . import conf
 from .core import dispatch, rules, tenants
 from .core.tasks import spawn
 from .realtime import frames, protocol, subscriptions
+from .realtime.inbox import Inbox
 from .realtime.protocol import FrameError
 from .realtime.resilience import OutageTolerantConsumer
 from .realtime.session import PresenceSession
@@ -122,9 +123,13 @@ class PresenceConsumerMixin:
         if scope.get("type") == "websocket" and not origin_allowed(scope):
             await WebsocketDenier()(scope, receive, send)
             return
+        # Read while a frame is handled: the server's pings are answered through a slow join.
+        inbox = Inbox(receive) if scope.get("type") == "websocket" else None
         try:
-            await super().__call__(scope, receive, send)  # type: ignore[misc]
+            await super().__call__(scope, inbox or receive, send)  # type: ignore[misc]
         finally:
+            if inbox is not None:
+                inbox.close()
             await subscriptions.release(self)  # the channel, even if an event ended its receive
 
     async def presence_connect(self, rooms: Iterable[str] = ()) -> bool:

@@ -236,6 +236,7 @@ class AsgiServer(Loopback):
         log_dir: Path | None = None,
         manage: str = "manage.py",
         graceful: int = 5,
+        args: list[str] | None = None,
     ) -> None:
         if server not in ("uvicorn", "daphne", "runserver"):
             raise ValueError("server is 'uvicorn', 'daphne' or 'runserver'")
@@ -247,6 +248,7 @@ class AsgiServer(Loopback):
         self.ready_path = ready_path
         self.access_log = access_log
         self.graceful = graceful  # uvicorn's --timeout-graceful-shutdown
+        self.args = list(args or ())  # the server's own options (uvicorn's --ws-ping-interval)
         self.port = free_port()
         self.env = {**db.env, **(env or {})}
         self.log_path = (log_dir or db.path.parent) / f"{name}-{self.port}.log"
@@ -293,6 +295,7 @@ class AsgiServer(Loopback):
             "--log-level",
             "info" if self.access_log else "warning",
             "--access-log" if self.access_log else "--no-access-log",
+            *self.args,
         ]
 
     def start(self, timeout: float = 60) -> AsgiServer:

@@ -58,3 +58,23 @@ async def test_a_heartbeat_behind_a_slow_join_is_not_silence(db, servers):
     state = await ann.join(room, timeout=limit(3 * LEASE))
     assert state["room"] == room and ann.open
     await ann.close()
+
+
+async def test_a_slow_join_does_not_cost_the_socket_the_servers_keepalive(db, servers):
+    """uvicorn pings every second and closes a socket whose pong is not read within a second
+    (1011); it reads a socket only while the application takes what it read. The join is
+    handled for 5 s, and the socket goes on being read meanwhile (presence_app.realtime.
+    inbox): the pongs are read, the join is answered, the heartbeats sent behind it too."""
+    users = db.users(["ann"])
+    hook = {"CAN_JOIN": "tests.reliability.hooks.slow_can_join"}
+    server = await servers.astart(
+        env={"PRESENCE_OVERRIDES": json.dumps(hook)},
+        args=["--ws-ping-interval", "1", "--ws-ping-timeout", "1"],
+    )
+    ann = await Client(server, users["ann"]).connect()
+    ann.beat(0.5)
+    state = await ann.join("slow-5000", timeout=limit(60))
+    assert state["room"] == "slow-5000" and ann.open
+    await ann.join("lobby", timeout=limit(30))  # and the socket is served on
+    assert ann.open and ann.close_code is None
+    await ann.close()
