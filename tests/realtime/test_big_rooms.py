@@ -351,6 +351,9 @@ async def test_a_big_rooms_snapshot_comes_in_pages_bounded_in_bytes(slow_ticks):
         while not await presence.aroom_states("forum", viewer=presence.TRUSTED):
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
+        # the joins' diff has gone out: a read shared with the talkers' joins (theirs is
+        # completed by that diff) no longer serves, the reader's snapshot is the whole room
+        await asyncio.sleep(2 * slow_ticks)
         await viewer.send(type="join", room="forum")
         frames = [await viewer.wait_for("presence.state", room="forum")]
         while frames[-1]["more"]:
@@ -532,7 +535,9 @@ async def test_a_slow_socket_holds_up_nobody_and_gets_everything_in_order(slow_t
 
     beating = asyncio.ensure_future(beat())
     slow.accept(["presence.diff"])
+    gate.set()  # its snapshot (encoded once for the joiners of a tick) goes out as text
     await slow.join("hall")
+    gate.clear()
     a = await open_socket(ca, "alice", diffs=True)
     roster = Roster(a, "hall", await join(a, "hall"))
     others = [await make_user(f"o{n}") for n in range(6)]
