@@ -268,6 +268,9 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
     env = {"PRESENCE_KEY_PREFIX": f"b17-{base}"}
     if base == "today":
         env["PYTHONPATH"] = f"{today_package(folder)}{os.pathsep}{ROOT}"
+        # ``python -m uvicorn`` runs in ROOT and would put it first on sys.path, ahead of the
+        # export: today's side then ran this checkout's package (every run before 2026-11-28).
+        env["PYTHONSAFEPATH"] = "1"
     ws = next((WS[v] for v in variants if v in WS), None)
     overrides: dict[str, Any] = {}
     for v in variants:
