@@ -148,15 +148,19 @@ class Server(AsgiServer):
         ws: str | None = None,
         deflate: bool = True,
         ping: bool = True,
+        app_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.ws = ws
         self.deflate = deflate
         self.ping = ping
+        self.app_dir = app_dir
 
     def command(self) -> list[str]:
         extra = ["--ws", self.ws] if self.ws else []
+        if self.app_dir:  # first on sys.path (uvicorn puts its --app-dir there, "" the checkout)
+            extra += ["--app-dir", self.app_dir]
         if not self.deflate:
             extra += ["--ws-per-message-deflate", "false"]
         if not self.ping:
@@ -266,8 +270,13 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
     members, counted, clients = sizes(ctx)
     base, *variants = name.split("+")
     env = {"PRESENCE_KEY_PREFIX": f"b17-{base}"}
+    app_dir = None
     if base == "today":
         env["PYTHONPATH"] = f"{today_package(folder)}{os.pathsep}{ROOT}"
+        # uvicorn puts its --app-dir (default: the working directory, this checkout) first on
+        # sys.path, ahead of PYTHONPATH: today's side ran this checkout's package, not the
+        # export, in every run before 2026-11-28 (fourth session). The export goes there.
+        app_dir = str(today_package(folder))
     ws = next((WS[v] for v in variants if v in WS), None)
     overrides: dict[str, Any] = {}
     for v in variants:
@@ -285,6 +294,7 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             ws=ws,
             deflate="nodeflate" not in variants,
             ping="noping" not in variants,
+            app_dir=app_dir,
         )
         for i in range(2)
     ]

@@ -621,6 +621,12 @@ def check_count_only_rooms(app_configs=None, **kwargs) -> list:
     )
     errors += _not_negative(
         s,
+        "MEMBERSHIP_FRAMES",
+        "frames a second, 0 or more (0: no bound)",
+        check_id="presence_app.E049",
+    )
+    errors += _not_negative(
+        s,
         "SESSION_CHECK_INTERVAL",
         "seconds, 0 or more (0: a socket's sign-in is checked only when it connects)",
         check_id="presence_app.E048",

@@ -85,6 +85,10 @@ DEFAULTS: dict[str, Any] = {
     # Membership changes (joins, leaves, updates as presence.diff; a count-only room's count):
     # frames a second to a socket at most, per room. The first change of a quiet tick goes at once.
     "MEMBERSHIP_RATE": 5,
+    # Diff frames a second one process sends for one room, in all, at most (0: no bound): a
+    # room with more of the process' diff-accepting sockets than this / MEMBERSHIP_RATE gets
+    # its presence.diff every k-th tick (k: sockets x MEMBERSHIP_RATE / this, rounded up).
+    "MEMBERSHIP_FRAMES": 2500,
     # JSON API abuse limits (presence_app/web/ratelimit.py), per process: requests a second and
     # burst per signed-in user and per client IP (429 with Retry-After past them), and the
     # longest query string (400; MAX_WATCHED_USERS bounds the number of ids).

@@ -852,6 +852,51 @@ def _room_states(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS
     ]
 
 
+@dataclass(frozen=True)
+class RoomRead:
+    """A room read once for the connections of one process that join it within one
+    membership tick (:mod:`presence_app.realtime.feeds`): its member ids in the order they
+    came, their presences as a viewer who is none of them reads them (an invisible user reads
+    offline), and its room states, *not yet redacted*: nothing of it goes out but through
+    :func:`aroom_view`, which says what of it a given viewer may see."""
+
+    ids: list[str]
+    presences: dict[str, Presence]
+    states: list[dict[str, Any]]
+    conns: frozenset[tuple[str, str]]  # the (user, public connection id) of every state
+
+
+def _room_read(room: str, now: float | None = None) -> Read:
+    """:class:`RoomRead` of ``room``: the round trips of one viewer's snapshot (the members,
+    the states, a ``get_many`` a ``ROOM_SNAPSHOT_PAGE``), for every viewer at once."""
+    name = rules.room(room)
+    ids = yield lambda s: s.room_members(name, now)
+    found = (yield lambda s: s.room_states(name, now)) if ids else []
+    size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
+    presences: dict[str, Presence] = {}
+    for start in range(0, len(ids), size):
+        page = ids[start : start + size]
+        presences.update(
+            (yield lambda s, page=page: s.get_many(
+                page, viewer=None, reveal_all=False, now=now, activity=True
+            ))
+        )  # fmt: skip
+    states = [{"user": uid, "conn": pub, "data": json.loads(text)} for uid, pub, text in found]
+    return RoomRead(list(ids), presences, states, frozenset((u, c) for u, c, _ in found))
+
+
+async def aroom_view(read: RoomRead, viewer: Any) -> frozenset[str] | None:
+    """The ids of ``read`` that ``viewer`` may see, by the one rule (:func:`room_members`'
+    list: the ``AUDIENCE`` policy's answer, the viewer themself always); None: all of them
+    (nothing decides). Only online members of it are ever shown (an offline one's last seen,
+    which privacy choices govern, never is): viewers with the same answer see the same."""
+    v = viewer_of(viewer)
+    if not read.ids or not visibility.needs_sight(v, last_seen=False):
+        return None
+    seen = await visibility.asight(v, read.ids, last_seen=False)
+    return frozenset(visibility.redact_ids(v, read.ids, seen))
+
+
 def _room_count(room: str, now: float | None = None, *, viewer: Any = ANONYMOUS) -> Read:
     """How many visible users are in ``room`` (as ``viewer`` sees them); a count-only room's
     as a signed-out visitor counts them, the same for everyone (invisible users never)."""
@@ -953,6 +998,7 @@ room_members, aroom_members = _sync(_room_members), _async(_room_members)
 room_count, aroom_count = _sync(_room_count), _async(_room_count)
 room_sample, aroom_sample = _sync(_room_sample), _async(_room_sample)
 room_states, aroom_states = _sync(_room_states), _async(_room_states)
+aroom_read = _async(_room_read)
 rooms, arooms = _sync(_rooms), _async(_rooms)
 state_counts, astate_counts = _sync(_state_counts), _async(_state_counts)
 user_rooms_many, auser_rooms_many = _sync(_user_rooms_many), _async(_user_rooms_many)

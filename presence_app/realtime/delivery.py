@@ -113,9 +113,11 @@ class Writer:
         while self.backlog and self.busy is None:
             self.put(*self.backlog.popleft())
 
-    async def send(self, frame: dict[str, Any]) -> None:
+    async def send(self, frame: dict[str, Any], text: str | None = None) -> None:
         """The connection's own frame (a snapshot, a reply), after every frame handed over
-        before it; what comes meanwhile follows it. Raises what the transport raises."""
+        before it; what comes meanwhile follows it. ``text``: the frame encoded already (a
+        snapshot's page shared by several joiners), sent as such if the transport takes text.
+        Raises what the transport raises."""
         while self.busy is not None:
             await asyncio.wait([self.busy])
         if self.send_frame is None:
@@ -123,7 +125,10 @@ class Writer:
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.busy = mine
         try:
-            await self.send_frame(frame)
+            if text is not None and self.send_text is not None:
+                await self.send_text(text)
+            else:
+                await self.send_frame(frame)
         finally:
             mine.set_result(None)
             self._done(mine)

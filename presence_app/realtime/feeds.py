@@ -18,7 +18,12 @@ states of a user known offline (to the room, or to the connection) are dropped. 
 out a frame per slot (one :class:`~presence_app.realtime.roomstate.Outbox` per room).
 
 A connection is held while its snapshot of the room is read and sent (:meth:`RoomFeeds.
-snapshot`): what the feed hands it meanwhile follows the snapshot, never precedes it.
+snapshot`): what the feed hands it meanwhile follows the snapshot, never precedes it. The
+joiners of one tick share the snapshot (:class:`Joiners`): the room is read once
+(``presence.aroom_read``) and encoded once per class of viewers (``presence.aroom_view``: those
+the one rule shows the same members), while no frame of the room has gone out since the read
+began: a joiner held from before that frame gets it after the snapshot, and the snapshot plus
+what follows is the room.
 """
 
 from __future__ import annotations
@@ -28,14 +33,15 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
-from .. import presence
+from .. import conf, presence
 from ..core import dispatch, tenants
 from ..core.tasks import per_loop, spawn
 from ..failopen import log_outage
 from ..store import ONLINE_STATES, UNAVAILABLE
-from . import roomstate
+from . import protocol, roomstate
 from .subscriptions import Hidden
 
 logger = logging.getLogger("presence_app")
@@ -55,6 +61,17 @@ async def _as_sent(events: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
 
 def _always(room: str) -> bool:
     return True
+
+
+def _stretch(members: Any, room: str) -> int:
+    """Ticks a slot of a feed's room states lasts here (``ROOM_STATE_FRAMES``)."""
+    return roomstate.stretch(len(members.batched) + len(members.each))
+
+
+def _ticks(batched: dict[Any, None]) -> int:
+    """Membership ticks a slot of a feed's diffs lasts (``MEMBERSHIP_FRAMES``): more as the
+    room's diff-accepting sockets in this process grow."""
+    return roomstate.membership_stretch(len(batched))
 
 
 async def _nowhere(frame: dict[str, Any]) -> None:
@@ -143,6 +160,167 @@ class Members:
             session.writer.put(frame, text)
 
 
+def snapshot_frames(
+    room: str,
+    ids: list[str],
+    presences: dict[str, Any],
+    states: list[dict[str, Any]],
+    mine: tuple[str, str] | None,
+) -> list[dict[str, Any]]:
+    """A room's ``presence.state`` frames (``page`` from 0, ``more`` true on every one) from
+    its members' ``ids`` in order and their ``presences``: pages of ``ROOM_SNAPSHOT_PAGE`` ids
+    cut at about ``ROOM_SNAPSHOT_BYTES`` (:func:`protocol.byte_pages`), online members only,
+    with the states of the members a page shows (not ``mine``, the connection's own)."""
+    size = max(1, int(conf.get("ROOM_SNAPSHOT_PAGE")))
+    frames: list[dict[str, Any]] = []
+    for start in range(0, len(ids), size) or range(1):
+        shown = [p for p in (presences[u] for u in ids[start : start + size]) if p.is_online]
+        online = {p.user_id for p in shown}
+        page_states = [
+            st for st in states if st["user"] in online and (st["user"], st["conn"]) != mine
+        ]
+        for members, theirs in protocol.byte_pages(shown, page_states):
+            frames.append(
+                protocol.state_frame(members, room=room, page=len(frames), more=True,
+                                     states=theirs)
+            )  # fmt: skip
+    return frames
+
+
+Pages = list[tuple[dict[str, Any], str]]  # frames and their texts
+
+
+class Shared:
+    """One read of a room (``presence.RoomRead``) for the joiners of one tick, and its frames
+    encoded once per class of viewers (the ids ``presence.aroom_view`` shows them)."""
+
+    def __init__(self, stamp: tuple[int, int], read: asyncio.Task[Any]) -> None:
+        self.stamp = stamp  # the feed's frames sent and events heard when the read began
+        self.read = read
+        # a class (its ids; None: all) -> its pages, the last one closing them, its offline ids
+        self.classes: dict[
+            frozenset[str] | None, tuple[Pages, tuple[dict[str, Any], str] | None, list[str]]
+        ] = {}
+
+
+class Joiners:
+    """The snapshots of a room's joiners in this process: one read shared while it is valid,
+    i.e. while no frame of the room (a diff, an event, a slot of room states) has gone out
+    since it began. A joiner is in the feed (held) before it asks, so a change the read may
+    lack reaches it after its snapshot, in a frame that had not gone out yet."""
+
+    def __init__(self, feed: RoomFeed) -> None:
+        self.tenant, self.room = feed.tenant, feed.room
+        self.sent = 0  # frames of the room handed out: a read begun before one is stale
+        # membership events heard: for a joiner that takes an event a frame (not presence.diff)
+        # a read begun before one is stale (the others got it, not held for a tick)
+        self.heard = 0
+        self.shared: Shared | None = None
+        self.reads = 0  # reads made (the tests' and the bench's measure)
+
+    def _read(self, batched: bool) -> Shared:
+        shared = self.shared
+        if (
+            shared is None
+            or shared.stamp[0] != self.sent
+            or (not batched and shared.stamp[1] != self.heard)
+            or (shared.read.done() and (shared.read.cancelled() or shared.read.exception()))
+        ):
+            self.reads += 1
+            with tenants.activate(self.tenant):
+                task = asyncio.get_running_loop().create_task(presence.aroom_read(self.room))
+            shared = self.shared = Shared((self.sent, self.heard), task)
+        return shared
+
+    async def send(self, session: Any) -> None:
+        """``session``'s snapshot of the room: the pages of its class, then its own entry
+        where the read lacks it (it joined after the read began). Its own read where the read
+        shows its user otherwise than they see themself (invisible: offline to the others) or
+        holds its own connection's state: a snapshot of its own, as one viewer's read was."""
+        shared = self._read(session.batched)
+        read = await asyncio.shield(shared.read)
+        view = await presence.aroom_view(read, session.viewer)
+        own, mine = session.user_id, (session.user_id, session.public_id)
+        ids = read.ids if view is None else [u for u in read.ids if u in view]
+        if own in read.presences and (not read.presences[own].is_online or mine in read.conns):
+            found = await presence.aget_many([own], viewer=session.viewer, activity=True)
+            presences = {**read.presences, own: found[own]}
+            self._learn(session, ids, presences, ids)
+            frames = snapshot_frames(self.room, ids, presences, self._states(read, view), mine)
+            frames[-1]["more"] = False
+            for frame in frames:
+                await session.send(frame)
+            return
+        pages, closing, offline = self._class(shared, read, view, ids)
+        self._learn(session, ids, read.presences, offline)
+        if closing is not None and own in read.presences:  # as its user sees themself
+            for frame, text in pages[:-1]:
+                await session.writer.send(frame, text)
+            await session.writer.send(*closing)
+            return
+        found = await presence.aget_many([own], viewer=session.viewer, activity=True)
+        me = found[own]
+        session.hidden.learn(own, me.state)
+        for frame, text in pages[:-1]:
+            await session.writer.send(frame, text)
+        for frame, maybe in self._closing(pages, closing, me):
+            await session.writer.send(frame, maybe)
+
+    def _closing(
+        self, pages: Pages, closing: tuple[dict[str, Any], str] | None, me: Any
+    ) -> list[tuple[dict[str, Any], str | None]]:
+        """The last frames of a joiner missing from the read (it joined after the read began):
+        the class' last page with its own entry added, spliced into the text (the members
+        come last), or that page and one of its own when it is full."""
+        entry = [me] if me.is_online else []
+        if closing is None:
+            return [(protocol.state_frame(entry, room=self.room, page=0, more=False, states=[]),
+                     None)]  # fmt: skip
+        last, text = closing
+        members = last["members"]
+        full = len(text) > int(conf.get("ROOM_SNAPSHOT_BYTES"))
+        if full or len(members) + 1 > int(conf.get("ROOM_SNAPSHOT_PAGE")):
+            own = protocol.state_frame(entry, room=self.room, page=len(pages), more=False,
+                                       states=[])  # fmt: skip
+            return [pages[-1], (own, None)]
+        if not entry:
+            return [(last, text)]
+        added = me.as_dict()
+        text = f"{text[:-2]}{', ' if members else ''}{json.dumps(added)}]}}"
+        return [({**last, "members": [*members, added]}, text)]
+
+    @staticmethod
+    def _states(read: Any, view: frozenset[str] | None) -> list[dict[str, Any]]:
+        return read.states if view is None else [st for st in read.states if st["user"] in view]
+
+    def _class(
+        self, shared: Shared, read: Any, view: frozenset[str] | None, ids: list[str]
+    ) -> tuple[Pages, tuple[dict[str, Any], str] | None, list[str]]:
+        """The frames of ``view``'s class, encoded once (built whole without an await, then
+        kept for the next joiner of the class)."""
+        known = shared.classes.get(view)
+        if known is None:
+            offline = [u for u in ids if read.presences[u].state == "offline"]
+            if not ids:
+                known = ([], None, offline)
+            else:
+                states = self._states(read, view)
+                frames = snapshot_frames(self.room, ids, read.presences, states, None)
+                last = {**frames[-1], "more": False}
+                pages = [(f, json.dumps(f)) for f in frames]
+                known = (pages, (last, json.dumps(last)), offline)
+            shared.classes[view] = known
+        return known
+
+    @staticmethod
+    def _learn(session: Any, ids: list[str], presences: dict[str, Any], offline: list[str]) -> None:
+        """What the snapshot tells ``session`` of who is offline, as reading it one by one
+        would (with nothing known yet, only the offline ones change anything)."""
+        hidden = session.hidden
+        for uid in offline if not hidden.users else ids:
+            hidden.learn(uid, presences[uid].state)
+
+
 class RoomFeed:
     """One room's events in this process, for its local connections (``members``)."""
 
@@ -155,12 +333,10 @@ class RoomFeed:
         self.task: asyncio.Task[None] | None = None
         self.hidden = Hidden(HIDDEN_USERS)
         self.members = Members()
-        self.diffs = roomstate.Diffs(self._send_diff, _as_sent, _always)
-        self.outbox = roomstate.Outbox(self._send_states, self._stretch)
-
-    def _stretch(self, room: str) -> int:
-        """Ticks a slot of this room's states lasts here (``ROOM_STATE_FRAMES``)."""
-        return roomstate.stretch(len(self.members.batched) + len(self.members.each))
+        ticks = partial(_ticks, self.members.batched)  # a slot of its diffs: MEMBERSHIP_FRAMES
+        self.diffs = roomstate.Diffs(self._send_diff, _as_sent, _always, ticks)
+        self.outbox = roomstate.Outbox(self._send_states, partial(_stretch, self.members))
+        self.joiners = Joiners(self)
 
     # -- life --------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -179,7 +355,6 @@ class RoomFeed:
         self.diffs.close()
         self.outbox.close()
         self.diffs.send = self.outbox.send = _nowhere
-        self.outbox.stretch = None  # a bound method of this feed too: a cycle
         if self.opening is not None:
             await asyncio.wait([self.opening])
         if self.task is not None:
@@ -226,6 +401,7 @@ class RoomFeed:
             self.hidden.learn(event.get("user", ""), event.get("state"))
             if kind != "presence.update" and event.get("room") != self.room:
                 return
+            self.joiners.heard += 1
             if self.members.batched:
                 await self.diffs.add(event)
             if self.members.each:
@@ -233,6 +409,7 @@ class RoomFeed:
 
     async def _each(self, event: dict[str, Any]) -> None:
         """An event a frame, to the connections that did not accept ``presence.diff``."""
+        self.joiners.sent += 1  # (before the list of its receivers is taken)
         sessions = list(self.members.each)
         update = event.get("type") == "presence.update"
         for shown, indices in await presence.aredact_event_classes(
@@ -277,6 +454,7 @@ class RoomFeed:
     async def _send_diff(self, frame: dict[str, Any]) -> None:
         """A tick's ``presence.diff`` (as sent, unredacted) to the batched connections: one
         frame a class of viewers; a connection's own join left out of its own."""
+        self.joiners.sent += 1  # (before the list of its receivers is taken)
         sessions = list(self.members.batched)
         updated = "updated" in frame
         if updated:  # every room's joins and leaves held before it go first, as with one Diffs
@@ -313,6 +491,7 @@ class RoomFeed:
     async def _send_states(self, frame: dict[str, Any]) -> None:
         """A slot's room states to every local connection: one frame a class of viewers; a
         connection's own state, and states of users it knows offline, left out of its own."""
+        self.joiners.sent += 1  # (before the list of its receivers is taken)
         if self.members.batched:
             await self.ahead()
         sessions = self.members.all()
@@ -399,6 +578,15 @@ class RoomFeeds:
         finally:
             if self._of(session, room) is feed:
                 feed.members.release(session)
+
+    async def send_snapshot(self, session: Any, room: str) -> bool:
+        """Sends ``session`` its snapshot of ``room`` from the read its feed shares among the
+        joiners of a tick (:class:`Joiners`); False if it is not in the room's feed."""
+        feed = self._of(session, room)
+        if feed is None:
+            return False
+        await feed.joiners.send(session)
+        return True
 
     def accepted(self, session: Any) -> None:
         """``session`` changed what it accepts (``presence.diff`` or not)."""

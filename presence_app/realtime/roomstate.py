@@ -72,6 +72,18 @@ def membership_tick() -> float:
     return 1.0 / max(float(conf.get("MEMBERSHIP_RATE")), 0.1)
 
 
+def membership_stretch(sockets: int) -> int:
+    """Membership ticks a slot of a room's diffs lasts for a room of ``sockets`` of this process
+    that accept ``presence.diff``: 1, or more when ``MEMBERSHIP_FRAMES`` bounds the diff frames
+    a second the process sends for one room (a big room's sockets then get a diff every k-th
+    tick, everything of the k ticks in it)."""
+    budget = float(conf.get("MEMBERSHIP_FRAMES") or 0)
+    if budget <= 0 or sockets <= 0:
+        return 1
+    rate = max(float(conf.get("MEMBERSHIP_RATE")), 0.1)
+    return max(1, math.ceil(sockets * rate / budget))
+
+
 def next_tick(last: float) -> float:
     """The next flush: the first boundary of the wall clock's ticks (multiples of the tick) not
     past and at least half a tick after ``last`` (so, after a flush on a boundary, the next
@@ -233,12 +245,13 @@ class Outbox:
 DIFF_EVENTS = frozenset({"presence.join", "presence.leave", "presence.update"})
 
 
-def _slot() -> tuple[int, float, float]:
-    """The current slot of membership changes (their ticks shifted by :data:`GATHER`), how far
-    into it, and the tick."""
-    t = membership_tick()
-    slot, into = divmod(time.time() - t * GATHER, t)
-    return int(slot), into, t
+def _slot(k: int = 1) -> tuple[int, float, float]:
+    """The current slot of membership changes (their ticks shifted by :data:`GATHER`, ``k``
+    ticks long), counted in ticks, how far into it, and its length."""
+    base = membership_tick()
+    t = base * k
+    slot, into = divmod(time.time() - base * GATHER, t)
+    return int(slot) * k, into, t
 
 
 def diff_entry(event: dict[str, Any]) -> dict[str, Any]:
@@ -259,17 +272,20 @@ class Diffs:
 
     ``redact(events)`` is the session's one redaction, run once per flush for the whole batch
     (one ``AUDIENCE`` call): a member the viewer may not see is left out. ``keep(room)``: is
-    the connection still in ``room`` (a room left meanwhile gets nothing)?"""
+    the connection still in ``room`` (a room left meanwhile gets nothing)? ``stretch()``: how
+    many ticks a slot lasts (a room feed's: :func:`membership_stretch`; 1 without it)."""
 
     def __init__(
         self,
         send: Callable[[dict[str, Any]], Awaitable[None]],
         redact: Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any] | None]]],
         keep: Callable[[str], bool],
+        stretch: Callable[[], int] | None = None,
     ) -> None:
         self.send = send
         self.redact = redact
         self.keep = keep
+        self.stretch = stretch
         self.rooms: dict[str, dict[str, dict[str, Any]]] = {}  # room -> user -> join/leave
         self.updates: dict[str, dict[str, Any]] = {}  # user -> latest update
         self.last = -1  # the slot of the last flush
@@ -287,12 +303,15 @@ class Diffs:
         part[uid] = event
         if self.timer is not None:
             return  # a frame is due at the next slot
-        slot, into, t = _slot()
-        if slot > self.last and into < t * (1 - GATHER):
+        k = max(1, self.stretch()) if self.stretch is not None else 1
+        slot, into, t = _slot(k)
+        # at once if this slot has had no frame, unless the next tick's changes are about to
+        # arrive (the slot's last fifth of a tick)
+        if slot > self.last and into < t - membership_tick() * GATHER:
             self.last = slot
             await self.flush()
             return
-        self.last = slot + 1
+        self.last = slot + k
         self.timer = asyncio.get_running_loop().call_later(t - into, self._due)
 
     def _due(self) -> None:

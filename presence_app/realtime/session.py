@@ -426,9 +426,11 @@ class PresenceSession:
         if dispatch.count_only(room):
             await roomstate.get_counts().add(self, room)
             return
-        # what it holds of the room, this has; what comes meanwhile follows it
+        # what it holds of the room, this has; what comes meanwhile follows it. The joiners
+        # of a tick in this process share one read of the room (feeds.Joiners).
         async with get_feeds().snapshot(self, room), self.diffs.snapshot(room):
-            await self._send_members(room)
+            if not await get_feeds().send_snapshot(self, room):
+                await self._send_members(room)
 
     async def _send_members(self, room: str) -> None:
         ids = await presence.aroom_members(room, viewer=self.viewer)

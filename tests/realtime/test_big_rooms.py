@@ -351,6 +351,9 @@ async def test_a_big_rooms_snapshot_comes_in_pages_bounded_in_bytes(slow_ticks):
         while not await presence.aroom_states("forum", viewer=presence.TRUSTED):
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
+        # the joins' diff has gone out: a read shared with the talkers' joins (theirs is
+        # completed by that diff) no longer serves, the reader's snapshot is the whole room
+        await asyncio.sleep(2 * slow_ticks)
         await viewer.send(type="join", room="forum")
         frames = [await viewer.wait_for("presence.state", room="forum")]
         while frames[-1]["more"]:
@@ -532,7 +535,9 @@ async def test_a_slow_socket_holds_up_nobody_and_gets_everything_in_order(slow_t
 
     beating = asyncio.ensure_future(beat())
     slow.accept(["presence.diff"])
+    gate.set()  # its snapshot (encoded once for the joiners of a tick) goes out as text
     await slow.join("hall")
+    gate.clear()
     a = await open_socket(ca, "alice", diffs=True)
     roster = Roster(a, "hall", await join(a, "hall"))
     others = [await make_user(f"o{n}") for n in range(6)]
@@ -800,7 +805,7 @@ async def test_a_big_rooms_states_go_out_every_kth_tick(slow_ticks):
         from presence_app.realtime.feeds import get_feeds
 
         (feed,) = [f for key, f in get_feeds().feeds.items() if key[1] == "hall"]
-        assert feed._stretch("hall") == 2  # 6 sockets x 20 a second > 100
+        assert feed.outbox.stretch("hall") == 2  # 6 sockets x 20 a second > 100
     with presence_settings(ROOM_STATE_RATE=20, ROOM_STATE_FRAMES=0):
         assert roomstate.stretch(400) == 1  # no bound
     from presence_app.checks import check_count_only_rooms
@@ -838,3 +843,65 @@ async def test_a_big_rooms_states_go_out_every_kth_tick(slow_ticks):
                 await asyncio.sleep(0.02)
             assert [f["states"][0]["data"] for f in sent] == [{"x": 1}, {"x": 3}]
             box.close()
+
+
+async def test_a_big_rooms_diffs_go_out_every_kth_tick(slow_ticks):
+    """``MEMBERSHIP_FRAMES`` bounds the diff frames a second a process sends one room: a room
+    of more diff-accepting sockets than it allows at ``MEMBERSHIP_RATE`` gets a diff every k-th
+    tick, with every change of the k ticks; a small room keeps its tick, and the first change
+    of a quiet slot still goes at once."""
+    with presence_settings(MEMBERSHIP_RATE=5, MEMBERSHIP_FRAMES=20):
+        assert [roomstate.membership_stretch(n) for n in (0, 1, 4, 5, 40, 2500)] == [
+            1, 1, 1, 2, 10, 625,
+        ]  # fmt: skip
+        people = [await make_user(f"many{n}") for n in range(6)]
+        socks = [await open_socket(c, u.username, diffs=True) for u, c in people]
+        for s in socks:
+            await join(s, "hall")
+        from presence_app.realtime.feeds import get_feeds
+
+        (feed,) = [f for key, f in get_feeds().feeds.items() if key[1] == "hall"]
+        assert feed.diffs.stretch() == 2  # 6 sockets x 5 a second > 20
+    with presence_settings(MEMBERSHIP_FRAMES=0):
+        assert roomstate.membership_stretch(5000) == 1  # no bound
+    with presence_settings(MEMBERSHIP_RATE=5, MEMBERSHIP_FRAMES=2500):  # as shipped: 500 keep it
+        assert [roomstate.membership_stretch(n) for n in (500, 501, 2500)] == [1, 2, 5]
+    from presence_app.checks import check_count_only_rooms
+
+    for wrong in (-1, "many", None):
+        with presence_settings(MEMBERSHIP_FRAMES=wrong):
+            assert "presence_app.E049" in [e.id for e in check_count_only_rooms()]
+    sent: list[dict[str, Any]] = []
+
+    async def send(frame: dict[str, Any]) -> None:
+        sent.append(frame)
+
+    async def shown(events: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        return list(events)
+
+    def joined(user: str) -> dict[str, Any]:
+        return {"type": "presence.join", "room": "hall", "user": user, "state": "online"}
+
+    for k in (8, 1):  # a slot of 4 s (k = 8 ticks of 0.5 s), and of one tick
+        sent.clear()
+        diffs = roomstate.Diffs(send, shown, lambda room: True, lambda k=k: k)
+        tick = roomstate.membership_tick()
+        slot = k * tick
+        into = (time.time() - tick * roomstate.GATHER) % slot
+        await asyncio.sleep(slot - into + 0.01)  # the start of a slot
+        await diffs.add(joined("a"))
+        assert [[m["user"] for m in f["joined"]] for f in sent] == [["a"]]  # at once
+        await diffs.add(joined("b"))
+        await diffs.add(joined("c"))
+        assert len(sent) == 1  # the next ones wait for the next slot, together
+        wait = diffs.timer.when() - asyncio.get_running_loop().time()
+        if k == 8:
+            assert 5 * tick < wait <= slot, wait  # k ticks on, not one
+        else:
+            assert wait <= tick, wait
+        deadline = asyncio.get_running_loop().time() + limit(slot + 1)
+        while len(sent) < 2:
+            assert asyncio.get_running_loop().time() < deadline, sent
+            await asyncio.sleep(0.02)
+        assert [[m["user"] for m in f["joined"]] for f in sent] == [["a"], ["b", "c"]]
+        diffs.close()
