@@ -228,7 +228,9 @@ def test_an_http_only_user_is_one_web_entry(make3):
     assert kinds(store.touch("u1", now=T)) == [("online", "u1")]
     assert store.touch("u1", now=T + 10) == []
     tag = store.keys.tag_for_user("u1")
-    assert store.client.zscore(f"{tag}:web", "u1") == T + 10
+    # one index: their last request in seen, negated (the sign tells the kind); no web set
+    assert store.client.zscore(KeySpace.seen(tag), "u1") == -(T + 10)
+    assert store.client.exists(f"{tag}:web") == 0
     assert store.client.hget(KeySpace.records(tag), "u1") is None  # every request was activity
     p = store.get("u1", now=T + 20)
     assert (p.state, p.last_seen, p.last_active) == ("online", T + 20, T + 10)
@@ -286,7 +288,7 @@ def test_http_then_a_socket_then_http(make3):
     store.touch("u1", now=T)
     assert store.connect("c1", "u1", now=T + 5) == []  # already online by HTTP
     tag = store.keys.tag_for_user("u1")
-    assert store.client.zscore(f"{tag}:web", "u1") is None  # listed by the connection now
+    assert store.client.zscore(KeySpace.seen(tag), "u1") == T + 5  # by the connection now
     store.disconnect("c1", "u1", now=T + 10)
     store.touch("u1", now=T + 20)  # a request within the grace: the window holds them
     assert store.sweep(now=T + 10 + GRACE + 1) == []
@@ -942,12 +944,12 @@ def test_a_page_reads_until_ends_of_its_connected_users_only(redis_client):
 
     before = zmscores()
     found = store.get_many(web, now=T + 2)
-    assert zmscores() - before == 2  # seen (none of them), web
+    assert zmscores() - before == 1  # the one index (their web scores, negated), no until
     assert all(p.state == "online" and p.last_active == T for p in found.values())
     late = T + 1 + StoreConfig().disconnect_grace + 1  # the grace over, the lease not
     before = zmscores()
     found = store.get_many([*web[:3], "closed", "sock"], now=late)
-    assert zmscores() - before == 3  # seen, web, and until for the two connected
+    assert zmscores() - before == 2  # the one index, and until for the two connected
     assert found["closed"].state == "offline" and found["sock"].state == "online"
     assert [found[u].state for u in web[:3]] == ["online"] * 3
 
