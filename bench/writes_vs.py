@@ -9,8 +9,8 @@ of its own. Commits whose scripts take other arguments, or other keys, are compa
 side runs its own plans and scripts on its own keys. Each side first connects ``--users`` users
 (``c<i>``/``u<i>``) and touches as many HTTP-only ones (``w<i>``). Then, for each write, blocks
 of ``--block`` calls alternate between the sides; a block's Redis time is ``INFO
-commandstats``' (every command but INFO, the only other client being idle then) over the
-block, and its calls' wall times are the worker's (``time.perf_counter`` around each public
+commandstats``' of the script calls (EVALSHA, EVAL: a script's own commands are in its time)
+over the block, the only other client being idle then, and its calls' wall times are the worker's (``time.perf_counter`` around each public
 call, the reply parsed). Reported: Redis' own time a call (the median of the rounds) and the
 wall p50 of the calls (all rounds).
 """
@@ -71,15 +71,17 @@ for line in sys.stdin:
 """
 
 
-def redis_usec(client: Any) -> int:
-    """Microseconds Redis has spent in every command but INFO so far."""
-    stats = client.info("commandstats")
-    return sum(int(v.get("usec", 0)) for k, v in stats.items() if k != "cmdstat_info")
+SCRIPTS = ("cmdstat_evalsha", "cmdstat_eval")
 
 
-def redis_calls(client: Any, names: tuple[str, ...] = ("evalsha", "eval")) -> int:
+def redis_usec(client: Any) -> tuple[int, int]:
+    """(script calls, microseconds) Redis has spent in script calls so far: a script's own
+    commands are counted in its time (and again under their own names, left out here)."""
     stats = client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{n}", {}).get("calls", 0)) for n in names)
+    return (
+        sum(int(stats.get(k, {}).get("calls", 0)) for k in SCRIPTS),
+        sum(int(stats.get(k, {}).get("usec", 0)) for k in SCRIPTS),
+    )
 
 
 def main() -> None:
@@ -114,16 +116,18 @@ def main() -> None:
         assert names is not None
         own: dict[tuple[str, str], list[float]] = {}
         wall: dict[tuple[str, str], list[float]] = {}
+        per_call: dict[tuple[str, str], set[float]] = {}
         for _ in range(args.rounds):
             for write in names:
                 for side, w in workers.items():
-                    u0 = redis_usec(client)
+                    c0, u0 = redis_usec(client)
                     assert w.stdin is not None and w.stdout is not None
                     w.stdin.write(json.dumps([write, args.block]) + "\n")
                     w.stdin.flush()
                     times = json.loads(w.stdout.readline())
-                    u1 = redis_usec(client)
+                    c1, u1 = redis_usec(client)
                     own.setdefault((write, side), []).append((u1 - u0) / args.block)
+                    per_call.setdefault((write, side), set()).add(round((c1 - c0) / args.block, 2))
                     wall.setdefault((write, side), []).extend(times)
         sides = list(workers)
         print(
@@ -142,6 +146,10 @@ def main() -> None:
                 f"{base / median(own[(write, s)]):.2f}x" for s in sides[:-1]
             )
             print(f"| {write} | " + " | ".join(cells) + f" | {ratios} |")
+        print("\nscript calls a write (each round):")
+        for write in names:
+            print(f"- {write}: " + ", ".join(
+                f"{s} {sorted(per_call[(write, s)])}" for s in sides))  # fmt: skip
     finally:
         for w in workers.values():
             w.kill()

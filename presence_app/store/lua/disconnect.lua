@@ -11,13 +11,13 @@ local score = num(redis.call('ZSCORE', idx, uid))
 local listed = score ~= nil and score > 0  -- (a negative one: HTTP only, no connection)
 local p, c, la, rw = registry_of(uid)
 if not listed then
-  if c == cid then redis.call('HDEL', bkey(uid), uid) end  -- what an eviction left behind
+  if c == cid then registry_del(uid) end  -- what an eviction left behind
   return transitions()
 end
 local conns = live_conns(uid, u, true)
 local e = conns[cid]
 if e == nil then  -- not live: an inert field of its, left by an eviction, goes
-  if c == cid then redis.call('HDEL', bkey(uid), uid) end
+  if c == cid then registry_del(uid) end
   return transitions()
 end
 if string.sub(e[1], 1, 1) == '~' then return transitions() end

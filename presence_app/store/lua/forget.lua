@@ -22,7 +22,7 @@ if shown then emit('offline', uid, nil, 'offline', NOW, u, NONE) end
 for _, e in pairs(conns_of(u)) do
   if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
 end
-redis.call('HDEL', bkey(uid), uid)
+registry_del(uid)
 for _, idx in ipairs({K_SEEN, K_HIDDEN, K_UNTIL, K_GRACES, K_LAST}) do
   redis.call('ZREM', idx, uid)
 end

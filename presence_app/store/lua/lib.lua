@@ -24,7 +24,7 @@ local SEP = '\31'
 -- (a record written before cp, twelve fields, reads as one with no copy)
 local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 2) .. '([^\31]*)\31?(.*)$'
 local function decode(raw)
-  if not raw then return {} end
+  if not raw then return {_new = true} end  -- (no record: none to drop, none in K_REXP)
   local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns, cp = string.match(raw, RECORD)
   local E = ''
   return {st = st ~= E and st or nil, la = la ~= E and la or nil, ls = ls ~= E and ls or nil,
@@ -81,6 +81,7 @@ local function save_user(uid, u, listed, score)
   local raw = encode(u)
   if raw == nil then
     u._cp = nil
+    if u._new then return end
     return drop_record(uid)
   end
   local s = nil
@@ -90,8 +91,10 @@ local function save_user(uid, u, listed, score)
   end
   local cp = s and copy_of(s) or ''
   redis.call('HSET', K_RECS, uid, raw .. cp)
-  if listed then redis.call('ZREM', K_REXP, uid)
+  if listed then
+    if not u._new then redis.call('ZREM', K_REXP, uid) end  -- (a new record is in no K_REXP)
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
+  u._new = nil
   -- a holder already in K_COPIES stays at their renewal's time: no later than this copy's
   -- (copies only grow while the user stays in K_SEEN), so the sweep renews it no later than due
   if (cp == '') ~= ((u._cp or '') == '') then
@@ -157,8 +160,17 @@ end
 -- The user's registry field: (process, conn, last activity, window end) or nil. The window end
 -- (the user's last request + ONLINE_WINDOW) is there only while it is to come: a connected
 -- user's HTTP window, which outlives their connection's close (disconnect.lua).
+-- A script asks about its user's field several times (their live connections, their window
+-- end, their last activity): the field is read once a script and user (reg_cache), and every
+-- write of it here (registry_set, registry_del) keeps the cache; the sweep's cleaner, which
+-- deletes fields of dead processes in bulk, empties it (forget_cached).
+local reg_cache = {}
 local function registry_of(uid)
-  local v = redis.call('HGET', bkey(uid), uid)
+  local v = reg_cache[uid]
+  if v == nil then
+    v = redis.call('HGET', bkey(uid), uid)
+    reg_cache[uid] = v
+  end
   if not v then return nil end
   local p, c, rest = string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
   local la, w = string.match(rest, '^([^\31]*)\31(.*)$')
@@ -169,6 +181,11 @@ local function registry_set(uid, p, c, la, w)
   local v = p .. SEP .. c .. SEP .. (la or '')
   if w then v = v .. SEP .. w end
   redis.call('HSET', bkey(uid), uid, v)
+  reg_cache[uid] = v
+end
+local function registry_del(uid)
+  redis.call('HDEL', bkey(uid), uid)
+  reg_cache[uid] = false
 end
 -- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
 -- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds
@@ -190,10 +207,20 @@ end
 -- Whether a registry field still stands for a connection: its process lives, and the user was
 -- not evicted since (the sweep leaves a field behind and records the user's last seen in
 -- K_LAST: a field whose last activity is not later belongs to the ended listing).
+-- (K_LAST's entry is read once a script and user too: last_cache; a script that writes K_LAST
+-- empties it, forget_cached)
+local last_cache = {}
 local function registry_live(uid, p, la)
   if not (p and proc_alive(p)) then return false end
-  local ended = num(redis.call('ZSCORE', K_LAST, uid))
-  return ended == nil or (num(la) or 0) > ended
+  local ended = last_cache[uid]
+  if ended == nil then
+    ended = num(redis.call('ZSCORE', K_LAST, uid)) or false
+    last_cache[uid] = ended
+  end
+  return not ended or (num(la) or 0) > ended
+end
+local function forget_cached()
+  reg_cache, last_cache = {}, {}
 end
 
 local function live_conns(uid, u, listed)
@@ -268,7 +295,7 @@ local function keep_conns(uid, u, conns, la, listed, score)
     registry_set(uid, only_e[1], only_c, la, w)
     u._c = {}; u.la = nil
   else
-    redis.call('HDEL', bkey(uid), uid)
+    registry_del(uid)
     u._c = conns
     u.w = w
     if n > 0 then u.la = la or u.la end

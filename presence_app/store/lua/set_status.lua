@@ -72,7 +72,8 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
       redis.call('ZREM', K_UNTIL, uid)
       redis.call('ZREM', K_GRACES, uid)
       redis.call('ZADD', K_LAST, sc(seen), uid)
-      redis.call('HDEL', bkey(uid), uid)
+      forget_cached()
+      registry_del(uid)
       u._c = {}
       save_user(uid, u, false)
       return answer()

@@ -60,6 +60,7 @@ local function flush_gone()
     redis.call('ZADD', K_LAST, unpack(last, first, math.min(first + 999, #last)))
   end
   last = {}
+  forget_cached()  -- (K_LAST written)
 end
 
 -- Pass 1. Dead processes: the users whose record holds one of their connections.
@@ -191,6 +192,7 @@ for _, idx in ipairs({K_SEEN, K_HIDDEN, WEB}) do
 end
 flush_gone()
 redis.call('ZREMRANGEBYSCORE', K_LAST, '-inf', '(' .. sc(NOW - tonumber(META_TTL)))
+forget_cached()
 -- Records of unlisted users past their expiry (METADATA_TTL after their last save).
 local expired = redis.call('ZRANGEBYSCORE', K_REXP, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
 if #expired >= limit then more = 1 end
@@ -248,7 +250,7 @@ for b = cursor, math.min(cursor + CLEAN, BUCKETS) - 1 do
     local p = string.match(fields[i + 1], '^([^\31]*)')
     if not proc_alive(p) then drop[#drop + 1] = fields[i] end
   end
-  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)); forget_cached() end
 end
 cursor = cursor + CLEAN
 if cursor >= BUCKETS then cursor = 0 end
