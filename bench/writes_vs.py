@@ -142,9 +142,7 @@ def main() -> None:
                 o = median(own[(write, side)])
                 p50 = statistics.median(wall[(write, side)]) * 1e6
                 cells.append(f"{o:.1f} / {p50:.0f}")
-            ratios = ", ".join(
-                f"{base / median(own[(write, s)]):.2f}x" for s in sides[:-1]
-            )
+            ratios = ", ".join(f"{base / median(own[(write, s)]):.2f}x" for s in sides[:-1])
             print(f"| {write} | " + " | ".join(cells) + f" | {ratios} |")
         print("\nscript calls a write (each round):")
         for write in names:

@@ -1104,7 +1104,7 @@ def test_an_http_only_page_reads_one_index(redis_client):
     # seen; hidden for "never" alone (K_LAST is empty: not asked)
     assert _zmscores(redis_client) - before == 2
     assert {u: (p.state, p.last_seen) for u, p in found.items()} == {
-        **{u: ("offline", T) for u in web},
+        **dict.fromkeys(web, ("offline", T)),
         "never": ("offline", None),
     }
 
