@@ -113,7 +113,7 @@ def main() -> None:
                     keys = c.keys
                     if name == "before" and not args.one_index:
                         keys = (before_seen[c.args[0]], *keys[1:])
-                    else:
+                    else:  # (a base with one index too reads the same copy)
                         keys = (ours_seen[c.args[0]], *keys[1:])
                     out.append(client.evalsha(sha, len(keys), *keys, *c.args))
                 return out

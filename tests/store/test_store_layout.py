@@ -1205,3 +1205,21 @@ def test_http_only_listings_order_ties_by_id_descending(make3):
         after = (got[-1][1], got[-1][0])
     assert paged == order
     assert store.state_counts(100, now=T + 2).online == len(order)
+
+
+def test_an_http_only_users_web_score_reads_back_exactly(make3):
+    """A page's web scores go scaled by 2^22 as whole numbers (exact from 2^30 s on), or each
+    as text where one is not whole (here a clock of 1,000 s): either way the very double."""
+    store = make3()
+    at = [T + 0.123457, T + 1 / 3, T + 7.000001]
+    for n, t in enumerate(at):
+        store.touch(f"w{n}", now=t)
+    found = store.get_many([f"w{n}" for n in range(3)], now=T + 10)
+    assert [found[f"w{n}"].last_active for n in range(3)] == at
+    store.touch("early", now=1000.1)
+    store.touch("early2", now=1000.3)
+    found = store.get_many(["early", "early2"], now=1001.0)
+    assert [(p.state, p.last_active) for p in found.values()] == [
+        ("online", 1000.1),
+        ("online", 1000.3),
+    ]
