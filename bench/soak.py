@@ -173,7 +173,7 @@ def expected_keys(store: Store, live: dict[str, list[str]]) -> set[str]:
     space = store.keys
     out = {space.lock(job) for job in KeySpace.JOBS} | {space.history(), space.tenants()}
     indexes = (
-        "seen", "until", "hidden", "web", "procs", "last", "records", "record_expiry",
+        "seen", "until", "hidden", "procs", "last", "records", "record_expiry",
         "graces", "copies", "erased", "rooms", "cleaner",
     )  # fmt: skip
     for tag in space.all_tags():
@@ -208,7 +208,7 @@ def end_state(
         for u, rs in live.items()
         if rs and not client.hexists(KeySpace.records(space.tag_for_user(u)), u)
     )
-    indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.web, KeySpace.copies)
+    indexes = (KeySpace.seen, KeySpace.until, KeySpace.hidden, KeySpace.copies)
     online = set(store.online(include_invisible=True))
     members: dict[str, list[str]] = {}
     for room in rooms:

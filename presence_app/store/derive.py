@@ -15,6 +15,9 @@ RS = "\x1e"
 # get_many.lua's codes: a user connected and within their lease, with no record (online) or
 # with one; an HTTP-only user within their window, with no record (online)
 PLAIN, LIVE, WEB = ord("1"), ord("2"), ord("3")
+#: get_many.lua's web scores of the "3"s, when their text starts with '#': each times 2^22, a
+#: whole number (exact for every score from 2^30 s on: a double's step there is 2^-22 or more)
+WEB_SCALE = 4194304.0
 
 
 def deriver(
@@ -39,11 +42,17 @@ def deriver(
         clock, codes, records, webs, seen_, ends_, hidden_, web_, last_, *registry = reply
         now = float(clock)
         # the records of the "2"s and "0"s joined by \x1e ('' for none), one decode for all;
-        # the web scores of the "3"s joined by spaces
+        # the web scores of the "3"s joined by spaces (see WEB_SCALE)
         if isinstance(records, bytes):
             records = records.decode()
         records = records.split(RS)  # a lone record of '' (a "0" with none) too
-        webs = webs.split() if webs else ()
+        if webs:  # '#' and each web score x 2^22 as a whole number (exact), or each as text
+            if isinstance(webs, bytes):
+                webs = webs.decode()
+            if webs[0] == "#":
+                webs = [n / WEB_SCALE for n in map(int, webs[1:].split())]
+            else:
+                webs = list(map(float, webs.split()))
         # the script coded each user: "1" connected and within their lease with no record (it
         # sent nothing else: online), "2" the same with a record (it sent that), "3" HTTP-only
         # within their window with no record (it sent their web score), "0" the others (it
@@ -66,7 +75,7 @@ def deriver(
                 continue
             if code == WEB:  # HTTP only: online, active at their last request
                 d["user_id"], d["state"], d["last_seen"] = uid, "online", now
-                d["last_active"] = float(next(webs_))
+                d["last_active"] = next(webs_)
                 continue
             raw = next(records_) or None
             if code == LIVE:  # connected and within their lease, with a record

@@ -87,7 +87,8 @@ class KeySpace:
 
     @staticmethod
     def seen(tag: str) -> str:
-        """Listed users by their last sign of life."""
+        """Listed users by their last sign of life: the connected by a positive score, the
+        HTTP-only by their last request negated (one index: head.lua's WEB)."""
         return f"{tag}:seen"
 
     @staticmethod
@@ -120,11 +121,6 @@ class KeySpace:
     @staticmethod
     def process_users(tag: str, process: str) -> str:
         return f"{tag}:p:{process}"
-
-    @staticmethod
-    def web(tag: str) -> str:
-        """HTTP-only users by their last request (head.lua's K_WEB)."""
-        return f"{tag}:web"
 
     @staticmethod
     def graces(tag: str) -> str:

@@ -198,8 +198,8 @@ class Planner:
             if not math.isfinite(score):
                 raise InvalidInput("after must be an entry's (score, id): a finite score")
             position = (repr(score), last)
-        # Each shard's index is a sorted source: the connected ("0"), the HTTP-only ("2") and,
-        # for superusers, the invisible ("1"). Take the first offset + limit of each (past the
+        # Each shard's index is a sorted source: the connected ("0"), the HTTP-only ("2": seen's
+        # negative scores, listed with their web scores) and, for superusers, the invisible ("1"). Take the first offset + limit of each (past the
         # position) and merge them, most recent first.
         count = -1 if limit is None else offset + limit
         seen_within = inputs.window(window)
@@ -259,10 +259,11 @@ class Planner:
 
     def export(self, user_id: Any) -> Plan:
         """Everything the store keeps of a user: their record, their score in each index, and
-        their connections (the record's, and a plain user's one in the registry)."""
+        their connections (the record's, and a plain user's one in the registry). An HTTP-only
+        user's score is in ``seen`` negated (one index); it is given as ``web``, positive."""
         uid = inputs.user_id(user_id)
         tag = self.keys.tag_for_user(uid)
-        names = ("seen", "hidden", "web", "until", "last", "graces", "rexp", "copies")
+        names = ("seen", "hidden", "until", "last", "graces", "rexp", "copies")
         bucket = registry_bucket(uid, self.config.registry_buckets)
         calls = [
             Call("", (), ("HGET", KeySpace.records(tag), uid)),
@@ -276,10 +277,13 @@ class Planner:
             conns = set(json.loads(record["conns"])) if "conns" in record else set()
             if registry:  # "process \x1f conn \x1f last activity"
                 conns.add(_str(registry).split(SEP)[1])
+            indexes = {n: float(v) for n, v in zip(names, scores, strict=True) if v}
+            if indexes.get("seen", 0.0) < 0:  # HTTP only: their web score, negated
+                indexes["web"] = -indexes.pop("seen")
             return {
                 "user": uid,
                 "record": record,
-                "indexes": {n: float(v) for n, v in zip(names, scores, strict=True) if v},
+                "indexes": indexes,
                 "connections": sorted(conns),
             }
 

@@ -3,7 +3,7 @@
 today's key names, so that it follows a change of layout.
 
 Relies on: ``KeySpace.all_tags()``; the per-shard ``seen``/``until``/``hidden``/``procs``/``last``/``rooms``/
-``record_expiry``/``web``/``graces``/``copies`` (sorted sets), ``records`` (a hash), ``cleaner`` (a
+``record_expiry``/``graces``/``copies`` (sorted sets), ``records`` (a hash), ``cleaner`` (a
 string), ``registry(tag, bucket)`` and ``room_states(tag, room)`` (hashes) and
 ``process_users(tag, process)`` (sets), as prefixes where they name a family; ``room(tag, name)``;
 and ``BaseStore.housekeeping_keys()`` (the SCAN pattern of every key, and the keys outside it).
@@ -42,7 +42,6 @@ def layout_problems(store: Store) -> list[str]:
         indexes[keys.records(tag)] = "hash"
         indexes.update(
             {
-                keys.web(tag): "zset",
                 keys.graces(tag): "zset",
                 keys.copies(tag): "zset",
                 keys.erased(tag): "zset",

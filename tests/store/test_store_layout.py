@@ -228,7 +228,9 @@ def test_an_http_only_user_is_one_web_entry(make3):
     assert kinds(store.touch("u1", now=T)) == [("online", "u1")]
     assert store.touch("u1", now=T + 10) == []
     tag = store.keys.tag_for_user("u1")
-    assert store.client.zscore(f"{tag}:web", "u1") == T + 10
+    # one index: their last request in seen, negated (the sign tells the kind); no web set
+    assert store.client.zscore(KeySpace.seen(tag), "u1") == -(T + 10)
+    assert store.client.exists(f"{tag}:web") == 0
     assert store.client.hget(KeySpace.records(tag), "u1") is None  # every request was activity
     p = store.get("u1", now=T + 20)
     assert (p.state, p.last_seen, p.last_active) == ("online", T + 20, T + 10)
@@ -286,7 +288,7 @@ def test_http_then_a_socket_then_http(make3):
     store.touch("u1", now=T)
     assert store.connect("c1", "u1", now=T + 5) == []  # already online by HTTP
     tag = store.keys.tag_for_user("u1")
-    assert store.client.zscore(f"{tag}:web", "u1") is None  # listed by the connection now
+    assert store.client.zscore(KeySpace.seen(tag), "u1") == T + 5  # by the connection now
     store.disconnect("c1", "u1", now=T + 10)
     store.touch("u1", now=T + 20)  # a request within the grace: the window holds them
     assert store.sweep(now=T + 10 + GRACE + 1) == []
@@ -942,12 +944,12 @@ def test_a_page_reads_until_ends_of_its_connected_users_only(redis_client):
 
     before = zmscores()
     found = store.get_many(web, now=T + 2)
-    assert zmscores() - before == 2  # seen (none of them), web
+    assert zmscores() - before == 1  # the one index (their web scores, negated), no until
     assert all(p.state == "online" and p.last_active == T for p in found.values())
     late = T + 1 + StoreConfig().disconnect_grace + 1  # the grace over, the lease not
     before = zmscores()
     found = store.get_many([*web[:3], "closed", "sock"], now=late)
-    assert zmscores() - before == 3  # seen, web, and until for the two connected
+    assert zmscores() - before == 2  # the one index, and until for the two connected
     assert found["closed"].state == "offline" and found["sock"].state == "online"
     assert [found[u].state for u in web[:3]] == ["online"] * 3
 
@@ -1073,3 +1075,151 @@ def test_a_fresh_copy_whose_index_entry_was_evicted_reads_without_an_error(redis
     assert before["u"].state == "dnd"  # in the grace
     redis_client.zrem(KeySpace.seen(store.keys.tag_for_user("u")), "u")  # evicted
     assert store.get_many(["u", "v"], now=T + 2) == before
+
+
+# -- one index (issue 43): an HTTP-only user's web score in seen, negated ----------------------
+
+
+def _seen(store, uid: str):
+    return store.client.zscore(KeySpace.seen(store.keys.tag_for_user(uid)), uid)
+
+
+def test_an_http_only_page_reads_one_index(redis_client):
+    """A page of HTTP-only users is one ZMSCORE (the one index, no web set) and reads their
+    window and last activity from the negated scores, a record holder's too; K_HIDDEN and
+    K_LAST are asked only about the ids with no score at all."""
+    store = Store(redis_client, StoreConfig())
+    web = [f"w{i}" for i in range(10)]
+    store.touch_many([(u, True) for u in web], now=T)
+    store.touch("idle", activity=False, now=T)  # a record (their last activity), HTTP only
+    store.set_status("hid", "invisible", now=T)
+    store.touch("hid", now=T)  # K_HIDDEN holds somebody
+    before = _zmscores(redis_client)
+    found = store.get_many([*web, "idle"], now=T + 30)
+    assert _zmscores(redis_client) - before == 1
+    assert {p.state for p in found.values()} == {"online"}
+    assert {p.last_active for p in found.values()} == {T}
+    before = _zmscores(redis_client)
+    found = store.get_many([*web, "never"], now=T + 61)  # past their window
+    # seen; hidden for "never" alone (K_LAST is empty: not asked)
+    assert _zmscores(redis_client) - before == 2
+    assert {u: (p.state, p.last_seen) for u, p in found.items()} == {
+        **dict.fromkeys(web, ("offline", T)),
+        "never": ("offline", None),
+    }
+
+
+def test_an_http_only_user_connecting_and_leaving_moves_sign(make3):
+    """Negative while HTTP only, positive while a connection holds them, negative again after
+    their eviction and a request; invisible moves them out of seen and back, as before."""
+    store = make3()
+    store.touch("u1", now=T)
+    assert _seen(store, "u1") == -T
+    assert store.connect("c1", "u1", now=T + 5) == []  # online by HTTP already
+    assert _seen(store, "u1") == T + 5
+    store.heartbeat_many([("c1", "u1")], now=T + 6)
+    assert _seen(store, "u1") == T + 6
+    assert store.disconnect("c1", "u1", now=T + 7) == []
+    assert _seen(store, "u1") == T + 7  # in their grace (K_UNTIL: the window, later)
+    assert store.get("u1", now=T + 7 + GRACE + 1).state == "online"  # the window holds them
+    assert kinds(store.sweep(now=T + 60 + 1)) == [("offline", "u1")]
+    assert _seen(store, "u1") is None
+    assert kinds(store.touch("u1", now=T + 100)) == [("online", "u1")]
+    assert _seen(store, "u1") == -(T + 100)
+    p = store.get("u1", now=T + 101)
+    assert (p.state, p.last_active) == ("online", T + 100)
+    store.set_status("u1", "invisible", now=T + 102)  # hidden, their window as their end
+    assert _seen(store, "u1") is None
+    assert store.get("u1", viewer="u1", now=T + 120).state == "invisible"
+    assert store.get("u1", viewer="u1", now=T + 161).state == "offline"
+    # visible again within the window: listed in seen by that score, the window their end in
+    # K_UNTIL (as before one index), then ended by the sweep
+    store.set_status("u1", "auto", now=T + 130)
+    assert _seen(store, "u1") == T + 100
+    assert store.get("u1", now=T + 131).state == "online"
+    assert kinds(store.sweep(now=T + 161)) == [("offline", "u1")]
+    store.touch("u1", now=T + 200)
+    store.set_status("u1", "dnd", now=T + 201)  # a record; still HTTP only
+    assert _seen(store, "u1") == -(T + 200)
+    p = store.get("u1", now=T + 202)
+    assert (p.state, p.last_active) == ("dnd", T + 200)
+
+
+def test_the_sweep_never_reaps_an_http_only_user_as_an_expired_lease(make3):
+    """Every negative score is below NOW - LEASE_TTL: the lease pass reads K_SEEN from past 0,
+    and HTTP-only users go only once their window has passed, with their web score as their
+    last seen."""
+    store = make3(online_window=300)
+    store.touch("web", now=T)
+    store.connect("c1", "sock", now=T)
+    assert kinds(store.sweep(now=T + LEASE + 1)) == [("offline", "sock")]
+    assert _seen(store, "web") == -T
+    assert store.get("web", now=T + LEASE + 1).state == "online"
+    assert store.online(now=T + LEASE + 1) == ["web"] and store.online_count(now=T + LEASE + 1) == 1
+    gone = store.sweep(now=T + 300 + 1)
+    assert kinds(gone) == [("offline", "web")] and gone[0].at == T
+    p = store.get("web", now=T + 400)
+    assert (p.state, p.last_seen) == ("offline", T)
+    assert store.sweep(now=T + 400) == []
+
+
+def test_a_beat_of_an_ended_connection_leaves_an_http_only_user_http_only(make3):
+    """A silent connection swept, its user's request since (HTTP only now, a negative score):
+    the connection's late heartbeat is missing, as before one index, and does not make them
+    connected (ZADD GT would: the heartbeat counts K_SEEN's negative scores around its write)."""
+    store = make3()
+    store.connect("c1", "u1", now=T)
+    store.connect("c2", "u2", now=T)
+    store.heartbeat_many([("c2", "u2")], now=T + 80)
+    assert kinds(store.sweep(now=T + LEASE + 1)) == [("offline", "u1")]
+    store.touch("u1", now=T + LEASE + 2)
+    assert _seen(store, "u1") == -(T + LEASE + 2)
+    missing = store.heartbeat_many([("c1", "u1"), ("c2", "u2")], now=T + LEASE + 3)
+    assert missing == [("c1", "u1")]
+    assert _seen(store, "u1") < 0 and _seen(store, "u2") == T + LEASE + 3
+    p = store.get("u1", now=T + LEASE + 4)
+    assert p.state == "online" and p.last_active is not None
+    assert store.connect("c3", "u1", now=T + LEASE + 4) == []  # its owner connects again
+    assert _seen(store, "u1") == T + LEASE + 4
+
+
+def test_http_only_listings_order_ties_by_id_descending(make3):
+    """The HTTP-only part of seen is listed most recent first with equal scores by id
+    descending, as the other indexes, so that the merge and a position's page agree."""
+    store = make3()
+    web = [f"w{i}" for i in range(7)]
+    store.touch_many([(u, True) for u in web], now=T)  # one clock for all: equal scores
+    store.touch("late", now=T + 1)
+    for u in ("s1", "s2", "s3"):
+        store.connect(f"c-{u}", u, now=T)
+    order = store.online(now=T + 2)
+    assert order == ["late", *sorted([*web, "s1", "s2", "s3"], reverse=True)]
+    assert store.online(window=5, now=T + 2) == order
+    paged, after = [], None
+    while True:
+        page = store.plans.online(None, 0, 3, False, T + 2, after=after, scores=True)
+        got = store.run(page)
+        if not got:
+            break
+        paged += [u for u, _ in got]
+        after = (got[-1][1], got[-1][0])
+    assert paged == order
+    assert store.state_counts(100, now=T + 2).online == len(order)
+
+
+def test_an_http_only_users_web_score_reads_back_exactly(make3):
+    """A page's web scores go scaled by 2^22 as whole numbers (exact from 2^30 s on), or each
+    as text where one is not whole (here a clock of 1,000 s): either way the very double."""
+    store = make3()
+    at = [T + 0.123457, T + 1 / 3, T + 7.000001]
+    for n, t in enumerate(at):
+        store.touch(f"w{n}", now=t)
+    found = store.get_many([f"w{n}" for n in range(3)], now=T + 10)
+    assert [found[f"w{n}"].last_active for n in range(3)] == at
+    store.touch("early", now=1000.1)
+    store.touch("early2", now=1000.3)
+    found = store.get_many(["early", "early2"], now=1001.0)
+    assert [(p.state, p.last_active) for p in found.values()] == [
+        ("online", 1000.1),
+        ("online", 1000.3),
+    ]

@@ -378,6 +378,23 @@ class StoreVersusModel(RuleBasedStateMachine):
                 assert due is None, (uid, raw, due)
 
     @invariant()
+    def one_index_signs_the_kind(self):
+        """One index (docs/store-layout.md): a user's entry in seen is negative exactly when
+        they are HTTP only (their last request, negated), positive exactly when a connection
+        lists them there (visible); invisible users are in hidden alone."""
+        store, m = self.stores["A"], self.model
+        for uid in USERS:
+            tag = store.keys.tag_for_user(uid)
+            score = store.client.zscore(KeySpace.seen(tag), uid)
+            hidden = store.client.zscore(KeySpace.hidden(tag), uid)
+            u = m.users[uid]
+            assert (score is not None and score < 0) == (u.index == "web"), (uid, score, u)
+            assert (score is not None and score > 0) == (u.index == "seen"), (uid, score, u)
+            assert (hidden is not None) == (u.index == "hidden"), (uid, hidden, u)
+            if u.index == "web":
+                assert score == -u.seen, (uid, score, u)
+
+    @invariant()
     def registry_holds_only_open_connections(self):
         """A registry field of a live process is a connection that process holds open (and, if
         the store still holds it, not closing): it goes with the connection's disconnect, which
@@ -520,6 +537,7 @@ def test_what_the_model_check_found(backend, name, kind):
         getattr(machine, f"do_{op}")(*args)
         machine.queries_agree()
         machine.registry_holds_only_open_connections()
+        machine.one_index_signs_the_kind()
 
 
 @pytest.mark.timeout(900)

@@ -5,7 +5,8 @@ renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
 local u = decode(record(uid))
 local idx = index_of(u.st)
-if redis.call('ZSCORE', idx, uid) == false then return transitions() end
+local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, has no live connection)
+if not score then return transitions() end
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)
 local was_idle = u.idle == '1'
 local p, c, la, w = registry_of(uid)
@@ -18,7 +19,7 @@ if redis.call('ZSCORE', K_UNTIL, uid) then  -- an end that this sign of life may
   if open then outlast_until(uid) end
 end
 u.idle = nil
-save_user(uid, u, true)
+save_user(uid, u, true, idx == K_SEEN and math.max(score, NOW))
 if was_idle and idx == K_SEEN then
   emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
 end

@@ -8,7 +8,8 @@ renew_proc()
 if erased(uid) then return transitions() end  -- nothing is held: its heartbeat reports it missing
 local u = load_user(uid)
 local idx = index_of(u.st)
-local listed = redis.call('ZSCORE', idx, uid) ~= false
+local score = num(redis.call('ZSCORE', idx, uid))
+local listed = score ~= nil and score > 0  -- (a negative one: HTTP only, WEB)
 local conns = live_conns(uid, u, listed)
 if most > 0 then
   local open = 0
@@ -18,9 +19,9 @@ if most > 0 then
   if open >= most then return redis.error_reply('PRESENCE too many connections') end
 end
 -- a user seen by HTTP only so far is connected now: listed by their connections from here on
-local web = idx == K_SEEN and num(redis.call('ZSCORE', K_WEB, uid)) or nil
+-- (the ZADD GT below replaces their negative web score)
+local web = score ~= nil and score < 0 and -score or nil
 local by_web = web ~= nil
-if by_web then redis.call('ZREM', K_WEB, uid) end
 -- their HTTP window (or a grace's end) holds them still once this connection closes: it goes
 -- with their connections (keep_conns), and K_UNTIL's entry ends below
 local ending = num(redis.call('ZSCORE', K_UNTIL, uid))
@@ -35,7 +36,7 @@ end
 conns[cid] = entry
 if device ~= '' then u.dev = device end
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- before the record's save: it copies the score
-keep_conns(uid, u, conns, sc(NOW), true)
+keep_conns(uid, u, conns, sc(NOW), true, idx == K_SEEN and math.max(listed and score or 0, NOW))
 -- a reload within the grace ends it here; a window that ends later than this connection's span
 -- (ONLINE_WINDOW > LEASE_TTL) is their end until a heartbeat carries them past it
 if held and num(held) > NOW + SPAN then redis.call('ZADD', K_UNTIL, held, uid)

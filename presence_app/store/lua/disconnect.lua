@@ -7,16 +7,17 @@ local uid, cid = ARGV[A], ARGV[A + 1]
 renew_proc()
 local u = decode(record(uid))
 local idx = index_of(u.st)
-local listed = redis.call('ZSCORE', idx, uid) ~= false
+local score = num(redis.call('ZSCORE', idx, uid))
+local listed = score ~= nil and score > 0  -- (a negative one: HTTP only, no connection)
 local p, c, la, rw = registry_of(uid)
 if not listed then
-  if c == cid then redis.call('HDEL', bkey(uid), uid) end  -- what an eviction left behind
+  if c == cid then registry_del(uid) end  -- what an eviction left behind
   return transitions()
 end
 local conns = live_conns(uid, u, true)
 local e = conns[cid]
 if e == nil then  -- not live: an inert field of its, left by an eviction, goes
-  if c == cid then redis.call('HDEL', bkey(uid), uid) end
+  if c == cid then registry_del(uid) end
   return transitions()
 end
 if string.sub(e[1], 1, 1) == '~' then return transitions() end
@@ -33,7 +34,7 @@ else
 end
 local window = window_end(rw, u.w)
 redis.call('ZADD', idx, 'GT', sc(NOW), uid)  -- the close is a sign of life (copied: save_user)
-keep_conns(uid, u, conns, la or u.la, true)
+keep_conns(uid, u, conns, la or u.la, true, idx == K_SEEN and math.max(score, NOW))
 schedule_graces(uid, conns)
 if not others then
   redis.call('ZADD', K_UNTIL, sc(math.max(NOW + GRACE, num(window) or 0)), uid)

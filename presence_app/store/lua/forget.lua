@@ -10,7 +10,7 @@ redis.call('ZREMRANGEBYSCORE', K_GONE, '-inf', sc(NOW))
 redis.call('ZADD', K_GONE, sc(NOW + HOLD), redis.sha1hex(uid))  -- no late write undoes it
 redis.call('PEXPIRE', K_GONE, math.ceil(HOLD * 1000))
 local u = decode(record(uid))
-local shown = redis.call('ZSCORE', K_SEEN, uid) or redis.call('ZSCORE', K_WEB, uid)
+local shown = redis.call('ZSCORE', K_SEEN, uid)  -- (connected, or HTTP only: WEB)
 for _, room in ipairs(rooms_in(conns_of(u))) do
   if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
   local states = TAG .. ':rs:' .. esc(room)
@@ -22,8 +22,8 @@ if shown then emit('offline', uid, nil, 'offline', NOW, u, NONE) end
 for _, e in pairs(conns_of(u)) do
   if string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
 end
-redis.call('HDEL', bkey(uid), uid)
-for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB, K_UNTIL, K_GRACES, K_LAST}) do
+registry_del(uid)
+for _, idx in ipairs({K_SEEN, K_HIDDEN, K_UNTIL, K_GRACES, K_LAST}) do
   redis.call('ZREM', idx, uid)
 end
 drop_record(uid)

@@ -2,14 +2,15 @@
 -- Redis' C JSON decoder splits them in half the time a Lua loop takes.
 -- One short read: the clock; a code an id: "1" for a user connected and within their lease
 -- (seen within SPAN, no K_UNTIL end) with no record (online: nothing more to send), "2" for
--- such a user with a record, "3" for an HTTP-only user within their window (no seen or hidden
--- score, a web score within WINDOW) with no record (online: their web score is their last
+-- such a user with a record, "3" for an HTTP-only user within their window (a negative seen
+-- score, one index: their web score, within WINDOW) with no record (online: their web score is their last
 -- activity), "0" for the others; the records of the "2"s and "0"s (fields of K_RECS: no key a
 -- user to build), in their order, joined by \30 into one string ('' for a "0" with none: a
 -- record is never empty, and no field of one holds a control character but \31); the web
 -- scores of the "3"s, in their order, joined by spaces; for the "0"s, in their order, their
--- seen scores and their K_UNTIL ends (empty while K_UNTIL is); and for the "0"s with no seen
--- score, in their order, their hidden, web and K_LAST scores (K_LAST's read only for those
+-- seen scores (positive: connected) and their K_UNTIL ends (empty while K_UNTIL is); and for
+-- the "0"s with no such score, in their order, their hidden, web (a negative seen score, made
+-- positive) and K_LAST scores (K_LAST's read only for those
 -- with neither of the others; each list empty when no "0" lacks a seen score). One string
 -- for the many records and scores of a page, not one each: the reply's parts are what a page
 -- of them costs Redis, the client's parser and Python. Python derives the rest (derive.py).

@@ -6,12 +6,13 @@
 -- DISCONNECT_GRACE, ONLINE_WINDOW, IDLE_AFTER, METADATA_TTL; ARGV[8]: REGISTRY_BUCKETS;
 -- ARGV[9]: the calling process; ARGV[10..]: the script's own.
 --
--- K_SEEN scores each connected visible user by their last sign of life; invisible ones sit in
--- K_HIDDEN. Every heartbeat batch of a process renews its users' scores, so a connected user's
--- presence runs LEASE_TTL after their score (SPAN) unless K_UNTIL records another end: a sooner
--- one (a closed last connection's grace) or, with ONLINE_WINDOW > LEASE_TTL, a later one (a
--- request's window, which a heartbeat does not end: REACH is how far back a score may be and the
--- user still present). K_PROCS: process -> lease expiry, renewed by its calls. The
+-- K_SEEN scores each connected visible user by their last sign of life (and each HTTP-only one
+-- by their last request, negated: WEB below); invisible ones sit in K_HIDDEN. Every heartbeat
+-- batch of a process renews its users' scores, so a connected user's presence runs LEASE_TTL
+-- after their score (SPAN) unless K_UNTIL records another end: a sooner one (a closed last
+-- connection's grace) or, with ONLINE_WINDOW > LEASE_TTL, a later one (a request's window,
+-- which a heartbeat does not end: REACH is how far back a score may be and the user still
+-- present). K_PROCS: process -> lease expiry, renewed by its calls. The
 -- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
 -- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
 -- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline
@@ -32,10 +33,33 @@ local REACH = math.max(SPAN, WINDOW)
 local A = 10  -- index of the first script argument
 local function sc(x) return string.format('%.17g', x) end
 -- The records: fields of one hash a shard (K_RECS), so that a read of many users names no key
--- per user; K_REXP: the expiry of an unlisted user's record (lib.lua). K_WEB: visible users
--- with no connection, by their last request (their presence: ONLINE_WINDOW).
+-- per user; K_REXP: the expiry of an unlisted user's record (lib.lua).
 local K_RECS, K_REXP = TAG .. ':recs', TAG .. ':rexp'
-local K_WEB = TAG .. ':web'
+-- One index (issue 43): a visible user with no connection (HTTP only) is in K_SEEN too, by
+-- their last request negated (-w: the sign tells the kind; negation is exact for doubles), so
+-- that a read finds every kind of user in one lookup. Their presence runs ONLINE_WINDOW after
+-- w. WEB names that part of K_SEEN where a script asks for an index (index_of's kin, the
+-- listings, the sweep); it is no key: the negative scores are K_SEEN's, below 0 (a score
+-- range of the connected starts past 0, one of the HTTP-only ends before it).
+local WEB = '<web>'
+-- A K_SEEN score (a number, or nil) as the user's listing: K_SEEN and the score when positive
+-- (connected), WEB and the web score when negative (HTTP only), nil when absent.
+local function listing_of(s)
+  if s == nil then return nil, nil end
+  if s > 0 then return K_SEEN, s end
+  return WEB, -s
+end
+-- The lower end of a range of connected scores (K_SEEN, K_HIDDEN) from `floor`: never below 0,
+-- past the HTTP-only users' negative scores.
+local function pos_floor(floor)
+  if floor > 0 then return sc(floor) end
+  return '(0'
+end
+-- The upper end of a range of HTTP-only users' negative scores for web scores >= `floor`.
+local function neg_top(floor)
+  if floor > 0 then return sc(-floor) end
+  return '(0'
+end
 -- Records first: the record of a user in K_SEEN ends with a copy of their K_SEEN score, so that
 -- a read of a record holder whose copy is fresh (copy + SPAN >= NOW) needs no K_SEEN lookup: a
 -- copy is never later than the score (scores only grow while a user is in K_SEEN, and a user

@@ -5,6 +5,12 @@
 renew_proc()
 local now = sc(NOW)
 local missing = {}
+-- One index (head.lua): an HTTP-only user's negative score is below any heartbeat's, so the
+-- ZADD GT below would make them connected; a connection of theirs still beating is one the
+-- store had ended (a silent one swept, its process stalled past its lease) before they made a
+-- request. Counting K_SEEN's negative scores before and after (two ZCOUNTs, not a lookup a
+-- user) tells whether a batch did; only then are its users looked at (below).
+local webs = redis.call('ZCOUNT', K_SEEN, '-inf', '(0')
 local any_hidden = redis.call('EXISTS', K_HIDDEN) == 1
 local any_until = redis.call('EXISTS', K_UNTIL) == 1
 local any_grace = redis.call('EXISTS', K_GRACES) == 1
@@ -55,6 +61,24 @@ for first = A, #ARGV, 1000 do
     local hidden = any_hidden and redis.call('ZMSCORE', K_HIDDEN, unpack(uids)) or {}
     for i = 1, j do
       if not seen[i] and not hidden[i] then missing[#missing + 1] = ARGV[first + i - 1] end
+    end
+  end
+end
+if webs > 0 and redis.call('ZCOUNT', K_SEEN, '-inf', '(0') < webs then
+  -- Some HTTP-only users were beaten for: a beat of theirs (now their score) whose connection the
+  -- store does not hold is none of theirs to take. They are HTTP-only again, this heartbeat as
+  -- their last request (their negative score was overwritten: ZADD cannot keep it), and the
+  -- pair is missing, as it was before one index: its owner connects again, as a user seen by
+  -- HTTP (connect.lua).
+  local held = {}
+  for _, m in ipairs(missing) do held[m] = true end
+  for i = A, #ARGV do
+    local uid, cid = split_member(ARGV[i])
+    if not held[ARGV[i]] and num(redis.call('ZSCORE', K_SEEN, uid)) == NOW
+        and live_conns(uid, decode(record(uid)), true)[cid] == nil then
+      redis.call('ZADD', K_SEEN, sc(-NOW), uid)
+      missing[#missing + 1] = ARGV[i]
+      held[ARGV[i]] = true
     end
   end
 end

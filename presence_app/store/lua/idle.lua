@@ -6,13 +6,14 @@ renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
 local u = decode(record(uid))
 local idx = index_of(u.st)
-if u.idle == '1' or redis.call('ZSCORE', idx, uid) == false then return transitions() end
+local score = conn_score(idx, uid)  -- (an HTTP-only user's idle comes with their requests)
+if u.idle == '1' or not score then return transitions() end
 local _, _, la = registry_of(uid)
 local latest = math.max(num(la) or 0, num(u.la) or 0)
 if NOW - latest < IDLE_AFTER then return transitions() end
 u.idle = '1'
 u.la = sc(latest)
-save_user(uid, u, true)
+save_user(uid, u, true, idx == K_SEEN and score)
 if idx == K_SEEN and u.st ~= 'dnd' then
   emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
 end

@@ -4,7 +4,8 @@ renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 local u = decode(record(uid))
 local idx = index_of(u.st)
-local listed = redis.call('ZSCORE', idx, uid) ~= false
+local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, holds no connection)
+local listed = score ~= nil
 local conns = live_conns(uid, u, listed)
 local e = conns[cid]
 if e == nil or string.sub(e[1], 1, 1) == '~' then
@@ -17,7 +18,7 @@ local first = true
 for _, r in ipairs(rooms_in(conns)) do if r == room then first = false end end
 if not already then e[#e + 1] = room end
 local _, _, la = registry_of(uid)
-keep_conns(uid, u, conns, la or u.la, true)
+keep_conns(uid, u, conns, la or u.la, true, idx == K_SEEN and score)
 schedule_graces(uid, conns)
 if not already and first and u.st ~= 'invisible' and room_add(uid, room) then
   emit('join', uid, room, public_state(u), NOW, u)

@@ -3,7 +3,9 @@
 renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 local u = decode(record(uid))
-local listed = redis.call('ZSCORE', index_of(u.st), uid) ~= false
+local idx = index_of(u.st)
+local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, holds no connection)
+local listed = score ~= nil
 local conns = live_conns(uid, u, listed)
 local e = conns[cid]
 if e == nil then return transitions() end
@@ -12,7 +14,7 @@ for i = 2, #e do
   if e[i] == room then table.remove(e, i); found = true; break end
 end
 local _, _, la = registry_of(uid)
-keep_conns(uid, u, conns, la or u.la, true)  -- also drops dead connections (rooms left)
+keep_conns(uid, u, conns, la or u.la, true, idx == K_SEEN and score)  -- also drops dead connections (rooms left)
 schedule_graces(uid, conns)
 if not found then return transitions() end
 local still = false

@@ -24,7 +24,7 @@ local SEP = '\31'
 -- (a record written before cp, twelve fields, reads as one with no copy)
 local RECORD = '^' .. string.rep('([^\31]*)\31', #FIELDS - 2) .. '([^\31]*)\31?(.*)$'
 local function decode(raw)
-  if not raw then return {} end
+  if not raw then return {_new = true} end  -- (no record: none to drop, none in K_REXP)
   local st, la, ls, lv, msg, emoji, dev, mx, meta, w, idle, conns, cp = string.match(raw, RECORD)
   local E = ''
   return {st = st ~= E and st or nil, la = la ~= E and la or nil, ls = ls ~= E and ls or nil,
@@ -74,18 +74,27 @@ end
 -- which leave K_SEEN after): no copy outlives the score it copies. A script that raises the
 -- user's score after saving leaves an older copy (never later than the score), which the
 -- sweep renews; connect and disconnect write K_SEEN first, so that a user who was not in it
--- gets a copy (a record saved with none waits for its next save).
-local function save_user(uid, u, listed)
+-- gets a copy (a record saved with none waits for its next save). `score`: the user's K_SEEN
+-- score now, when the caller knows it (a number; false: none, or an HTTP-only user's negative
+-- one), else nil and it is read here; only a positive one (connected) is copied.
+local function save_user(uid, u, listed, score)
   local raw = encode(u)
   if raw == nil then
     u._cp = nil
+    if u._new then return end
     return drop_record(uid)
   end
-  local s = listed and u.st ~= 'invisible' and num(redis.call('ZSCORE', K_SEEN, uid)) or nil
+  local s = nil
+  if listed and u.st ~= 'invisible' then
+    if score == nil then s = num(redis.call('ZSCORE', K_SEEN, uid)) else s = score or nil end
+    if s and s <= 0 then s = nil end  -- HTTP only (one index): no copy
+  end
   local cp = s and copy_of(s) or ''
   redis.call('HSET', K_RECS, uid, raw .. cp)
-  if listed then redis.call('ZREM', K_REXP, uid)
+  if listed then
+    if not u._new then redis.call('ZREM', K_REXP, uid) end  -- (a new record is in no K_REXP)
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
+  u._new = nil
   -- a holder already in K_COPIES stays at their renewal's time: no later than this copy's
   -- (copies only grow while the user stays in K_SEEN), so the sweep renews it no later than due
   if (cp == '') ~= ((u._cp or '') == '') then
@@ -111,7 +120,25 @@ local function erased(uid)
 end
 
 local function index_of(st) if st == 'invisible' then return K_HIDDEN end return K_SEEN end
-local function span_of(idx) if idx == K_WEB then return WINDOW end return SPAN end
+local function span_of(idx) if idx == WEB then return WINDOW end return SPAN end
+-- The key an index lives in: WEB is K_SEEN's negative part (head.lua).
+local function key_of(idx) if idx == WEB then return K_SEEN end return idx end
+-- The user's listing in their index (index_of): (the index, their score, a positive number),
+-- WEB for an HTTP-only user's negative K_SEEN score; nil when listed nowhere.
+local function listed_in(idx, uid)
+  local s = num(redis.call('ZSCORE', idx, uid))
+  if idx ~= K_SEEN then
+    if s == nil then return nil, nil end
+    return idx, s
+  end
+  return listing_of(s)
+end
+-- A connected user's score in their index (index_of): nil when absent or HTTP only.
+local function conn_score(idx, uid)
+  local s = num(redis.call('ZSCORE', idx, uid))
+  if s and s > 0 then return s end
+  return nil
+end
 
 -- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
 -- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
@@ -133,8 +160,17 @@ end
 -- The user's registry field: (process, conn, last activity, window end) or nil. The window end
 -- (the user's last request + ONLINE_WINDOW) is there only while it is to come: a connected
 -- user's HTTP window, which outlives their connection's close (disconnect.lua).
+-- A script asks about its user's field several times (their live connections, their window
+-- end, their last activity): the field is read once a script and user (reg_cache), and every
+-- write of it here (registry_set, registry_del) keeps the cache; the sweep's cleaner, which
+-- deletes fields of dead processes in bulk, empties it (forget_cached).
+local reg_cache = {}
 local function registry_of(uid)
-  local v = redis.call('HGET', bkey(uid), uid)
+  local v = reg_cache[uid]
+  if v == nil then
+    v = redis.call('HGET', bkey(uid), uid)
+    reg_cache[uid] = v
+  end
   if not v then return nil end
   local p, c, rest = string.match(v, '^([^\31]*)\31([^\31]*)\31(.*)$')
   local la, w = string.match(rest, '^([^\31]*)\31(.*)$')
@@ -145,6 +181,11 @@ local function registry_set(uid, p, c, la, w)
   local v = p .. SEP .. c .. SEP .. (la or '')
   if w then v = v .. SEP .. w end
   redis.call('HSET', bkey(uid), uid, v)
+  reg_cache[uid] = v
+end
+local function registry_del(uid)
+  redis.call('HDEL', bkey(uid), uid)
+  reg_cache[uid] = false
 end
 -- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
 -- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds
@@ -166,10 +207,20 @@ end
 -- Whether a registry field still stands for a connection: its process lives, and the user was
 -- not evicted since (the sweep leaves a field behind and records the user's last seen in
 -- K_LAST: a field whose last activity is not later belongs to the ended listing).
+-- (K_LAST's entry is read once a script and user too: last_cache; a script that writes K_LAST
+-- empties it, forget_cached)
+local last_cache = {}
 local function registry_live(uid, p, la)
   if not (p and proc_alive(p)) then return false end
-  local ended = num(redis.call('ZSCORE', K_LAST, uid))
-  return ended == nil or (num(la) or 0) > ended
+  local ended = last_cache[uid]
+  if ended == nil then
+    ended = num(redis.call('ZSCORE', K_LAST, uid)) or false
+    last_cache[uid] = ended
+  end
+  return not ended or (num(la) or 0) > ended
+end
+local function forget_cached()
+  reg_cache, last_cache = {}, {}
 end
 
 local function live_conns(uid, u, listed)
@@ -222,7 +273,7 @@ end
 -- Keeps the user's connections `conns`: a plain user's one room-less connection in the registry,
 -- else in the record (and the user in each process's set). Saves the record.
 local on_dropped_room = nil  -- set below, once transitions can be emitted
-local function keep_conns(uid, u, conns, la, listed)
+local function keep_conns(uid, u, conns, la, listed, score)
   -- rooms held only by connections dropped here (a dead process's, a grace's end) are left
   if on_dropped_room then
     for _, room in ipairs(rooms_left(conns_of(u), conns)) do on_dropped_room(uid, u, room) end
@@ -244,7 +295,7 @@ local function keep_conns(uid, u, conns, la, listed)
     registry_set(uid, only_e[1], only_c, la, w)
     u._c = {}; u.la = nil
   else
-    redis.call('HDEL', bkey(uid), uid)
+    registry_del(uid)
     u._c = conns
     u.w = w
     if n > 0 then u.la = la or u.la end
@@ -252,7 +303,7 @@ local function keep_conns(uid, u, conns, la, listed)
       if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
     end
   end
-  save_user(uid, u, listed)
+  save_user(uid, u, listed, score)
 end
 
 -- Transitions (emit).
@@ -302,15 +353,91 @@ on_dropped_room = function(uid, u, room)
   if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
 end
 
+-- a < b as Redis orders members (bytes; Lua's < follows the server's locale)
+local function below(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- HTTP-only users (WEB: K_SEEN's negative scores) whose web score is at least `floor`, most
+-- recent first as every listing (web score, then id, both descending), flat (id, web score), at
+-- most `count` (-1: all); with a position (`after`, `after_id`: a listed entry's web score and
+-- id) those after it. Their scores are negated, so the most recent are the lowest: read in
+-- ascending order (ZRANGEBYSCORE), where equal scores come with their ids ascending, each run
+-- of equal scores is given in reverse (a run cut by a page's end is read whole from its end,
+-- ZREVRANGEBYSCORE of that one score), so that the order is the other indexes' own.
+local function web_list(floor, count, after, after_id)
+  local out = {}
+  local top = neg_top(floor)
+  local function need() if count < 0 then return -1 end return count - #out / 2 end
+  local function put(uid, v) out[#out + 1] = uid; out[#out + 1] = sc(-num(v)) end
+  local function run(v, n)  -- the run of score v, ids descending, at most n (-1: all)
+    local rows
+    if n < 0 then rows = redis.call('ZREVRANGEBYSCORE', K_SEEN, v, v, 'WITHSCORES')
+    else rows = redis.call('ZREVRANGEBYSCORE', K_SEEN, v, v, 'WITHSCORES', 'LIMIT', 0, n) end
+    for i = 1, #rows, 2 do put(rows[i], rows[i + 1]) end
+  end
+  local low = '-inf'
+  if after then
+    if after < floor then return out end
+    local v = sc(-after)
+    -- the position's run: its ids below after_id (ranks first..k-1, ascending), descending
+    local first = redis.call('ZCOUNT', K_SEEN, '-inf', '(' .. v)
+    local k, hi = first, first + redis.call('ZCOUNT', K_SEEN, v, v)
+    while k < hi do
+      local mid = math.floor((k + hi) / 2)
+      if below(redis.call('ZRANGE', K_SEEN, mid, mid)[1], after_id) then k = mid + 1 else hi = mid end
+    end
+    if k > first then
+      local n = need()
+      local from = first
+      if n >= 0 and k - n > first then from = k - n end
+      local rows = redis.call('ZRANGE', K_SEEN, from, k - 1, 'WITHSCORES')
+      for i = #rows - 1, 1, -2 do put(rows[i], rows[i + 1]) end
+    end
+    low = '(' .. v
+  end
+  while need() ~= 0 do
+    local n = need()
+    local chunk = 1000
+    if n >= 0 then chunk = math.min(math.max(n, 16), 1000) end
+    local page = redis.call('ZRANGEBYSCORE', K_SEEN, low, top, 'WITHSCORES', 'LIMIT', 0, chunk)
+    if #page == 0 then break end
+    local full = #page == 2 * chunk
+    local i = 1
+    while i <= #page and need() ~= 0 do
+      local v, j = page[i + 1], i
+      while j + 2 <= #page and page[j + 3] == v do j = j + 2 end
+      if full and j + 1 == #page then  -- the page's last run: perhaps cut, read it whole
+        run(v, need())
+      else
+        for x = j, i, -2 do
+          if need() == 0 then break end
+          put(page[x], v)
+        end
+      end
+      i = j + 2
+    end
+    if not full then break end
+    low = '(' .. page[#page]
+  end
+  return out
+end
+
 -- Users of the index present now, most recently seen first (flat: id, score), at most `count`.
 -- A user of seen or hidden whose score is past SPAN is still present while a later end holds them
--- (ONLINE_WINDOW > LEASE_TTL: K_UNTIL, up to REACH after their score).
+-- (ONLINE_WINDOW > LEASE_TTL: K_UNTIL, up to REACH after their score). WEB: the HTTP-only users
+-- within their window (web_list; a web user's end is their window: never in K_UNTIL).
 local function present_list(idx, count)
+  if idx == WEB then return web_list(NOW - WINDOW, count) end
   local out, offset = {}, 0
   local chunk = 1000
   if count >= 0 then chunk = math.min(math.max(count, 16), 1000) end
   local span = span_of(idx)
-  local floor = sc(NOW - (idx == K_WEB and span or REACH))
+  local floor = pos_floor(NOW - REACH)
   local any_until = redis.call('EXISTS', K_UNTIL) == 1
   while count < 0 or #out < 2 * count do
     local page = redis.call('ZREVRANGEBYSCORE', idx, '+inf', floor, 'WITHSCORES', 'LIMIT', offset, chunk)
@@ -331,26 +458,28 @@ local function present_list(idx, count)
   return out
 end
 local function present_count(idx)
+  if idx == WEB then  -- a web user's end is their window: never in K_UNTIL
+    return redis.call('ZCOUNT', K_SEEN, '-inf', neg_top(NOW - WINDOW))
+  end
   local span = span_of(idx)
-  local n = redis.call('ZCOUNT', idx, sc(NOW - span), '+inf')
-  if idx == K_WEB then return n end  -- a web user's end is their window: never in K_UNTIL
+  local n = redis.call('ZCOUNT', idx, pos_floor(NOW - span), '+inf')
   local ended = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW - span), '(' .. sc(NOW))
   for first = 1, #ended, 1000 do
     local chunk = {}
     for i = first, math.min(first + 999, #ended) do chunk[#chunk + 1] = ended[i] end
     for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
       local seen = num(s)
-      if seen and seen >= NOW - span then n = n - 1 end
+      if seen and seen > 0 and seen >= NOW - span then n = n - 1 end
     end
   end
-  if idx ~= K_WEB and REACH > span then  -- those past the span whom a later end holds
+  if REACH > span then  -- those past the span whom a later end holds
     local held = redis.call('ZRANGEBYSCORE', K_UNTIL, sc(NOW), '+inf')
     for first = 1, #held, 1000 do
       local chunk = {}
       for i = first, math.min(first + 999, #held) do chunk[#chunk + 1] = held[i] end
       for _, s in ipairs(redis.call('ZMSCORE', idx, unpack(chunk))) do
         local seen = num(s)
-        if seen and seen < NOW - span then n = n + 1 end
+        if seen and seen > 0 and seen < NOW - span then n = n + 1 end
       end
     end
   end

@@ -24,7 +24,7 @@ for first = 1, #flat, 2000 do
   local ends = redis.call('ZMSCORE', K_UNTIL, unpack(chunk))
   for j, uid in ipairs(chunk) do
     local s, e = num(seen[j]), num(ends[j])
-    if s and (e or s + SPAN) >= NOW then
+    if s and s > 0 and (e or s + SPAN) >= NOW then  -- (a negative score: HTTP only, WEB)
       out[#out + 1] = uid; out[#out + 1] = flat[first + 2 * j - 1]
     end
   end

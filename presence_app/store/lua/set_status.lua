@@ -18,10 +18,12 @@ if erased(uid) then return answer() end
 local u = load_user(uid)
 local old_idx = index_of(u.st)
 local seen = num(redis.call('ZSCORE', old_idx, uid))
-local ends = num(redis.call('ZSCORE', K_UNTIL, uid))
--- an HTTP-only user: listed in K_WEB, their presence ends ONLINE_WINDOW after their request
-local web = old_idx == K_SEEN and seen == nil and num(redis.call('ZSCORE', K_WEB, uid)) or nil
-if web then seen, ends = web, web + WINDOW end
+local ends = nil
+-- an HTTP-only user: their web score negated in K_SEEN (WEB), their presence ends
+-- ONLINE_WINDOW after their request (never in K_UNTIL)
+local web = old_idx == K_SEEN and seen ~= nil and seen < 0 and -seen or nil
+if web then seen, ends = web, web + WINDOW
+else ends = num(redis.call('ZSCORE', K_UNTIL, uid)) end
 local live = seen ~= nil and (ends or seen + SPAN) >= NOW
 local listed = seen ~= nil
 if listed and not web then
@@ -32,7 +34,7 @@ if listed and not web then
   local dead = p ~= nil and not registry_live(uid, p, la)
   for c, _ in pairs(conns_of(u)) do dead = dead or conns[c] == nil end
   if dead then
-    keep_conns(uid, u, conns, la or u.la, true)
+    keep_conns(uid, u, conns, la or u.la, true, old_idx == K_SEEN and seen)
     schedule_graces(uid, conns)
   end
 end
@@ -57,7 +59,6 @@ if new_idx == K_HIDDEN and old_idx == K_SEEN then
     redis.call('ZREM', K_SEEN, uid)
     redis.call('ZADD', K_HIDDEN, sc(seen), uid)
     if web then  -- hidden, their window as their end
-      redis.call('ZREM', K_WEB, uid)
       redis.call('ZADD', K_UNTIL, sc(ends), uid)
     end
     emit('offline', uid, nil, 'offline', last, u, {})
@@ -71,7 +72,8 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
       redis.call('ZREM', K_UNTIL, uid)
       redis.call('ZREM', K_GRACES, uid)
       redis.call('ZADD', K_LAST, sc(seen), uid)
-      redis.call('HDEL', bkey(uid), uid)
+      forget_cached()
+      registry_del(uid)
       u._c = {}
       save_user(uid, u, false)
       return answer()
@@ -89,5 +91,6 @@ elseif new_idx == K_SEEN and live then
     emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
   end
 end
-save_user(uid, u, listed)
+-- the score to copy (save_user): a connected visible user's, unchanged here or back from hidden
+save_user(uid, u, listed, new_idx == K_SEEN and not web and seen)
 return answer()

@@ -26,10 +26,11 @@ end
 -- field stays: it is inert (it counts only with a later sign of life than K_LAST's), and goes
 -- with the connection's disconnect (its process retries one Redis did not take) or with its
 -- process (pass 4). Removing it here cost a sweep of 10,000 ~1.7x its time.
-local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}, [K_WEB] = {}}
+-- (gone: by key; an HTTP-only user, WEB, leaves K_SEEN; `seen`: their score, a positive one)
+local gone = {[K_SEEN] = {}, [K_HIDDEN] = {}}
 local last = {}
 local function offline(uid, u, idx, seen, has_record)
-  local list = gone[idx]
+  local list = gone[key_of(idx)]
   list[#list + 1] = uid
   last[#last + 1] = seen; last[#last + 1] = uid
   if has_record then
@@ -59,6 +60,7 @@ local function flush_gone()
     redis.call('ZADD', K_LAST, unpack(last, first, math.min(first + 999, #last)))
   end
   last = {}
+  forget_cached()  -- (K_LAST written)
 end
 
 -- Pass 1. Dead processes: the users whose record holds one of their connections.
@@ -69,9 +71,9 @@ for _, proc in ipairs(dead) do
     local raw = record(uid)
     if raw then
       local u = decode(raw)
-      local idx = index_of(u.st)
-      local score = redis.call('ZSCORE', idx, uid)
-      local listed = score ~= false
+      local idx, score = listed_in(index_of(u.st), uid)  -- (WEB: an HTTP-only user's)
+      local listed = score ~= nil
+      idx = idx or index_of(u.st)
       local before = conns_of(u)
       local conns = {}
       for c, e in pairs(before) do if e[1] ~= proc then conns[c] = e end end
@@ -80,16 +82,16 @@ for _, proc in ipairs(dead) do
       u._c = before
       -- no connection left and nothing else holds them (an HTTP window in K_UNTIL, a sign of
       -- life within the span): offline, their rooms go with them
-      local ends = listed and (num(redis.call('ZSCORE', K_UNTIL, uid)) or num(score) + span_of(idx))
+      local ends = listed and (num(redis.call('ZSCORE', K_UNTIL, uid)) or score + span_of(idx))
       if listed and next(left) == nil and ends < NOW then
-        offline(uid, u, idx, score, true)
+        offline(uid, u, idx, sc(score), true)
       else
         if listed and idx == K_SEEN then
           for _, room in ipairs(rooms_left(before, left)) do
             if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
           end
         end
-        keep_conns(uid, u, left, u.la, listed)
+        keep_conns(uid, u, left, u.la, listed, idx == K_SEEN and score)
         schedule_graces(uid, left)
       end
     end
@@ -105,14 +107,13 @@ if #ended >= limit then more = 1 end
 for _, uid in ipairs(ended) do
   local raw = record(uid)
   local u = decode(raw)
-  local idx = index_of(u.st)
-  local seen = redis.call('ZSCORE', idx, uid)
+  local idx, seen = listed_in(index_of(u.st), uid)  -- (WEB: never in K_UNTIL; a guard)
   if not seen then
     redis.call('ZREM', K_UNTIL, uid)
   elseif next(live_conns(uid, u, true)) ~= nil then
     redis.call('ZREM', K_UNTIL, uid)  -- a connection came back
   else
-    offline(uid, u, idx, seen, raw ~= false)
+    offline(uid, u, idx, sc(seen), raw ~= false)
   end
 end
 flush_gone()
@@ -122,8 +123,8 @@ local graced = redis.call('ZRANGEBYSCORE', K_GRACES, '-inf', '(' .. sc(NOW), 'LI
 if #graced >= limit then more = 1 end
 for _, uid in ipairs(graced) do
   local u = decode(record(uid))
-  local idx = index_of(u.st)
-  local listed = redis.call('ZSCORE', idx, uid) ~= false
+  local idx, score = listed_in(index_of(u.st), uid)
+  local listed = score ~= nil
   local left = live_conns(uid, u, listed)
   if not listed then
     redis.call('ZREM', K_GRACES, uid)
@@ -133,7 +134,7 @@ for _, uid in ipairs(graced) do
         if room_remove(uid, room) then emit('leave', uid, room, public_state(u), NOW, u) end
       end
     end
-    keep_conns(uid, u, left, u.la, true)
+    keep_conns(uid, u, left, u.la, true, idx == K_SEEN and score)
     schedule_graces(uid, left)
   end
 end
@@ -141,14 +142,27 @@ end
 -- Pass 3. Listings older than their span: no process renews them, no request came. Records
 -- read in one HMGET. With ONLINE_WINDOW > LEASE_TTL a later end in K_UNTIL holds a connected
 -- user past the span (pass 2 ends them): those are passed over, page by page.
+-- One index (head.lua): the connected users' stale scores are K_SEEN's from past 0 (never an
+-- HTTP-only user's negative one), the HTTP-only users' those from -(NOW - WINDOW) up to 0, whose
+-- rows go on with their web scores (positive).
 local function stale(idx)
+  if idx == WEB then
+    local rows = {}
+    if NOW - WINDOW > 0 then
+      rows = redis.call('ZRANGEBYSCORE', K_SEEN, '(' .. sc(WINDOW - NOW), '(0', 'WITHSCORES', 'LIMIT', 0, limit)
+    end
+    for i = 2, #rows, 2 do rows[i] = sc(-num(rows[i])) end
+    return rows
+  end
   local floor = '(' .. sc(NOW - span_of(idx))
-  if idx == K_WEB or REACH == SPAN or redis.call('EXISTS', K_UNTIL) == 0 then
-    return redis.call('ZRANGEBYSCORE', idx, '-inf', floor, 'WITHSCORES', 'LIMIT', 0, limit)
+  local low = idx == K_SEEN and '(0' or '-inf'
+  if NOW - span_of(idx) <= 0 then return {} end
+  if REACH == SPAN or redis.call('EXISTS', K_UNTIL) == 0 then
+    return redis.call('ZRANGEBYSCORE', idx, low, floor, 'WITHSCORES', 'LIMIT', 0, limit)
   end
   local out, offset = {}, 0
   while #out < 2 * limit do
-    local page = redis.call('ZRANGEBYSCORE', idx, '-inf', floor, 'WITHSCORES', 'LIMIT', offset, limit)
+    local page = redis.call('ZRANGEBYSCORE', idx, low, floor, 'WITHSCORES', 'LIMIT', offset, limit)
     if #page == 0 then break end
     local ids = {}
     for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
@@ -163,7 +177,7 @@ local function stale(idx)
   end
   return out
 end
-for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
+for _, idx in ipairs({K_SEEN, K_HIDDEN, WEB}) do
   local rows = stale(idx)
   if #rows >= 2 * limit then more = 1 end
   if #rows > 0 then
@@ -178,6 +192,7 @@ for _, idx in ipairs({K_SEEN, K_HIDDEN, K_WEB}) do
 end
 flush_gone()
 redis.call('ZREMRANGEBYSCORE', K_LAST, '-inf', '(' .. sc(NOW - tonumber(META_TTL)))
+forget_cached()
 -- Records of unlisted users past their expiry (METADATA_TTL after their last save).
 local expired = redis.call('ZRANGEBYSCORE', K_REXP, '-inf', '(' .. sc(NOW), 'LIMIT', 0, limit)
 if #expired >= limit then more = 1 end
@@ -205,7 +220,7 @@ if #due > 0 then
       local body = r  -- the record without its copy
       if copy_in(r) then body = string.sub(r, 1, -COPY_WIDTH - 1)
       elseif string.byte(r, -1) ~= 31 then body = r .. SEP end  -- a record written before cp
-      if s then
+      if s and s.double > 0 then  -- (a negative score: HTTP only, no copy; a guard)
         recs[#recs + 1] = uid; recs[#recs + 1] = body .. copy_of(s.double)
         dues[#dues + 1] = sc(copy_due(s.double)); dues[#dues + 1] = uid
       else
@@ -235,7 +250,7 @@ for b = cursor, math.min(cursor + CLEAN, BUCKETS) - 1 do
     local p = string.match(fields[i + 1], '^([^\31]*)')
     if not proc_alive(p) then drop[#drop + 1] = fields[i] end
   end
-  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)); forget_cached() end
 end
 cursor = cursor + CLEAN
 if cursor >= BUCKETS then cursor = 0 end

@@ -1,7 +1,8 @@
 -- touch(user, activity, user, activity, ...): HTTP requests (or other signs of life), one user
 -- after the other (the middleware's batches). A connected user's touch is a sign of life (and,
--- with activity, their activity); a user with no connection is listed in K_WEB by their last
--- request, online for ONLINE_WINDOW: one entry, and no record while every request is activity.
+-- with activity, their activity); a user with no connection is listed in K_SEEN by their last
+-- request negated (WEB, head.lua), online for ONLINE_WINDOW: one entry, and no record while every
+-- request is activity.
 -- A request without activity of a user whose last activity is IDLE_AFTER old announces idle.
 renew_proc()  -- a call of this process: it is alive
 -- A connected user's request: with `activity` their last activity, and `window` (the request's
@@ -21,12 +22,12 @@ local function touch_one(uid, activity)
   if erased(uid) then return end
   local u = load_user(uid)
   local idx = index_of(u.st)
-  local s = redis.call('ZSCORE', idx, uid)
+  local s = num(redis.call('ZSCORE', idx, uid))
   local was_idle = u.idle == '1'
-  if idx == K_HIDDEN or s then
+  if idx == K_HIDDEN or (s and s > 0) then
     -- connected (or in a grace), or invisible: a sign of life in their index
     redis.call('ZADD', idx, 'GT', sc(NOW), uid)
-    local conns = live_conns(uid, u, s ~= false)
+    local conns = live_conns(uid, u, s ~= nil)
     local e = num(redis.call('ZSCORE', K_UNTIL, uid))
     local window = nil
     if e or next(conns) == nil or WINDOW > SPAN then
@@ -40,24 +41,25 @@ local function touch_one(uid, activity)
     if activity or window then note(uid, u, activity, window) end
     if activity then u.idle = nil
     elseif not u.la and not registry_of(uid) then u.la = sc(NOW) end
-    save_user(uid, u, true)
+    save_user(uid, u, true, idx == K_SEEN and math.max(s, NOW))
     if idx == K_SEEN and not s then emit('online', uid, nil, public_state(u), NOW, u, NONE)
     elseif idx == K_SEEN and was_idle and activity then
       emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns))
     end
     return
   end
-  local w = redis.call('ZSCORE', K_WEB, uid)
-  redis.call('ZADD', K_WEB, 'GT', sc(NOW), uid)
+  -- HTTP only: their web score negated in K_SEEN (LT: the later request wins)
+  local w = s and sc(-s) or nil
+  redis.call('ZADD', K_SEEN, 'LT', sc(-NOW), uid)
   if activity then
     -- the last activity is the web score itself: no record for it
-    if u.la or u.idle then u.la = nil; u.idle = nil; save_user(uid, u, true) end
+    if u.la or u.idle then u.la = nil; u.idle = nil; save_user(uid, u, true, false) end
     if w and was_idle then emit('update', uid, nil, public_state(u), NOW, u, NONE) end
   else
-    if not u.la then u.la = w or sc(NOW); save_user(uid, u, true) end
+    if not u.la then u.la = w or sc(NOW); save_user(uid, u, true, false) end
     if w and not was_idle and NOW - num(u.la) >= IDLE_AFTER then
       u.idle = '1'
-      save_user(uid, u, true)
+      save_user(uid, u, true, false)
       emit('update', uid, nil, public_state(u), NOW, u, NONE)
     end
   end
