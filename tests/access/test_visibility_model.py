@@ -37,12 +37,7 @@ from the docs, never from the product's output. Compared with it:
    connection is in a count-only room (``COUNT_ONLY_ROOMS``; ``COUNT_SAMPLE`` 0 or 2): nothing
    of it but ``presence.count`` frames, no id in them but the sample's, each face a member the
    count counts and the viewer sees online, and after each step the count and sample the model
-   has; typing and room states sent there are refused. The viewer's htmx stream
-   (``presence/sse/html/``, in every room, watching everybody) is read up to the message:
-   nothing in its HTML it may not tell, nothing of the other workspace, no face in the
-   count-only room's list the sample may not show; and once the step's events arrived, every
-   dot, every room's list (each member's dot) and its room states (none of a user not listed)
-   as the model has them, the probe's state drawn exactly when it may be;
+   has; typing and room states sent there are refused;
 3. another process's late typing and room state (taken by the store while the mover was
    visible, delivered after they went invisible), and the store's own refusal of an invisible
    user's typing and room state, seen by a socket never told they are offline; and joins,
@@ -90,7 +85,6 @@ import re
 import time
 from collections import deque
 from datetime import UTC, datetime
-from html import unescape
 from urllib.parse import parse_qs
 
 import pytest
@@ -334,13 +328,11 @@ def as_shape(p) -> dict:
     return {**p.as_dict(), "meta": p.meta}
 
 
-def no_secrets(world: World, ws, viewer, text: str, where: tuple, exempt=()) -> None:
+def no_secrets(world: World, ws, viewer, text: str, where: tuple) -> None:
     """Whatever the output, no status text or metadata it may not tell, and nothing of another
-    workspace's (of the ``exempt`` users, only nothing of another workspace's)."""
+    workspace's."""
     for other in WORKSPACES:
         for subject in world.ids:
-            if subject in exempt and other == ws:
-                continue
             for secret in (f"secret-{other}-{subject}", f"meta-{other}-{subject}"):
                 if other != ws:
                     assert secret not in text, (*where, "another workspace's", secret)
@@ -623,70 +615,6 @@ class Stream:
         )
         if answer.status_code != 200:
             self.pending.append({**answer.json(), "room": fields.get("room")})
-
-    async def close(self) -> None:
-        await self.body.aclose()
-
-
-class HtmlView:
-    """The viewer's htmx stream (``presence/sse/html/``, opened in every room and watching
-    everybody), in process: the named HTML events a page would swap in, unescaped, and what
-    the page shows after each (:attr:`shown`: event name -> its last HTML)."""
-
-    def __init__(self, response, rooms: set[str], name: str) -> None:
-        self.body, self.rooms, self.name = aiter(response.streaming_content), rooms, name
-        self.buffer = ""
-        self.pending: deque[tuple[str, str]] = deque()
-        self.shown: dict[str, str] = {}
-        self.said: list[str] = []  # every event's HTML, in order
-
-    @classmethod
-    async def open(cls, user, ws: str, users: list[str], name: str) -> HtmlView:
-        client = AsyncClient()
-        await client.aforce_login(user)
-        query = f"rooms={','.join(ALL_ROOMS)}&users={','.join(users)}"
-        response = await client.get(f"/presence/sse/html/?{query}", headers={"X-Workspace": ws})
-        assert response.status_code == 200, response
-        view = cls(response, set(ALL_ROOMS), name)
-        # Its first event: the stream started (its rooms joined, its groups listened to).
-        await view.read_until(lambda event, data: event == "presence-stream")
-        return view
-
-    async def next(self, timeout: float) -> tuple[str, str]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not self.pending:
-            chunk = await asyncio.wait_for(anext(self.body), max(0.0, deadline - loop.time()))
-            *blocks, self.buffer = (self.buffer + chunk.decode()).split("\n\n")
-            for block in blocks:
-                lines = block.splitlines()
-                names = [line[7:] for line in lines if line.startswith("event: ")]
-                data = "\n".join(line[6:] for line in lines if line.startswith("data: "))
-                if names:  # (an id alone, or a keep-alive comment: nothing to swap)
-                    self.pending.append((names[0], unescape(data)))
-        name, data = self.pending.popleft()
-        self.shown[name] = data
-        self.said.append(data)
-        return name, data
-
-    async def read_until(self, wanted, timeout: float = WAIT) -> list[tuple[str, str]]:
-        loop = asyncio.get_running_loop()
-        deadline, events = loop.time() + timeout, []
-        while not events or not wanted(*events[-1]):
-            try:
-                events.append(await self.next(max(0.0, deadline - loop.time())))
-            except TimeoutError:
-                raise AssertionError(f"{self.name}: still waiting; got {events[-12:]}") from None
-        return events
-
-    def members(self, room: str) -> dict[str, str]:
-        """Who the page lists in ``room``, each with the state of their dot there."""
-        listed = self.shown.get(f"presence-room-{room}", "")
-        return dict(
-            re.findall(
-                r'data-presence-member="([^"]+)"><span class="presence-dot presence-(\w+)"', listed
-            )
-        )
 
     async def close(self) -> None:
         await self.body.aclose()
@@ -999,59 +927,7 @@ class Live:
                 obs.check(more, step, exact=False)
                 frames += more
             out[obs.name] = frames
-        await self.settle_view(k, step)
         return out
-
-    async def settle_view(self, k: int, step: str) -> None:
-        """The htmx page up to the marker's ``presence-message``: nothing in its HTML it may not
-        tell (another workspace's status text or room state included), a count-only room's
-        list no more than the faces its sample may show; then, as soon as the events sent
-        with or after the marker arrive, every dot and room list as the model has them."""
-        view, w, h, v = self.vx, self.world, self.h, self.v
-        where = (view.name, step)
-        start = len(view.said)
-        await view.read_until(
-            lambda name, data: name == "presence-message" and f'"marker": {k}}}' in data
-        )
-
-        def held() -> list[tuple]:
-            # Until the mover's update comes, a redraw of a room may show their dot as it was
-            # (a count's sample is read on the tick too): what the page shows once it settled
-            # is held to the rules, what it said of the others on the way there.
-            said = "\n".join(view.said[start:])
-            no_secrets(w, h, v, said, where, exempt={self.s, v})
-            assert f'"ws": "{self.o}"' not in said, (*where, "another workspace's room state")
-            faces = set(view.members(STANDS)) - {self.s, v}  # the mover's: as the step settles
-            assert all(w.in_sample(h, v, STANDS, u) for u in faces), (*where, "faces", faces)
-            now, wrong = time.time(), []
-            try:
-                no_secrets(w, h, v, "\n".join(view.shown.values()), where)
-            except AssertionError as shown:
-                wrong.append(shown.args)
-            for room in sorted(view.rooms - w.count_only):
-                want = {u: w.presence(h, v, u, now)["state"] for u in w.room_members(h, v, room)}
-                want.pop(v, None)
-                listed = {u: state for u, state in view.members(room).items() if u != v}
-                if listed != want:
-                    wrong.append((room, listed, want))
-                states = view.shown.get(f"presence-roomstate-{room}", "")
-                painters = set(re.findall(r'data-presence-member="([^"]+)"', states)) - {v}
-                if not painters <= set(want):  # a state outlives its user's leave or offline
-                    wrong.append((room, "states of", painters - set(want)))
-            for uid in w.ids:
-                state = w.presence(h, v, uid, now)["state"]
-                dot = view.shown.get(f"presence-dot-{uid}", "")
-                if uid != v and f"presence-dot presence-{state}" not in dot:
-                    wrong.append((uid, state, dot))
-            return wrong
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT
-        while wrong := held():
-            remaining = deadline - loop.time()
-            assert remaining > 0, (*where, "the page never showed", wrong)
-            with contextlib.suppress(AssertionError):
-                await view.read_until(lambda name, data: True, timeout=remaining)
 
     def watchers(self) -> list[tuple[Observer, Observer]]:
         """Each observer and the socket whose room states mark its rooms."""
@@ -1089,10 +965,6 @@ class Live:
         stream = await Stream.open(self.users[w.ids.index(v)], h, "vs")
         self.vs = self.observer(stream, h, v, "vs")
         w.connect(h, v, "vs")
-        self.vx = await HtmlView.open(self.users[w.ids.index(v)], h, w.ids, "vx")
-        w.connect(h, v, "vx")
-        for room in ALL_ROOMS:
-            w.join(h, v, "vx", room)
         for obs in (self.vh2, self.vo, self.vs):
             await obs.accept_diffs()
         # a hello naming no type this server batches: it keeps the first protocol's events
@@ -1180,14 +1052,6 @@ class Live:
                 # (never of the count-only room: its count follows, on the tick)
                 shared = (left_before & obs.rooms) - w.count_only
                 assert rooms_ == shared, (obs.name, n, kind, frames)
-        # The htmx page draws the probe's room state exactly when the sockets got it.
-        painted = w.publishes(h, s) and w.sees(v, s) and "lobby" in self.vx.rooms
-        probe = f'"p": {n}, "ws": "{h}"'
-        if painted and probe not in self.vx.shown.get("presence-roomstate-lobby", ""):
-            await self.vx.read_until(
-                lambda name, data: name == "presence-roomstate-lobby" and probe in data
-            )
-        assert painted or not any(probe in said for said in self.vx.said), ("vx", n, "drawn")
         frames = got["vo"]
         typing = w.typing_state(o, v, s)
         both = "lobby" in self.do.rooms and "lobby" in self.vo.rooms
@@ -1294,9 +1158,6 @@ class Live:
             obs.check(frames, "until forbidden")
             obs.rooms.discard(STANDS)
             w.leave(h, v, obs.name, STANDS)
-        for room in ("lobby", STANDS):  # the htmx stream's too (it draws no error)
-            self.vx.rooms.discard(room)
-            w.leave(h, v, "vx", room)
         for dev in self.devices:
             frames = await dev.read_until(self_says("dnd", "during the revocation"))
             dev.check(frames, "revoked", exact=False)
@@ -1314,10 +1175,6 @@ class Live:
             )
         await self.settle("after the revocation")  # nothing of the lobby for the revoked
         with tenants.activate(h):
-            for _ in range(int(WAIT * 10)):  # the htmx stream's leave: nothing waits on it
-                if v not in await presence.aroom_members("lobby", viewer=presence.TRUSTED):
-                    break
-                await asyncio.sleep(0.1)
             for viewer in (TRUSTED, s):
                 members = set(await presence.aroom_members("lobby", viewer=as_viewer(viewer)))
                 assert members == w.room_members(h, viewer, "lobby"), (viewer, members)
@@ -1438,10 +1295,9 @@ def test_no_observer_learns_more_than_the_model_allows(redis_client, django_user
                 # Every read again, the erased user in them, the viewer's sockets still open.
                 await sync_to_async(observe_all)(world, users)
             finally:
-                for stream in (getattr(live, "vs", None), getattr(live, "vx", None)):
-                    if stream is not None:
-                        with contextlib.suppress(Exception):
-                            await getattr(stream, "sock", stream).close()
+                if getattr(live, "vs", None) is not None:
+                    with contextlib.suppress(Exception):
+                        await live.vs.sock.close()
                 await shutdown()
 
         async_to_sync(run)()
