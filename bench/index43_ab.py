@@ -23,9 +23,9 @@ import hashlib
 import pathlib
 from typing import Any
 
-from .common import Context, latencies, median
-from .front_door import BARE, Cycle, own_times, site
-from .layout4_ab import source
+from .common import Context
+from .front_door import site
+from .layout4_ab import report, source
 
 
 def fresh_copies(client: Any, tags: list[str]) -> dict[str, str]:
@@ -136,38 +136,7 @@ def main() -> None:
                             f" against {str(nb[at])[:200]}"
                         )
         ctx.log(f"both scripts answer the site's {len(kinds) * len(s.sets['socket'])} pages alike")
-        sides = {
-            "before": ("evalsha", before),
-            "one index": ("evalsha", ours),
-            "raw": ("zmscore", lambda p: client.zmscore(BARE, p)),
-        }
-        block = ctx.size(200, 50)
-        times = own_times(client, s.sets, kinds, sides, args.rounds, block)
-        print(f"Redis' own time a call, us (median of {args.rounds} rounds of {block} calls)")
-        print("| page | raw ZMSCORE | before | one index | one index / before |")
-        print("| --- | --- | --- | --- | --- |")
-        for kind in kinds:
-            raw, b, o = (median(times[(kind, x)]) for x in ("raw", "before", "one index"))
-            print(
-                f"| {kind} | {raw:.0f} | {b:.0f} ({b / raw:.2f}x) | {o:.0f} ({o / raw:.2f}x) "
-                f"| {o / b:.2f}x |"
-            )
-        fns = {}
-        for kind in kinds:
-            for side, (_, fn) in sides.items():
-                pages = Cycle(s.sets[kind])
-                fns[f"{kind} {side}"] = lambda fn=fn, pages=pages: fn(pages())
-        lat = latencies(fns, ctx.size(4000, 500))
-        print("\nWall p50 / p99 of a call, us (the reply parsed by redis-py, not derived)")
-        print("| page | raw ZMSCORE | before | one index |")
-        print("| --- | --- | --- | --- |")
-        for kind in kinds:
-            raw, raw99 = (lat[f"{kind} raw"][q] * 1000 for q in ("p50_ms", "p99_ms"))
-            cells = [f"{raw:.0f} / {raw99:.0f}"]
-            for side in ("before", "one index"):
-                t, t99 = (lat[f"{kind} {side}"][q] * 1000 for q in ("p50_ms", "p99_ms"))
-                cells.append(f"{t:.0f} / {t99:.0f} ({t / raw:.2f}x / {t99 / raw99:.2f}x)")
-            print(f"| {kind} | " + " | ".join(cells) + " |")
+        report(ctx, client, s.sets, kinds, {"before": before, "one index": ours}, args.rounds)
     finally:
         ctx.redis.stop()
 
