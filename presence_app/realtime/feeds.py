@@ -197,6 +197,7 @@ class Shared:
     def __init__(self, stamp: tuple[int, int], read: asyncio.Task[Any]) -> None:
         self.stamp = stamp  # the feed's frames sent and events heard when the read began
         self.read = read
+        self.began = asyncio.get_running_loop().time()
         # a class (its ids; None: all) -> its pages, the last one closing them, its offline ids
         self.classes: dict[
             frozenset[str] | None, tuple[Pages, tuple[dict[str, Any], str] | None, list[str]]
@@ -205,8 +206,8 @@ class Shared:
 
 class Joiners:
     """The snapshots of a room's joiners in this process: one read shared while it is valid,
-    i.e. while no frame of the room (a diff, an event, a slot of room states) has gone out
-    since it began. A joiner is in the feed (held) before it asks, so a change the read may
+    i.e. for a slot of its diffs at most, while no frame of the room (a diff, an event, a slot
+    of room states) has gone out since it began. A joiner is in the feed (held) before it asks, so a change the read may
     lack reaches it after its snapshot, in a frame that had not gone out yet."""
 
     def __init__(self, feed: RoomFeed) -> None:
@@ -217,11 +218,19 @@ class Joiners:
         self.heard = 0
         self.shared: Shared | None = None
         self.reads = 0  # reads made (the tests' and the bench's measure)
+        self.ticks = feed.diffs.stretch  # membership ticks a slot of the room's diffs lasts
+
+    def slot(self) -> float:
+        """Seconds a slot of the room's diffs lasts here: a read is shared that long at most."""
+        return roomstate.membership_tick() * max(1, self.ticks() if self.ticks else 1)
 
     def _read(self, batched: bool) -> Shared:
         shared = self.shared
         if (
             shared is None
+            # a slot's joiners only: a change the room makes no frame of (connections put back
+            # after Redis restarted empty, another process's recovery) is never read otherwise
+            or asyncio.get_running_loop().time() - shared.began > self.slot()
             or shared.stamp[0] != self.sent
             or (not batched and shared.stamp[1] != self.heard)
             or (shared.read.done() and (shared.read.cancelled() or shared.read.exception()))

@@ -240,3 +240,53 @@ async def test_an_invisible_user_on_three_devices_is_in_no_other_snapshot(layer)
         later += await b.collect(0) + await c.collect(0)
         for f in [*later, *got["alice"], *got["bob"]]:
             assert eve not in users_in(f), f
+
+
+async def test_a_read_is_shared_for_a_slot_at_most(layer):
+    """A change of the room that no frame tells (a connection put back after Redis restarted
+    empty, another process's recovery: here a join written by the store alone) reaches a joiner
+    who comes a slot after the last read, though no frame of the room went out since it."""
+    from presence_app.core.connection import get_async_store
+
+    with presence_settings(MEMBERSHIP_RATE=5):
+        (_, ann_cookie), (bob, _), (_, cid_cookie) = [
+            await make_user(name) for name in ("ann", "bob", "cid")
+        ]
+        ann = await opened(ann_cookie, "ann")
+        await ann.send(type="join", room="hall")
+        await snapshot(ann, "hall")
+        joiners = the_feed("hall").joiners
+        deadline = asyncio.get_running_loop().time() + limit(10)
+        while joiners.sent == 0:  # her join's diff went out
+            assert asyncio.get_running_loop().time() < deadline, "her join's diff never went out"
+            await asyncio.sleep(0.05)
+        # Her second tab joins: no join to tell (she is in the room), the room read, no frame.
+        again = await opened(ann_cookie, "ann-2")
+        await again.send(type="join", room="hall")
+        await snapshot(again, "hall")
+        reads = joiners.reads
+        assert joiners.shared.stamp[0] == joiners.sent  # a read no frame has made stale
+        store = get_async_store()  # bob is put in the room, and nothing is published
+        await store.connect("silent-bob", str(bob.pk))
+        await store.join("hall", "silent-bob", str(bob.pk))
+        await asyncio.sleep(3 * roomstate.membership_tick())
+        cid = await opened(cid_cookie, "cid")
+        await cid.send(type="join", room="hall")
+        assert str(bob.pk) in listed(await snapshot(cid, "hall"))
+        assert joiners.reads == reads + 1
+
+
+async def test_a_read_is_made_again_once_its_slot_is_over(layer):
+    """The rule under the test above, without its timing: a read is shared within the slot it
+    began in, and a joiner after that slot makes a new one, frames or none."""
+    with presence_settings(MEMBERSHIP_RATE=5):
+        _, cookie = await make_user("ann")
+        ann = await opened(cookie, "ann")
+        await ann.send(type="join", room="hall")
+        await snapshot(ann, "hall")
+        joiners = the_feed("hall").joiners
+        first = joiners._read(True)
+        assert joiners._read(True) is first  # no frame, within its slot: shared
+        first.began -= joiners.slot() + 0.01  # its slot is over
+        assert joiners._read(True) is not first
+        await asyncio.gather(first.read, joiners.shared.read)
