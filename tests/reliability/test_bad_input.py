@@ -143,5 +143,6 @@ async def test_generated_frames_against_a_real_server(real_hostile, batch):
     model = real_hostile.model
     assert set(store.user_rooms(uid)) == model.rooms
     me = store.get(uid, viewer=uid)
-    assert (me.state, me.message, me.emoji) == (model.state, model.message, model.emoji)
+    # (a status that expires within moments may be gone by now: its texts with it)
+    assert (me.state, me.message, me.emoji) in model.statuses()
     assert_keys_escaped(store.client, store.config.prefix, f"asgi-{store.config.prefix}")
