@@ -8,9 +8,10 @@ logger = logging.getLogger("presence_app")
 
 
 def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
-    """A browser signed out (``user_logged_out``, sent before the session is flushed). Its live
-    connections end: each socket and stream opened with that sign-in closes (4402), and the
-    browser connects again with its cookies as they are now (signed out: 4401). And its CSRF
+    """A browser signed out (``user_logged_out``, sent before the session is flushed). Its
+    session is deleted, and its live connections end: each socket and stream opened with that
+    sign-in closes (4402), and the browser connects again with its cookies as they are now
+    (signed out: 4401). And its CSRF
     token changes, as Django changes it at sign-in: presence.js' tabs share a connection by it
     (docs/websocket.md), so a page opened from now on never joins one opened before."""
     if request is None or user is None:
@@ -22,9 +23,18 @@ def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwa
 
     if not settings.CSRF_USE_SESSIONS:  # in the session, it goes with the session's flush
         rotate_token(request)
-    key = getattr(getattr(request, "session", None), "session_key", None)
+    session = getattr(request, "session", None)
+    key = getattr(session, "session_key", None)
     if not key:
         return
+    # The sign-in ends before its sockets are told. Django flushes the session only after this
+    # signal, and presence.js connects again at once at 4402: a socket opened meanwhile would
+    # sign in again with the old cookie. A fresh store's delete leaves ``request.session`` as
+    # it is for the receivers after this one (and a signed cookie has nothing to delete).
+    try:
+        type(session)().delete(key)
+    except Exception:  # the session store away: Django's flush reports it
+        logger.warning("presence: a signed-out session not deleted", exc_info=True)
     try:
         # in the request's workspace (TENANT), where its sockets are, middleware or not
         with tenants.activate(tenants.resolve(request)):

@@ -68,6 +68,56 @@ async def test_a_sign_out_closes_the_sockets_of_that_sign_in_only(redis_client):
             await shutdown()
 
 
+async def test_a_socket_that_connects_again_at_once_is_signed_out(redis_client):
+    """presence.js connects again at once at 4402, and Django's ``logout()`` flushes the session
+    only after the signal's receivers have run: the sign-in ends before its sockets are told,
+    so a socket opened with the old cookie meanwhile is refused (4401), not signed in again
+    until the next session check. A receiver connected after presence's opens it, the earliest
+    a browser could, and holds the sign-out until the socket's first frame."""
+    import asyncio
+
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth.signals import user_logged_out
+    from django.test import Client
+
+    from .ws import ORIGIN, application
+
+    with presence_settings():
+        try:
+            alice, cookie = await make_user("alice")
+            tab = await Socket.open(cookie, name="tab")
+            tab.beat()
+            loop, first = asyncio.get_running_loop(), []
+
+            async def connect_again() -> None:
+                assert (await tab.wait_for(CLOSED))["code"] == 4402
+                cookies = (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())
+                comm = WebsocketCommunicator(
+                    application(), "/ws/presence/", headers=[(b"origin", ORIGIN), cookies]
+                )
+                again = Socket(comm, name="again")
+                connected, _ = await comm.connect(timeout=20)
+                assert connected  # accepted, then closed: presence.js needs the 4401
+                first.append(await again.next(20))
+
+            def receiver(**kwargs) -> None:
+                asyncio.run_coroutine_threadsafe(connect_again(), loop).result(timeout=60)
+
+            # The sign-out in a thread of its own (the sync client runs the view there), so
+            # the socket's own session read does not wait on the held view's thread.
+            browser = Client()
+            browser.cookies[settings.SESSION_COOKIE_NAME] = cookie
+            user_logged_out.connect(receiver, dispatch_uid="test.connect_again")
+            try:
+                reply = await asyncio.to_thread(browser.post, "/accounts/logout/")
+            finally:
+                user_logged_out.disconnect(dispatch_uid="test.connect_again")
+            assert reply.status_code == 302
+            assert [(f["type"], f.get("code")) for f in first] == [(CLOSED, 4401)], first
+        finally:
+            await shutdown()
+
+
 async def test_an_event_naming_another_session_closes_nothing(redis_client):
     """Only the tag of the socket's own session closes it: not another session's, and not a
     forged event without one."""
