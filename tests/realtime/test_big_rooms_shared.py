@@ -18,6 +18,7 @@ from presence_app.realtime.feeds import get_feeds
 
 from ..timing import limit
 from ..ws import Socket, make_user, presence_settings, shutdown
+from .test_big_rooms import Roster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,6 +66,11 @@ def listed(pages: list[dict[str, Any]]) -> list[str]:
     return [m["user"] for p in pages for m in p["members"]]
 
 
+def whole(pages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A paged snapshot as one: what :class:`Roster` starts from."""
+    return {"members": [m for p in pages for m in p["members"]]}
+
+
 def users_in(value: Any) -> set[str]:
     """Every user id a frame names, at any depth."""
     if isinstance(value, dict):
@@ -73,30 +79,6 @@ def users_in(value: Any) -> set[str]:
     if isinstance(value, list):
         return set().union(*(users_in(v) for v in value))
     return set()
-
-
-class Roster:
-    """A room as a diff-accepting client keeps it: its snapshot's pages, then each diff."""
-
-    def __init__(self, sock: Socket, room: str, pages: list[dict[str, Any]]) -> None:
-        self.sock, self.room = sock, room
-        self.members = set(listed(pages))
-        self.frames: list[dict[str, Any]] = []
-
-    async def until(self, wanted: set[str], timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self.members != wanted:
-            left = deadline - loop.time()
-            assert left > 0, f"{self.sock.name}: {sorted(self.members)} != {sorted(wanted)}"
-            try:
-                frame = await self.sock.next(left)
-            except TimeoutError:
-                continue
-            self.frames.append(frame)
-            if frame["type"] == "presence.diff" and frame.get("room") == self.room:
-                self.members -= {m["user"] for m in frame["left"]}
-                self.members |= {m["user"] for m in frame["joined"]}
 
 
 def the_feed(room: str) -> Any:
@@ -135,7 +117,7 @@ async def test_a_storm_shares_its_reads_and_every_roster_converges(layer):
         watchers = [await make_user(f"w{n}") for n in range(3)]
         people = [await make_user(f"p{n}") for n in range(N)]
         ws = [await opened(c, u.username) for u, c in watchers]
-        rosters = [Roster(w, "hall", await snapshot(await_join(w), "hall")) for w in ws]
+        rosters = [Roster(w, "hall", whole(await snapshot(await_join(w), "hall"))) for w in ws]
         here = {w.user for w in ws}
         for r in rosters:
             await r.until(here, timeout=limit(5))
@@ -144,7 +126,7 @@ async def test_a_storm_shares_its_reads_and_every_roster_converges(layer):
         reads = the_feed("hall").joiners.reads
         await asyncio.gather(*(s.send(type="join", room="hall") for s in socks))
         everyone = here | {s.user for s in socks}
-        joined = [Roster(s, "hall", await snapshot(s, "hall")) for s in socks]
+        joined = [Roster(s, "hall", whole(await snapshot(s, "hall"))) for s in socks]
         made = the_feed("hall").joiners.reads - reads
         assert made <= N / 4, made  # one read serves the joiners of a tick
         for r in joined:
@@ -177,7 +159,7 @@ async def test_two_classes_in_one_read_get_their_own_snapshots(layer):
         RELATION[a.user] = {a.user, b.user}
         for s in (c, d, e):
             await s.send(type="join", room="hall")
-        rosters = [Roster(s, "hall", await snapshot(s, "hall")) for s in (c, d, e)]
+        rosters = [Roster(s, "hall", whole(await snapshot(s, "hall"))) for s in (c, d, e)]
         for r in rosters:
             await r.until({c.user, d.user, e.user}, timeout=limit(10))
         feed = the_feed("hall")
