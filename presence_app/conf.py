@@ -80,7 +80,8 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_STATE_RATE": 20,
     # Room-state frames a second one process sends for one room, in all, at most (0: no bound):
     # a room with more of the process' sockets than this / ROOM_STATE_RATE gets its frames every
-    # k-th tick (k: sockets x ROOM_STATE_RATE / this, rounded up), latest wins.
+    # k-th tick (k: sockets x ROOM_STATE_RATE / this, rounded up), latest wins, a k-th of them
+    # each tick.
     "ROOM_STATE_FRAMES": 0,
     # Membership changes (joins, leaves, updates as presence.diff; a count-only room's count):
     # frames a second to a socket at most, per room. The first change of a quiet tick goes at once.

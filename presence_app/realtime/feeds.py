@@ -63,8 +63,9 @@ def _always(room: str) -> bool:
     return True
 
 
-def _stretch(members: Any, room: str) -> int:
-    """Ticks a slot of a feed's room states lasts here (``ROOM_STATE_FRAMES``)."""
+def _stretch(members: Any) -> int:
+    """Slots between two room-state frames to a connection of a feed here
+    (``ROOM_STATE_FRAMES``): its turns (:class:`~presence_app.realtime.roomstate.Turns`)."""
     return roomstate.stretch(len(members.batched) + len(members.each))
 
 
@@ -74,7 +75,7 @@ def _ticks(batched: dict[Any, None]) -> int:
     return roomstate.membership_stretch(len(batched))
 
 
-async def _nowhere(frame: dict[str, Any]) -> None:
+async def _nowhere(frame: dict[str, Any], *args: Any) -> None:
     """A closed feed's sends (its bound methods were a cycle: the feed, its Diffs, the feed)."""
 
 
@@ -107,6 +108,8 @@ class Members:
         self.held: dict[Any, list[tuple[dict[str, Any], str | None]]] = {}
         self.holds: dict[Any, int] = {}
         self.entering: set[Any] = set()  # held by their join, until their snapshot
+        self.seq: dict[Any, int] = {}  # connection -> its place in the turns of room states
+        self.placed = 0
 
     def __contains__(self, session: Any) -> bool:
         return session in self.batched or session in self.each
@@ -123,6 +126,8 @@ class Members:
         self.each.pop(session, None)
         (self.batched if session.batched else self.each)[session] = None
         self.by_conn[session.public_id] = session
+        if session not in self.seq:
+            self.seq[session], self.placed = self.placed, self.placed + 1
 
     def remove(self, session: Any) -> None:
         self.batched.pop(session, None)
@@ -130,6 +135,7 @@ class Members:
         self.held.pop(session, None)
         self.holds.pop(session, None)
         self.entering.discard(session)
+        self.seq.pop(session, None)
         if self.by_conn.get(session.public_id) is session:
             del self.by_conn[session.public_id]
 
@@ -344,7 +350,8 @@ class RoomFeed:
         self.members = Members()
         ticks = partial(_ticks, self.members.batched)  # a slot of its diffs: MEMBERSHIP_FRAMES
         self.diffs = roomstate.Diffs(self._send_diff, _as_sent, _always, ticks)
-        self.outbox = roomstate.Outbox(self._send_states, partial(_stretch, self.members))
+        self.turns = roomstate.Turns(self._send_states, partial(_stretch, self.members))
+        self.outbox = roomstate.Outbox(self.turns.add)
         self.joiners = Joiners(self)
 
     # -- life --------------------------------------------------------------------------------
@@ -363,7 +370,8 @@ class RoomFeed:
     async def close(self) -> None:
         self.diffs.close()
         self.outbox.close()
-        self.diffs.send = self.outbox.send = _nowhere
+        self.turns.close()
+        self.diffs.send = self.outbox.send = self.turns.deliver = _nowhere
         if self.opening is not None:
             await asyncio.wait([self.opening])
         if self.task is not None:
@@ -497,13 +505,17 @@ class RoomFeed:
                     continue
                 self.members.deliver(s, out, text)
 
-    async def _send_states(self, frame: dict[str, Any]) -> None:
-        """A slot's room states to every local connection: one frame a class of viewers; a
-        connection's own state, and states of users it knows offline, left out of its own."""
+    async def _send_states(self, frame: dict[str, Any], slot: int = 0, k: int = 1) -> None:
+        """A slot's room states to the local connections whose turn it is (``slot % k``: every
+        one when k is 1): one frame a class of viewers; a connection's own state, and states of users it
+        knows offline, left out of its own."""
         self.joiners.sent += 1  # (before the list of its receivers is taken)
         if self.members.batched:
             await self.ahead()
         sessions = self.members.all()
+        if k > 1:
+            seq = self.members.seq
+            sessions = [s for s in sessions if seq.get(s, 0) % k == slot % k]
         states = frame["states"]
         classes = await presence.aredact_state_classes(states, [s.viewer for s in sessions])
         for shown, indices in classes:

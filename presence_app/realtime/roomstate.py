@@ -57,9 +57,10 @@ def tick() -> float:
 
 
 def stretch(sockets: int) -> int:
-    """Ticks a slot of room states lasts for a room of ``sockets`` of this process: 1, or more
-    when ``ROOM_STATE_FRAMES`` bounds the frames a second the process sends for one room (a big
-    room's sockets then get a frame every k-th tick, latest wins)."""
+    """Slots between two room-state frames to a socket of a room of ``sockets`` of this
+    process: 1, or more when ``ROOM_STATE_FRAMES`` bounds the frames a second the process sends
+    for one room (a big room's sockets then get a frame every k-th slot, latest wins, in
+    :class:`Turns`: a k-th of them a slot)."""
     budget = float(conf.get("ROOM_STATE_FRAMES") or 0)
     if budget <= 0 or sockets <= 0:
         return 1
@@ -167,21 +168,22 @@ def get_coalescer() -> RoomStateCoalescer:
 
 
 # -- the receiving side: one frame per room per tick to a socket ---------------------------------
+def slot_of(at: float) -> int:
+    """The slot of room states ``at`` falls in, counted in ticks (see :class:`Outbox`)."""
+    base = tick()
+    return int((at - base * GATHER) // base)
+
+
 class Outbox:
     """A connection's incoming state changes, per room, latest wins, sent at most one frame per
     *slot*. Slots are the wall clock's ticks shifted by a fifth of a tick (:data:`GATHER`), the
     time the sending processes' flushes of a tick (:func:`next_tick`) take to arrive, so one
     frame carries them all. Fixed slots, not "a tick after the last frame": a late frame must
-    not push every later one back (delays would only ever grow). ``stretch(room)``: how many
-    ticks a slot of the room lasts (a room feed's: :func:`stretch`; 1 without it)."""
+    not push every later one back (delays would only ever grow). A room's feed puts its
+    :class:`Turns` behind one."""
 
-    def __init__(
-        self,
-        send: Callable[[dict[str, Any]], Awaitable[None]],
-        stretch: Callable[[str], int] | None = None,
-    ) -> None:
+    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         self.send = send
-        self.stretch = stretch
         self.buffered: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
         self.last: dict[str, int] = {}  # room -> the tick its last frame's slot started at
         self.timers: dict[str, asyncio.TimerHandle] = {}
@@ -193,21 +195,17 @@ class Outbox:
         self.buffered.setdefault(room, {}).update({(st["user"], st["conn"]): st for st in states})
         if room in self.timers:
             return  # a frame is due at the next slot
-        base = tick()
-        k = max(1, self.stretch(room)) if self.stretch is not None else 1
-        t = base * k
-        # Slot n starts at n * t + base * GATHER (the flushes of the tick starting at n * t in);
-        # its start is counted in ticks (n * k), whatever the stretch was before.
-        slot, into = divmod(time.time() - base * GATHER, t)
-        start = int(slot) * k
+        t = tick()
+        # Slot n starts at (n + GATHER) * t: the flushes of the tick starting at n * t are in.
+        slot, into = divmod(time.time() - t * GATHER, t)
         # Sent at once if this slot has had no frame, unless the next tick's flushes are about
         # to arrive (the slot's last fifth of a tick): then they go together at the next slot's
         # start.
-        if start > self.last.get(room, -1) and into < t - base * GATHER:
-            self.last[room] = start
+        if slot > self.last.get(room, -1) and into < t - t * GATHER:
+            self.last[room] = int(slot)
             await self.flush(room)
             return
-        self.last[room] = start + k
+        self.last[room] = int(slot) + 1
         self.timers[room] = asyncio.get_running_loop().call_later(t - into, self._due, room)
 
     def _due(self, room: str) -> None:
@@ -236,6 +234,93 @@ class Outbox:
     def close(self) -> None:
         for room in list(self.timers):
             self.drop(room)
+        for task in self.tasks:
+            task.cancel()
+
+
+class Turns:
+    """A room's states to its local connections in turns, behind its feed's :class:`Outbox`.
+
+    A room stretched to k slots (``ROOM_STATE_FRAMES``) gives each connection a frame every
+    k-th slot. Were they all on the same slot, every k-th slot would write the whole room at
+    once and its last sockets would wait for all the others' writes; instead the connections
+    take turns, those of turn ``n % k`` at slot n, so a slot writes a k-th of the room. A turn's
+    frame carries every state of the slots since that turn last came, latest wins, from a ring
+    of slots: the last k (more for a while after k changed: a connection's turns were then up
+    to the old k apart). A state seen twice costs nothing (latest wins); none is missed.
+    ``deliver(frame, n, k)`` sends slot n's frame to the connections of turn ``n % k``; with
+    k = 1 that is every connection, each slot a state came in."""
+
+    def __init__(
+        self,
+        deliver: Callable[[dict[str, Any], int, int], Awaitable[None]],
+        stretch: Callable[[], int],
+    ) -> None:
+        self.deliver = deliver
+        self.stretch = stretch
+        self.ring: dict[int, dict[tuple[str, str], dict[str, Any]]] = {}  # slot -> its states
+        self.room = ""
+        self.done: int | None = None  # the last slot whose turn went
+        self.k, self.reach, self.since = 1, 1, 0  # k, the ring's span, the slot k last changed
+        self.timer: asyncio.TimerHandle | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.lock = asyncio.Lock()  # turns in order
+
+    async def add(self, frame: dict[str, Any]) -> None:
+        """The slot's frame from the :class:`Outbox` (one a slot at most): its turn now."""
+        # (an Outbox sends at a slot's start, a timer's hair early or late, or before its last
+        # fifth: half a fifth on is well inside the slot)
+        n = slot_of(time.time() + tick() * GATHER / 2)
+        self.room = frame["room"]
+        self.ring.setdefault(n, {}).update({(st["user"], st["conn"]): st for st in frame["states"]})
+        await self.upto(n)
+
+    async def upto(self, n: int) -> None:
+        """The turns owed up to slot ``n``'s, in order (a late loop catches up: a turn passed
+        over would leave its connections without the states of its slots)."""
+        async with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            k = max(1, self.stretch())
+            if k != self.k:
+                self.reach, self.k, self.since = max(self.reach, self.k, k), k, n
+            elif n - self.since >= self.reach:
+                self.reach = k
+            # the turns from the one after the last (this one again, if it went before this
+            # slot's states came) to n, but those whose window holds nothing
+            first = n if self.done is None or self.done >= n else self.done + 1
+            owed = max(self.ring, default=n) + self.reach - 1
+            for m in range(first, n + 1):
+                if m == n or m <= owed:
+                    await self._turn(m, k)
+            self.done = max(n, self.done if self.done is not None else n)
+            if any(m > n + 1 - self.reach for m in self.ring):  # turns to come are owed states
+                at = (n + 1 + GATHER) * tick()
+                self.timer = asyncio.get_running_loop().call_later(
+                    max(0.0, at - time.time()), self._due, n + 1
+                )
+
+    async def _turn(self, m: int, k: int) -> None:
+        for old in [s for s in self.ring if s <= m - self.reach]:
+            del self.ring[old]  # out of every window
+        states: dict[tuple[str, str], dict[str, Any]] = {}
+        for s in sorted(self.ring):
+            if s <= m:
+                states.update(self.ring[s])
+        if states:
+            frame = {"type": "presence.roomstate", "room": self.room, "states": [*states.values()]}
+            await self.deliver(frame, m, k)
+
+    def _due(self, n: int) -> None:
+        self.timer = None
+        task = asyncio.get_running_loop().create_task(self.upto(n))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
         for task in self.tasks:
             task.cancel()
 
