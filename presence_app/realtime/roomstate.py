@@ -296,7 +296,9 @@ class Turns:
                     await self._turn(m, k)
             self.done = max(n, self.done if self.done is not None else n)
             if any(m > n + 1 - self.reach for m in self.ring):  # turns to come are owed states
-                at = (n + 1 + GATHER) * tick()
+                # the next slot's, in its middle: a slot its states reach (the Outbox sends them
+                # at its start) has had its turn by then, and the timer is cancelled
+                at = (n + 1 + GATHER + 0.5) * tick()
                 self.timer = asyncio.get_running_loop().call_later(
                     max(0.0, at - time.time()), self._due, n + 1
                 )
