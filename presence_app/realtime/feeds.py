@@ -15,7 +15,9 @@ roomstate.Diffs` per room, not per socket), without its own join; one that did n
 event a frame; an update reaches a connection once whatever groups bring it (its
 ``RecentUpdates``); nobody is told of their own typing or their own room state; typing and room
 states of a user known offline (to the room, or to the connection) are dropped. Room states go
-out a frame per slot (one :class:`~presence_app.realtime.roomstate.Outbox` per room).
+out a frame per slot (one :class:`~presence_app.realtime.roomstate.Outbox` per room), to the
+connections in turns (:class:`~presence_app.realtime.roomstate.Turns`: a k-th of a big room's
+connections a slot).
 
 A connection is held while its snapshot of the room is read and sent (:meth:`RoomFeeds.
 snapshot`): what the feed hands it meanwhile follows the snapshot, never precedes it. The
