@@ -135,10 +135,6 @@ WS = {"sansio": "websockets-sansio", "wsproto": "wsproto", "websockets": "websoc
 #: socket's reading while the application handles its last frame, so a join that takes longer
 #: than its ping timeout (20 s) leaves the pong unread and the socket closed with 1011.
 VARIANTS: dict[str, dict[str, Any]] = {}
-#: Seconds between the reads of a watcher whose room states are not timed (the Node client;
-#: ``BENCH_BIG_ROOMS_WATCH_READ``; 0: each frame as it comes): the kernel keeps their frames
-#: meanwhile, and the load clients' CPU goes to the sockets they time.
-WATCH_READ = float(os.environ.get("BENCH_BIG_ROOMS_WATCH_READ") or 0)
 #: Sockets held by the probe process (``BENCH_BIG_ROOMS_PROBE``: how many; 0: none).
 PROBE = int(os.environ.get("BENCH_BIG_ROOMS_PROBE", "10"))
 
@@ -383,8 +379,8 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             time.sleep(2)
             start_at = time.time() + 1
             seconds = ctx.size(STATE_SECONDS, 5)
-            load.send(phase="states", room=ROOM, n=members, start_at=start_at, seconds=seconds,
-                      senders=min(SENDERS, members // 2), hz=HZ, watch_read=WATCH_READ)  # fmt: skip
+            load.send(phase="states", room=ROOM, n=members, start_at=start_at,
+                      seconds=seconds, senders=min(SENDERS, members // 2), hz=HZ)  # fmt: skip
             time.sleep(max(0.0, start_at - time.time()))
             if spy:
                 profile(spy, f"{name}-states", who(), seconds)

@@ -145,6 +145,7 @@ const cpuSeconds = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
 };
+const systemSeconds = () => process.cpuUsage().system / 1e6;
 
 // Names are interned: a storm's rosters hold the same few thousand strings, not 25 M copies.
 const names = new Map();
@@ -161,15 +162,18 @@ class Lag {
   constructor() {
     this.samples = [];
     this.cpu0 = 0;
+    this.sys0 = 0;
   }
   start() {
     this.samples = [];
     this.cpu0 = cpuSeconds();
+    this.sys0 = systemSeconds();
   }
   result() {
     const lags = this.samples.length ? [...this.samples].sort((a, b) => a - b) : [0];
     return {
       cpu_s: cpuSeconds() - this.cpu0,
+      system_s: systemSeconds() - this.sys0, // the kernel's part of it
       lag_p50: lags[Math.floor(lags.length / 2)],
       lag_p99: lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))],
       lag_max: lags[lags.length - 1],
@@ -415,24 +419,6 @@ class Client {
     const hz = Number(cmd.hz);
     const room = cmd.room;
     const senders = members.filter((s) => s.g < Number(cmd.senders));
-    // Watchers whose latencies are not read may read in bulk, `watch_read` seconds apart: the
-    // kernel keeps their frames meanwhile (what the servers write is the same), and this
-    // process' CPU goes to the sockets it times. Every frame is still read and counted.
-    const every = this.probe ? 0 : Number(cmd.watch_read || 0);
-    const quiet = every > 0 ? members.filter((s) => s.g >= cmd.senders && s.g % SAMPLE !== 0) : [];
-    const quietly = (f) => {
-      for (const s of quiet) if (s.ws._socket) f(s.ws._socket);
-    };
-    let reading = quiet.length > 0;
-    quietly((sk) => sk.pause());
-    const bulk = (async () => {
-      while (reading) {
-        await sleep(every);
-        quietly((sk) => sk.resume());
-        await new Promise((r) => setImmediate(r)); // after the loop's poll has read them
-        if (reading) quietly((sk) => sk.pause());
-      }
-    })();
     const sender = async (s) => {
       const offset = (s.g % 7) / (7 * hz); // senders spread over the tick, as people move
       for (let k = 0; ; k++) {
@@ -443,9 +429,6 @@ class Client {
       }
     };
     await Promise.all(senders.map(sender));
-    reading = false;
-    await bulk;
-    quietly((sk) => sk.resume());
     await sleep(startAt + seconds + 1.5 - now()); // the drain
     for (const s of members) s.kind = "";
     let frames = 0;
