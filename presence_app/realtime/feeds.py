@@ -122,6 +122,12 @@ class Members:
     def all(self) -> list[Any]:
         return [*self.batched, *self.each]
 
+    def in_turn(self, slot: int, k: int) -> list[Any]:
+        """The connections whose turn slot ``slot`` is, of k turns (every one when k is 1)."""
+        if k <= 1:
+            return self.all()
+        return [s for s in self.all() if self.seq.get(s, 0) % k == slot % k]
+
     def place(self, session: Any) -> None:
         """Among the batched or the others, as the connection accepts (its ``hello``)."""
         self.batched.pop(session, None)
@@ -508,16 +514,12 @@ class RoomFeed:
                 self.members.deliver(s, out, text)
 
     async def _send_states(self, frame: dict[str, Any], slot: int = 0, k: int = 1) -> None:
-        """A slot's room states to the local connections whose turn it is (``slot % k``: every
-        one when k is 1): one frame a class of viewers; a connection's own state, and states of users it
-        knows offline, left out of its own."""
+        """Slot ``slot``'s room states to the connections whose turn it is (of k): one frame a
+        class of viewers; a connection's own state, and those of users it knows offline, dropped."""
         self.joiners.sent += 1  # (before the list of its receivers is taken)
         if self.members.batched:
             await self.ahead()
-        sessions = self.members.all()
-        if k > 1:
-            seq = self.members.seq
-            sessions = [s for s in sessions if seq.get(s, 0) % k == slot % k]
+        sessions = self.members.in_turn(slot, k)
         states = frame["states"]
         classes = await presence.aredact_state_classes(states, [s.viewer for s in sessions])
         for shown, indices in classes:
