@@ -35,7 +35,7 @@ HERE = pathlib.Path(__file__).resolve().parent.parent / "presence_app/store/lua"
 #: Where read.lua is cut: each part starts at the first line holding its text.
 ANCHORS = [
     ("hmget", "local records = redis.call('HMGET'"),
-    ("fresh", "local fresh, nf = {}, 0"),
+    ("fresh", "local fresh, nf"),
     ("zmscore", "local seen = {}"),
     ("split", "local missing, web, nw = {}, {}, 0"),
     ("hidden+until", "local function scores(key, which)"),
