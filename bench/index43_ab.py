@@ -68,10 +68,13 @@ def _scores(part: Any) -> list[Any]:
 
 def normal(reply: list[Any]) -> list[Any]:
     """A get_many reply's parts but the clock, each score a number (derive.py's reading of the
-    web scores of the "3"s: '#' and each x 2^22 as a whole number, or each as text)."""
+    web scores of the "3"s: each x 2^22 as a whole number, as integers or after a '#', or each
+    as text)."""
     codes, records, webs, *rest = reply[1:]
     text = webs.decode() if isinstance(webs, bytes) else webs
-    if text.startswith("#"):
+    if isinstance(webs, list):  # (since the sixth session: integers, each x 2^22)
+        web = [x / 4194304 for x in webs]
+    elif text.startswith("#"):
         web = [int(x) / 4194304 for x in text[1:].split()]
     else:
         web = [float(x) for x in text.split()]

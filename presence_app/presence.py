@@ -677,7 +677,7 @@ def _get_many(
         # Without a policy only privacy choices decide, and only an offline user's last seen
         # (visibility.redact): a page of online users (a room's snapshot) asks nothing. A storm's
         # snapshots all queued for the one thread that query runs in (benchmark 17).
-        asked = [uid for uid in ids if uid in found and not found[uid].is_online]
+        asked = visibility.offline_ids(found)
     return visibility.redact_all(v, found, (yield from _sight(v, asked)), now)
 
 

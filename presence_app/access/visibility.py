@@ -209,6 +209,14 @@ def redact_all(
     return {uid: redact(viewer, p, seen, now) for uid, p in presences.items()}
 
 
+def offline_ids(presences: dict[str, Presence]) -> list[str]:
+    """The users of ``presences`` who are not online, in order: none, at C speed, for a page of
+    online users (a property call a user cost a page of dots ~10 us)."""
+    if ONLINE_STATES.issuperset(map(_STATE, presences.values())):
+        return []
+    return [uid for uid, p in presences.items() if p.state not in ONLINE_STATES]
+
+
 def redact_ids(viewer: Viewer, ids: list[str], seen: Sight) -> list[str]:
     """A list of users (online, in a room): the ones ``viewer`` may see, in order."""
     return [uid for uid in ids if shown(viewer, uid, seen)]

@@ -15,8 +15,8 @@ RS = "\x1e"
 # get_many.lua's codes: a user connected and within their lease, with no record (online) or
 # with one; an HTTP-only user within their window, with no record (online)
 PLAIN, LIVE, WEB = ord("1"), ord("2"), ord("3")
-#: get_many.lua's web scores of the "3"s, when their text starts with '#': each times 2^22, a
-#: whole number (exact for every score from 2^30 s on: a double's step there is 2^-22 or more)
+#: get_many.lua's web scores of the "3"s, when they come as integers: each times 2^22, a whole
+#: number (exact for every score from 2^30 s on: a double's step there is 2^-22 or more)
 WEB_SCALE = 4194304.0
 
 
@@ -42,15 +42,13 @@ def deriver(
         clock, codes, records, webs, seen_, ends_, hidden_, web_, last_, *registry = reply
         now = float(clock)
         # the records of the "2"s and "0"s joined by \x1e ('' for none), one decode for all;
-        # the web scores of the "3"s joined by spaces (see WEB_SCALE)
+        # the web scores of the "3"s (see WEB_SCALE)
         if isinstance(records, bytes):
             records = records.decode()
         records = records.split(RS)  # a lone record of '' (a "0" with none) too
-        if webs:  # '#' and each web score x 2^22 as a whole number (exact), or each as text
-            if isinstance(webs, bytes):
-                webs = webs.decode()
-            if webs[0] == "#":
-                webs = [n / WEB_SCALE for n in map(int, webs[1:].split())]
+        if webs:  # each web score x 2^22, a whole number (exact), or one text of each
+            if type(webs) is list:
+                webs = [n / WEB_SCALE for n in webs]
             else:
                 webs = list(map(float, webs.split()))
         # the script coded each user: "1" connected and within their lease with no record (it

@@ -7,7 +7,8 @@
 -- activity), "0" for the others; the records of the "2"s and "0"s (fields of K_RECS: no key a
 -- user to build), in their order, joined by \30 into one string ('' for a "0" with none: a
 -- record is never empty, and no field of one holds a control character but \31); the web
--- scores of the "3"s, in their order, joined by spaces; for the "0"s, in their order, their
+-- scores of the "3"s, in their order (each times 2^22, as integers, or one text: read.lua's
+-- web_scores); for the "0"s, in their order, their
 -- seen scores (positive: connected) and their K_UNTIL ends (empty while K_UNTIL is); and for
 -- the "0"s with no such score, in their order, their hidden, web (a negative seen score, made
 -- positive) and K_LAST scores (K_LAST's read only for those

@@ -22,7 +22,7 @@ end
 -- The seen scores as RESP3 doubles: Lua gets each as a number ({double = x}; nil where none),
 -- not as a string it interns and collects (a page of present users: 3-8 % less of its time;
 -- socket pages 0.89x of the read with RESP2 strings, side by side on the 1,000,000-user site).
--- An HTTP-only user's web score (a negative one) goes into the reply as text: web_text below.
+-- An HTTP-only user's web score (a negative one) goes into the reply scaled: web_scores below.
 -- A page with few fresh copies (a mixed page: one in ten) is looked up whole, as if none were:
 -- a lookup in K_SEEN costs less than picking the others out and spreading their scores back.
 local seen = {}
@@ -142,24 +142,24 @@ if #late > 0 then  -- (a fresh copy's user is in K_SEEN: a copy leaves with its 
     seen2[late_at[j]] = sc(g and g > 0 and g or late_copy[j])
   end
 end
--- The web scores of the "3"s as text: a score times 2^22 is a whole number from 2^30 s (2004) on,
--- exact (a double's step there is 2^-22 or more), formatted as one ('%d', ~0.1 us) where
--- '%.17g' costs ~0.3 us a score (~40 us of Redis a page of 200 HTTP-only users): '#' and
--- those, when every one is whole (derive.WEB_SCALE), else each as '%.17g'.
-local function web_text(ws)
+-- The web scores of the "3"s: a score times 2^22 is a whole number from 2^30 s (2004) on, exact
+-- (a double's step there is 2^-22 or more), which goes into the reply as an integer (Redis
+-- writes a Lua number so) where a string.format a score, even '%d', costs Lua ~0.1-0.3 us: an
+-- array of those when every one is whole (derive.WEB_SCALE), else one text of each as '%.17g'.
+local function web_scores(ws)
   local out = {}
   for j = 1, #ws do
     local y = ws[j] * 4194304
     if y % 1 ~= 0 or y >= 9.2e18 then out = nil; break end
-    out[j] = string.format('%d', y)
+    out[j] = y
   end
-  if out then return '#' .. table.concat(out, ' ') end
+  if out then return out end
   out = {}
   for j = 1, #ws do out[j] = sc(ws[j]) end
   return table.concat(out, ' ')
 end
 local out = {sc(NOW), table.concat(codes), table.concat(records2, '\30'),
-  #webs3 > 0 and web_text(webs3) or '', seen2, ends2, hidden2, web2, last2}
+  #webs3 > 0 and web_scores(webs3) or '', seen2, ends2, hidden2, web2, last2}
 if buckets then  -- the registry fields of the connected (a fresh copy, seen or hidden) only
   local fields, mm = {}, 0
   for i = 1, #ids do
