@@ -11,9 +11,9 @@ def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwa
     """A browser signed out (``user_logged_out``, sent before the session is flushed). Its
     session is deleted, and its live connections end: each socket and stream opened with that
     sign-in closes (4402), and the browser connects again with its cookies as they are now
-    (signed out: 4401). And its CSRF
-    token changes, as Django changes it at sign-in: presence.js' tabs share a connection by it
-    (docs/websocket.md), so a page opened from now on never joins one opened before."""
+    (signed out: 4401). And its CSRF token changes, as Django changes it at sign-in:
+    presence.js' tabs share a connection by it (docs/websocket.md), so a page opened from now
+    on never joins one opened before."""
     if request is None or user is None:
         return
     from django.conf import settings

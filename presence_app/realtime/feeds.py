@@ -221,8 +221,9 @@ class Shared:
 class Joiners:
     """The snapshots of a room's joiners in this process: one read shared while it is valid,
     i.e. for a slot of its diffs at most, while no frame of the room (a diff, an event, a slot
-    of room states) has gone out since it began. A joiner is in the feed (held) before it asks, so a change the read may
-    lack reaches it after its snapshot, in a frame that had not gone out yet."""
+    of room states) has gone out since it began. A joiner is in the feed (held) before it
+    asks, so a change the read may lack reaches it after its snapshot, in a frame that had not
+    gone out yet."""
 
     def __init__(self, feed: RoomFeed) -> None:
         self.tenant, self.room = feed.tenant, feed.room

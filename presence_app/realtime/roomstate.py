@@ -270,15 +270,19 @@ class Turns:
         """The slot's frame from the :class:`Outbox` (one a slot at most): its turn now."""
         # (an Outbox sends at a slot's start, a timer's hair early or late, or before its last
         # fifth: half a fifth on is well inside the slot)
-        n = slot_of(time.time() + tick() * GATHER / 2)
+        n = max(slot_of(time.time() + tick() * GATHER / 2), self.done or 0)  # (a clock set back)
         self.room = frame["room"]
         self.ring.setdefault(n, {}).update({(st["user"], st["conn"]): st for st in frame["states"]})
-        await self.upto(n)
+        await self.upto(n, came=True)
 
-    async def upto(self, n: int) -> None:
+    async def upto(self, n: int, came: bool = False) -> None:
         """The turns owed up to slot ``n``'s, in order (a late loop catches up: a turn passed
-        over would leave its connections without the states of its slots)."""
+        over would leave its connections without the states of its slots). ``came``: slot n's
+        states just came (its turn goes again if it went); else a timer's turn, which a later
+        slot's catch-up may have made already."""
         async with self.lock:
+            if self.done is not None and (n < self.done or (n == self.done and not came)):
+                return  # made already, and the timer of what is owed after it is set
             if self.timer is not None:
                 self.timer.cancel()
                 self.timer = None
