@@ -72,8 +72,10 @@ _START = re.compile(
 )
 _CLOSING = re.compile(r"^(?:end\b|[})])")
 #: Lua's tokens as far as names go: comments, strings and numbers are passed over, and a name
-#: after ``.`` or ``:`` is a field, not a variable (``..`` is concatenation). Long brackets
-#: (``[[ ]]``, ``--[[ ]]``) are not read: lib.lua must not hold any (lib_parts refuses them).
+#: after ``.`` or ``:`` is a field, not a variable (``..`` is concatenation); so is a name before
+#: ``=`` in a table constructor (``{a = 1}``), told by the brackets and blocks open around it.
+#: Long brackets (``[[ ]]``, ``--[[ ]]``) are not read: lib.lua must not hold any (lib_parts
+#: refuses them).
 _TOKEN = re.compile(
     r"--[^\n]*"
     r"|'(?:\\.|[^'\\\n])*'"
@@ -81,13 +83,37 @@ _TOKEN = re.compile(
     r"|\.\.\.?"
     r"|[.:]\s*[A-Za-z_]\w*"
     r"|\d[\w.]*"
-    r"|(?P<name>[A-Za-z_]\w*)"
+    r"|(?P<open>[{(\[])|(?P<close>[})\]])"
+    r"|(?P<name>[A-Za-z_]\w*)(?P<key>\s*=(?!=))?"
 )
+#: The keywords that open a block closed by ``end`` (``while``/``for`` open theirs with ``do``;
+#: ``repeat`` is closed by ``until``).
+_BLOCK = {"function", "do", "if", "repeat"}
+_KEYWORDS = {"and", "break", "else", "elseif", "false", "for", "in", "local", "nil", "not", "or",
+             "return", "then", "true", "while"}  # fmt: skip
 
 
 def names_in(text: str) -> set[str]:
     """The variable names ``text`` uses (a superset: a name its own locals shadow is in it)."""
-    return {m.group("name") for m in _TOKEN.finditer(text) if m.group("name")}
+    out: set[str] = set()
+    stack: list[str] = []
+    for m in _TOKEN.finditer(text):
+        if m.group("open"):
+            stack.append(m.group("open"))
+        elif m.group("close"):
+            if stack:
+                stack.pop()
+        elif name := m.group("name"):
+            if name in _BLOCK:
+                stack.append(name)
+            elif name in ("end", "until"):
+                if stack:
+                    stack.pop()
+            elif name in _KEYWORDS:
+                pass
+            elif not (m.group("key") and stack and stack[-1] == "{"):
+                out.add(name)
+    return out
 
 
 class Part:

@@ -184,6 +184,7 @@ local function registry_set(uid, p, c, la, w)
   reg_cache[uid] = v
 end
 local function registry_del(uid)
+  if reg_cache[uid] == false then return end  -- known absent: read or deleted by this script
   redis.call('HDEL', bkey(uid), uid)
   reg_cache[uid] = false
 end
@@ -332,7 +333,8 @@ local NONE = {}
 -- Closed connections in their grace that hold rooms: the user -> the earliest grace end, so that
 -- the sweep leaves those rooms then (a user with no connection left ends by K_UNTIL instead).
 local K_GRACES = TAG .. ':graces'
-local function schedule_graces(uid, conns)
+-- The earliest grace end of those connections that hold rooms, nil when none.
+local function grace_end(conns)
   local first = nil
   for _, e in pairs(conns) do
     if #e > 1 and string.sub(e[1], 1, 1) == '~' then
@@ -340,6 +342,10 @@ local function schedule_graces(uid, conns)
       if first == nil or t < first then first = t end
     end
   end
+  return first
+end
+local function schedule_graces(uid, conns)
+  local first = grace_end(conns)
   if first then redis.call('ZADD', K_GRACES, sc(first), uid) else redis.call('ZREM', K_GRACES, uid) end
 end
 
