@@ -16,13 +16,12 @@ after the first round, as in bench.writes_vs).
 from __future__ import annotations
 
 import argparse
-import re
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 
 from presence_app.store import Store, StoreConfig, scripts
-from presence_app.store.plans import Call
 
 from .common import RedisFixture, median
 
@@ -59,7 +58,7 @@ def hoisted_library(names: list[str], tag: str) -> tuple[str, dict[str, str]]:
         stmt: list[str] = []
         kind = None
 
-        def close() -> None:
+        def close(kind: str | None, stmt: list[str]) -> None:
             if kind == "once":
                 once.extend(stmt)
             elif kind == "call":
@@ -67,8 +66,10 @@ def hoisted_library(names: list[str], tag: str) -> tuple[str, dict[str, str]]:
 
         for line in text.splitlines():
             m = _STMT.match(line)
-            if m or (line and not line[0].isspace() and not line.startswith(("--", "end", "}", ")"))):
-                close()
+            if m or (
+                line and not line[0].isspace() and not line.startswith(("--", "end", "}", ")"))
+            ):
+                close(kind, stmt)
                 stmt = [line]
                 if m and m.group(2):
                     declared.extend(x.strip() for x in m.group(2).split(","))
@@ -79,15 +80,20 @@ def hoisted_library(names: list[str], tag: str) -> tuple[str, dict[str, str]]:
                     kind = "call"
             elif kind is not None:
                 stmt.append(line)
-        close()
+        close(kind, stmt)
     # a local given a function later (on_dropped_room) is set once, not emptied at each call
     set_once = {m.group(1) for line in once if (m := re.match(r"^(\w+)\s*=\s*function", line))}
     per_call = [x for x in per_call if not re.match(rf"^({'|'.join(set_once)})\s*=", x)]
     out = [f"#!lua name={tag}", "local KEYS, ARGV", "local " + ", ".join(declared), *once]
     out += ["local function begin()", *per_call, "end"]
     fns = {"": f"{tag}_begin"}
-    out += [f"redis.register_function('{tag}_begin', function(k, a)", "KEYS, ARGV = k, a",
-            "begin()", "return 0", "end)"]
+    out += [
+        f"redis.register_function('{tag}_begin', function(k, a)",
+        "KEYS, ARGV = k, a",
+        "begin()",
+        "return 0",
+        "end)",
+    ]
     for name in names:
         body = scripts._read(name)
         if name in scripts.READERS:
@@ -124,8 +130,17 @@ def main() -> None:
             return next(pick) % n
 
         plans = store.plans
-        writes: dict[str, tuple[str, Callable[[], Call]]] = {
-            "join": ("join", lambda: plans.join(f"r{(i := p()) % 50}", f"c{i}", f"u{i}", None)),
+        for j in range(n):  # every connection in its room: the joins "already there"
+            store.join(f"r{j % 50}", f"c{j}", f"u{j}")
+        writes: dict[str, tuple[str, Callable[[], Any]]] = {
+            "join, a new room": (
+                "join",
+                lambda: plans.join(f"n{next(fresh)}", f"c{(i := p())}", f"u{i}", None),
+            ),
+            "join, already there": (
+                "join",
+                lambda: plans.join(f"r{(i := p()) % 50}", f"c{i}", f"u{i}", None),
+            ),
             "set_status": (
                 "set_status",
                 lambda: plans.set_status(
@@ -138,7 +153,7 @@ def main() -> None:
         for write, (script, _) in writes.items():
             for label, text in variants(script).items():
                 shas[(write, label)] = client.script_load(text)
-        library, fns = hoisted_library([s for s, _ in writes.values()], "w43proto")
+        library, fns = hoisted_library(sorted({s for s, _ in writes.values()}), "w43proto")
         client.function_load(library, replace=True)
         for write, (script, _) in writes.items():
             shas[(write, "fcall: begin")] = "fcall:" + fns[""]
@@ -153,7 +168,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for write, (_, plan) in writes.items():
                 for key in [k for k in shas if k[0] == write]:
-                    calls: list[Any] = [plan().calls[0] for _ in range(args.block)]
+                    calls = [plan().calls[0] for _ in range(args.block)]
                     c0, u0 = usec()
                     for c in calls:
                         sha = shas[key]
