@@ -92,7 +92,9 @@ local function save_user(uid, u, listed, score)
   local cp = s and copy_of(s) or ''
   redis.call('HSET', K_RECS, uid, raw .. cp)
   if listed then
-    if not u._new then redis.call('ZREM', K_REXP, uid) end  -- (a new record is in no K_REXP)
+    -- a new record is in no K_REXP, nor one that carries a copy: only a listed save writes one
+    -- (and takes the user out of K_REXP), the sweep renews only those of K_COPIES
+    if not u._new and (u._cp or '') == '' then redis.call('ZREM', K_REXP, uid) end
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
   u._new = nil
   -- a holder already in K_COPIES stays at their renewal's time: no later than this copy's
@@ -318,7 +320,9 @@ end
 local function emit(kind, uid, room, state, t, u, rooms)
   local msg, emoji = live_message(u, 'msg'), live_message(u, 'emoji')
   local extra
-  if msg == nil and emoji == nil and rooms ~= nil and next(rooms) == nil then
+  if msg == nil and emoji == nil and rooms == nil then
+    extra = '{}'
+  elseif msg == nil and emoji == nil and next(rooms) == nil then
     extra = '{"rooms":{}}'
   else
     extra = {message = msg, emoji = emoji}
