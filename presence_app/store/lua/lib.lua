@@ -289,9 +289,10 @@ local function keep_conns(uid, u, conns, la, listed, score)
   local w = n > 0 and window_end(rw, u.w) or nil
   u.w = nil
   local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
-  local kept = {}
+  local kept, named = {}, {}
   if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
   for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
+    named[e[1]] = true
     if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
   end
   if single then
@@ -302,8 +303,10 @@ local function keep_conns(uid, u, conns, la, listed, score)
     u._c = conns
     u.w = w
     if n > 0 then u.la = la or u.la end
+    -- (a process the record named has the user in its set already: every save of a record
+    -- naming a process adds them, here or in the heartbeat's return from a grace)
     for p, _ in pairs(kept) do
-      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
+      if string.sub(p, 1, 1) ~= '~' and not named[p] then redis.call('SADD', pkey(p), uid) end
     end
   end
   save_user(uid, u, listed, score)
