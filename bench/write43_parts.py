@@ -11,6 +11,11 @@ before this session); the whole script as scripts.py composes it. Reported: Redi
 call (INFO commandstats' EVALSHA time over a block / its calls, the median of the rounds).
 A cut script changes nothing; the whole ones run the write (a join that is already in its room
 after the first round, as in bench.writes_vs).
+
+``--cut SCRIPT=L1,L2,...`` (join, set_status or touch) measures instead that script's body cut
+short before each line given (``do return 0 end`` put there; the lines of ``lua/SCRIPT.lua``)
+and whole, on users who each hold a room and a status: a part's cost is the cut after it less
+the cut before it.
 """
 
 from __future__ import annotations
@@ -109,11 +114,26 @@ def hoisted_library(names: list[str], tag: str) -> tuple[str, dict[str, str]]:
     return "\n".join(out), fns
 
 
+def cut_sources(name: str, lines: list[int]) -> dict[str, str]:
+    """The script ``name`` cut short before each of ``lines`` of its body, and whole."""
+    head, lib, read = (scripts._read(n) for n in ("head", "lib", "read"))
+    body = scripts._read(name).splitlines()
+    pre = [read] if name in scripts.READERS else []
+    picked = scripts.pick(scripts.lib_parts(lib), "\n".join([*pre, *body]))
+    out = {}
+    for line in lines:
+        cut = [*body[: line - 1], "do return 0 end", *body[line - 1 :]]
+        out[f"before line {line}"] = "\n".join([head, picked, *pre, *cut])
+    out["whole"] = scripts.load()[name].source
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.write43_parts")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--block", type=int, default=500)
     parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--cut", help="SCRIPT=L1,L2,...: that script cut before each line")
     args = parser.parse_args()
     fixture = RedisFixture()
     try:
@@ -150,12 +170,22 @@ def main() -> None:
             "touch, connected": ("touch", lambda: plans.touch(f"u{p()}", True, None)),
         }
         shas: dict[tuple[str, str], str] = {}
-        for write, (script, _) in writes.items():
-            for label, text in variants(script).items():
+        if args.cut:
+            script, lines = args.cut.split("=")
+            for j in range(n):
+                store.set_status(f"u{j}", message="x")
+            write = next(w for w, (s, _) in writes.items() if s == script)
+            writes = {write: writes[write]}
+            cuts = cut_sources(script, [int(x) for x in lines.split(",")])
+            for label, text in cuts.items():
                 shas[(write, label)] = client.script_load(text)
+        else:
+            for write, (script, _) in writes.items():
+                for label, text in variants(script).items():
+                    shas[(write, label)] = client.script_load(text)
         library, fns = hoisted_library(sorted({s for s, _ in writes.values()}), "w43proto")
         client.function_load(library, replace=True)
-        for write, (script, _) in writes.items():
+        for write, (script, _) in writes.items() if not args.cut else ():
             shas[(write, "fcall: begin")] = "fcall:" + fns[""]
             shas[(write, "fcall: whole")] = "fcall:" + fns[script]
 
@@ -180,6 +210,8 @@ def main() -> None:
                     own.setdefault(key, []).append((u1 - u0) / (c1 - c0))
         print(f"Redis' own time a call, us (median of {args.rounds} rounds of {args.block} calls)")
         labels = [*variants("join"), "fcall: begin", "fcall: whole"]
+        if args.cut:
+            labels = list(cuts)
         print("| write | " + " | ".join(labels) + " |")
         print("| --- |" + " --- |" * len(labels))
         for write in writes:
