@@ -205,6 +205,7 @@ static int j_truthy(json_t *j, int i) { /* as JavaScript's !!: absent, false, nu
   if (i < 0) return 0;
   if (j->t[i].type == J_STR) return j->t[i].end > j->t[i].start;
   if (j->t[i].type != J_PRIM) return 1;
+  if (tok_is(j, i, "true")) return 1;
   return !(tok_is(j, i, "false") || tok_is(j, i, "null") || j_num(j, i) == 0);
 }
 static char *j_raw(json_t *j, int i) { /* a token's text as written (a string unquoted) */
