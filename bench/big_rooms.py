@@ -29,7 +29,10 @@ processes: 4; 2), ``BENCH_BIG_ROOMS_BASE`` (the commit of today's path), ``BENCH
 client: ``node``, ``bench/big_rooms_client.js`` on Node's ``ws``, the default when ``node`` and
 ``npm`` are on PATH, its ``ws`` installed by ``npm ci --prefix bench`` into the git-ignored
 ``bench/node_modules`` when missing; ``python``, ``bench/big_rooms_client.py``: Python's client
-spends a core parsing the rosters of a storm of thousands).
+spends a core parsing the rosters of a storm of thousands; ``c``, ``bench/big_rooms_client.c``,
+compiled at run time by ``cc -O2 ... -lz`` into the run's temporary folder: one epoll loop a
+process, a fraction of Node's CPU per delivered frame, so that the servers' CPU is what is
+measured; ``BENCH_BIG_ROOMS_C_ROUND_MS``: its read rounds, 2 ms by default, as its header says).
 """
 
 from __future__ import annotations
@@ -90,12 +93,12 @@ BENCH = Path(__file__).resolve().parent
 
 
 def client_kind() -> str:
-    """The load client: ``BENCH_BIG_ROOMS_CLIENT`` (``node`` or ``python``), else ``node`` when
-    ``node`` runs and its ``ws`` is installed or ``npm`` can install it, else ``python``."""
+    """The load client: ``BENCH_BIG_ROOMS_CLIENT`` (``node``, ``python`` or ``c``), else ``node``
+    when ``node`` runs and its ``ws`` is installed or ``npm`` can install it, else ``python``."""
     kind = os.environ.get("BENCH_BIG_ROOMS_CLIENT", "").strip().lower()
-    if kind not in ("", "node", "python"):
-        raise ValueError(f"BENCH_BIG_ROOMS_CLIENT={kind!r}: node or python")
-    if kind == "python":
+    if kind not in ("", "node", "python", "c"):
+        raise ValueError(f"BENCH_BIG_ROOMS_CLIENT={kind!r}: node, python or c")
+    if kind in ("python", "c"):
         return kind
     if not shutil.which("node") or not (
         (BENCH / "node_modules" / "ws").is_dir() or shutil.which("npm")
@@ -109,11 +112,24 @@ def client_kind() -> str:
     return "node"
 
 
+def c_client(folder: Path) -> Path:
+    """``bench/big_rooms_client.c`` compiled into ``folder`` (the run's temporary folder), once:
+    ``cc -O2`` (``$CC`` if set) against zlib (Debian: ``zlib1g-dev``)."""
+    binary = folder / "big_rooms_client"
+    if not binary.exists():
+        cc = os.environ.get("CC") or "cc"
+        subprocess.run([cc, "-O2", "-o", str(binary), str(BENCH / "big_rooms_client.c"), "-lz",
+                        "-lm"], check=True)  # fmt: skip
+    return binary
+
+
 def client_command(kind: str, config: Path) -> list[str]:
     if kind == "node":
         # BENCH_BIG_ROOMS_NODE_ARGS: node's own flags (``--cpu-prof --cpu-prof-dir=DIR``)
         extra = os.environ.get("BENCH_BIG_ROOMS_NODE_ARGS", "").split()
         return ["node", *extra, str(BENCH / "big_rooms_client.js"), str(config)]
+    if kind == "c":  # compiled beside the clients' configs, in the run's temporary folder
+        return [str(c_client(config.parent)), str(config)]
     return [sys.executable, "-m", "bench.big_rooms_client", str(config)]
 
 

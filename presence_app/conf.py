@@ -79,10 +79,11 @@ DEFAULTS: dict[str, Any] = {
     "ROOM_STATE_MAX_BYTES": 1024,
     "ROOM_STATE_RATE": 20,
     # Room-state frames a second one process sends for one room, in all, at most (0: no bound):
-    # a room with more of the process' sockets than this / ROOM_STATE_RATE gets its frames every
-    # k-th tick (k: sockets x ROOM_STATE_RATE / this, rounded up), latest wins, a k-th of them
-    # each tick.
-    "ROOM_STATE_FRAMES": 0,
+    # a room with more of the process' sockets than this / ROOM_STATE_RATE (1,250 as shipped)
+    # gets its frames every k-th tick (k: sockets x ROOM_STATE_RATE / this, rounded up), latest
+    # wins, a k-th of them each tick. 25,000 frames a second cost a process about half a core
+    # (~20 us a frame without permessage-deflate: docs/benchmarks.md section 17).
+    "ROOM_STATE_FRAMES": 25000,
     # Membership changes (joins, leaves, updates as presence.diff; a count-only room's count):
     # frames a second to a socket at most, per room. The first change of a quiet tick goes at once.
     "MEMBERSHIP_RATE": 5,
