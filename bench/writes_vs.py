@@ -12,7 +12,8 @@ of ``--block`` calls alternate between the sides; a block's Redis time is ``INFO
 commandstats``' of the script calls (EVALSHA, EVAL: a script's own commands are in its time)
 over the block, the only other client being idle then, and its calls' wall times are the worker's (``time.perf_counter`` around each public
 call, the reply parsed). Reported: Redis' own time a call (the median of the rounds) and the
-wall p50 of the calls (all rounds).
+wall p50 of the calls (all rounds), and the commands a call's script ran (every command but the
+scripts and INFO over the block, a call).
 """
 
 from __future__ import annotations
@@ -74,13 +75,17 @@ for line in sys.stdin:
 SCRIPTS = ("cmdstat_evalsha", "cmdstat_eval")
 
 
-def redis_usec(client: Any) -> tuple[int, int]:
-    """(script calls, microseconds) Redis has spent in script calls so far: a script's own
-    commands are counted in its time (and again under their own names, left out here)."""
+def redis_usec(client: Any) -> tuple[int, int, int]:
+    """(script calls, microseconds, commands) Redis has spent in script calls so far: a
+    script's own commands are counted in its time (and again under their own names, left out
+    of the time, counted in ``commands``: every command but the scripts' and INFO's)."""
     stats = client.info("commandstats")
     return (
         sum(int(stats.get(k, {}).get("calls", 0)) for k in SCRIPTS),
         sum(int(stats.get(k, {}).get("usec", 0)) for k in SCRIPTS),
+        sum(
+            int(v.get("calls", 0)) for k, v in stats.items() if k not in (*SCRIPTS, "cmdstat_info")
+        ),
     )
 
 
@@ -117,15 +122,17 @@ def main() -> None:
         own: dict[tuple[str, str], list[float]] = {}
         wall: dict[tuple[str, str], list[float]] = {}
         per_call: dict[tuple[str, str], set[float]] = {}
+        commands: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for write in names:
                 for side, w in workers.items():
-                    c0, u0 = redis_usec(client)
+                    c0, u0, n0 = redis_usec(client)
                     assert w.stdin is not None and w.stdout is not None
                     w.stdin.write(json.dumps([write, args.block]) + "\n")
                     w.stdin.flush()
                     times = json.loads(w.stdout.readline())
-                    c1, u1 = redis_usec(client)
+                    c1, u1, n1 = redis_usec(client)
+                    commands.setdefault((write, side), []).append((n1 - n0) / args.block)
                     own.setdefault((write, side), []).append((u1 - u0) / args.block)
                     per_call.setdefault((write, side), set()).add(round((c1 - c0) / args.block, 2))
                     wall.setdefault((write, side), []).extend(times)
@@ -144,6 +151,10 @@ def main() -> None:
                 cells.append(f"{o:.1f} / {p50:.0f}")
             ratios = ", ".join(f"{base / median(own[(write, s)]):.2f}x" for s in sides[:-1])
             print(f"| {write} | " + " | ".join(cells) + f" | {ratios} |")
+        print("\nRedis commands a write's script runs (median of the rounds):")
+        for write in names:
+            print(f"- {write}: " + ", ".join(
+                f"{s} {median(commands[(write, s)]):.1f}" for s in sides))  # fmt: skip
         print("\nscript calls a write (each round):")
         for write in names:
             print(f"- {write}: " + ", ".join(

@@ -92,7 +92,9 @@ local function save_user(uid, u, listed, score)
   local cp = s and copy_of(s) or ''
   redis.call('HSET', K_RECS, uid, raw .. cp)
   if listed then
-    if not u._new then redis.call('ZREM', K_REXP, uid) end  -- (a new record is in no K_REXP)
+    -- a new record is in no K_REXP, nor one that carries a copy: only a listed save writes one
+    -- (and takes the user out of K_REXP), the sweep renews only those of K_COPIES
+    if not u._new and (u._cp or '') == '' then redis.call('ZREM', K_REXP, uid) end
   else redis.call('ZADD', K_REXP, sc(NOW + tonumber(META_TTL)), uid) end
   u._new = nil
   -- a holder already in K_COPIES stays at their renewal's time: no later than this copy's
@@ -184,6 +186,7 @@ local function registry_set(uid, p, c, la, w)
   reg_cache[uid] = v
 end
 local function registry_del(uid)
+  if reg_cache[uid] == false then return end  -- known absent: read or deleted by this script
   redis.call('HDEL', bkey(uid), uid)
   reg_cache[uid] = false
 end
@@ -286,9 +289,10 @@ local function keep_conns(uid, u, conns, la, listed, score)
   local w = n > 0 and window_end(rw, u.w) or nil
   u.w = nil
   local single = n == 1 and #only_e == 1 and string.sub(only_e[1], 1, 1) ~= '~' and plain(u)
-  local kept = {}
+  local kept, named = {}, {}
   if not single then for _, e in pairs(conns) do kept[e[1]] = true end end
   for _, e in pairs(conns_of(u)) do  -- processes the record named and will not any more
+    named[e[1]] = true
     if not kept[e[1]] and string.sub(e[1], 1, 1) ~= '~' then redis.call('SREM', pkey(e[1]), uid) end
   end
   if single then
@@ -299,8 +303,10 @@ local function keep_conns(uid, u, conns, la, listed, score)
     u._c = conns
     u.w = w
     if n > 0 then u.la = la or u.la end
+    -- (a process the record named has the user in its set already: every save of a record
+    -- naming a process adds them, here or in the heartbeat's return from a grace)
     for p, _ in pairs(kept) do
-      if string.sub(p, 1, 1) ~= '~' then redis.call('SADD', pkey(p), uid) end
+      if string.sub(p, 1, 1) ~= '~' and not named[p] then redis.call('SADD', pkey(p), uid) end
     end
   end
   save_user(uid, u, listed, score)
@@ -317,7 +323,9 @@ end
 local function emit(kind, uid, room, state, t, u, rooms)
   local msg, emoji = live_message(u, 'msg'), live_message(u, 'emoji')
   local extra
-  if msg == nil and emoji == nil and rooms ~= nil and next(rooms) == nil then
+  if msg == nil and emoji == nil and rooms == nil then
+    extra = '{}'
+  elseif msg == nil and emoji == nil and next(rooms) == nil then
     extra = '{"rooms":{}}'
   else
     extra = {message = msg, emoji = emoji}
@@ -332,7 +340,8 @@ local NONE = {}
 -- Closed connections in their grace that hold rooms: the user -> the earliest grace end, so that
 -- the sweep leaves those rooms then (a user with no connection left ends by K_UNTIL instead).
 local K_GRACES = TAG .. ':graces'
-local function schedule_graces(uid, conns)
+-- The earliest grace end of those connections that hold rooms, nil when none.
+local function grace_end(conns)
   local first = nil
   for _, e in pairs(conns) do
     if #e > 1 and string.sub(e[1], 1, 1) == '~' then
@@ -340,6 +349,10 @@ local function schedule_graces(uid, conns)
       if first == nil or t < first then first = t end
     end
   end
+  return first
+end
+local function schedule_graces(uid, conns)
+  local first = grace_end(conns)
   if first then redis.call('ZADD', K_GRACES, sc(first), uid) else redis.call('ZREM', K_GRACES, uid) end
 end
 
