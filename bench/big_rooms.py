@@ -92,10 +92,11 @@ def today_package(folder: Path) -> Path:
 BENCH = Path(__file__).resolve().parent
 
 
-def client_kind() -> str:
-    """The load client: ``BENCH_BIG_ROOMS_CLIENT`` (``node``, ``python`` or ``c``), else ``node``
-    when ``node`` runs and its ``ws`` is installed or ``npm`` can install it, else ``python``."""
-    kind = os.environ.get("BENCH_BIG_ROOMS_CLIENT", "").strip().lower()
+def client_kind(asked: str | None = None) -> str:
+    """The load client: ``asked``, else ``BENCH_BIG_ROOMS_CLIENT`` (``node``, ``python`` or
+    ``c``), else ``node`` when ``node`` runs and its ``ws`` is installed or ``npm`` can install
+    it, else ``python``."""
+    kind = (asked or os.environ.get("BENCH_BIG_ROOMS_CLIENT", "")).strip().lower()
     if kind not in ("", "node", "python", "c"):
         raise ValueError(f"BENCH_BIG_ROOMS_CLIENT={kind!r}: node, python or c")
     if kind in ("python", "c"):
@@ -579,10 +580,13 @@ def run(ctx: Context) -> list[Row]:
     ):
         a, b = both("states", key)
         rows.append(Row("17 big_rooms", metric, a, unit, b, label))
-    # each variant side (``ours+nodeflate``, ...) beside the side it varies
+    # each variant side (``ours+nodeflate``, ...) beside the side it varies, or beside the
+    # first of its kind when that side did not run (``ours+nodeflate,ours+nodeflate+X=1``)
+    firsts = {"ours": ours_name, "today": today_name}
     for name, got_side in got.items():
         base = name.split("+")[0]
-        if name == base or base not in got:
+        against = base if base in got else firsts.get(base)
+        if against is None or name == against:
             continue
         for part, key, metric, unit in (
             ("storm", "cpu_s", "storm: servers' CPU seconds", "s"),
@@ -595,7 +599,7 @@ def run(ctx: Context) -> list[Row]:
             ("count", "cpu_ms_per_change", "count-only room: servers' CPU per change", "ms"),
         ):
             a = got_side.get(part, {}).get(key)
-            b = got[base].get(part, {}).get(key)
+            b = got[against].get(part, {}).get(key)
             rows.append(
                 Row(
                     "17 big_rooms",
@@ -603,7 +607,7 @@ def run(ctx: Context) -> list[Row]:
                     never if a is None else a,
                     unit,
                     never if b is None else b,
-                    base,
+                    against,
                 )
             )
     churn = f"{counted:,} sockets, {CHURN} joins+leaves/s"
