@@ -246,9 +246,9 @@ class Turns:
     once and its last sockets would wait for all the others' writes; instead the connections
     take turns, those of turn ``n % k`` at slot n, so a slot writes a k-th of the room. A turn's
     frame carries every state of the slots since that turn last came, latest wins, from a ring
-    of slots: the last k (more for a while after k changed: a connection's turns were then up
-    to the old k apart). A state seen twice costs nothing (latest wins); none is missed.
-    ``deliver(frame, n, k)`` sends slot n's frame to the connections of turn ``n % k``; with
+    of slots: the last k (more for a while after k changed: a connection's last turn under the
+    old k and its first under the new one are then up to old k + new k - 1 apart). A state
+    seen twice costs nothing (latest wins); none is missed. ``deliver(frame, n, k)`` sends slot n's frame to the connections of turn ``n % k``; with
     k = 1 that is every connection, each slot a state came in."""
 
     def __init__(
@@ -266,11 +266,14 @@ class Turns:
         self.tasks: set[asyncio.Task[None]] = set()
         self.lock = asyncio.Lock()  # turns in order
 
-    async def add(self, frame: dict[str, Any]) -> None:
-        """The slot's frame from the :class:`Outbox` (one a slot at most): its turn now."""
+    async def add(self, frame: dict[str, Any], slot: int | None = None) -> None:
+        """The slot's frame from the :class:`Outbox` (one a slot at most): its turn now.
+        ``slot``: the slot it is for, now's by default."""
         # (an Outbox sends at a slot's start, a timer's hair early or late, or before its last
         # fifth: half a fifth on is well inside the slot)
-        n = max(slot_of(time.time() + tick() * GATHER / 2), self.done or 0)  # (a clock set back)
+        if slot is None:
+            slot = slot_of(time.time() + tick() * GATHER / 2)
+        n = max(slot, self.done or 0)  # (a clock set back)
         self.room = frame["room"]
         self.ring.setdefault(n, {}).update({(st["user"], st["conn"]): st for st in frame["states"]})
         await self.upto(n, came=True)
@@ -288,7 +291,9 @@ class Turns:
                 self.timer = None
             k = max(1, self.stretch())
             if k != self.k:
-                self.reach, self.k, self.since = max(self.reach, self.k, k), k, n
+                # a connection's last turn may be up to max(reach, old k) slots back, and its
+                # first turn under the new k up to k - 1 slots on: the ring spans both
+                self.reach, self.k, self.since = max(self.reach, self.k) + k - 1, k, n
             elif n - self.since >= self.reach:
                 self.reach = k
             # the turns from the one after the last (this one again, if it went before this

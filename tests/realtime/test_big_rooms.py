@@ -849,7 +849,7 @@ async def test_a_big_rooms_states_go_out_every_kth_tick(slow_ticks):
 async def test_a_big_rooms_sockets_take_turns_and_miss_no_state():
     """``roomstate.Turns``: a room stretched to k slots writes a k-th of its sockets a slot
     (those of turn ``n % k`` at slot n), and each socket's frame carries every state since its
-    last, also while k changes (a socket's turns were up to the old k apart). Six sockets, a
+    last, also while k changes (a socket's turns were up to old k + new k - 1 apart). Six sockets, a
     state of its own key (never superseded) in most slots, k going 3, 2, 4, 1, 3, the loop held
     up twice: every socket
     gets every state, and a slot's turn goes once (twice when its states came after it went)."""
@@ -885,6 +885,36 @@ async def test_a_big_rooms_sockets_take_turns_and_miss_no_state():
         turns.close()
     assert slots == sorted(slots)  # in order, a late loop's turns caught up
     assert max(slots.count(n) for n in slots) <= 2
+
+
+@pytest.mark.parametrize("ks", [(3, 2), (2, 3), (5, 2), (4, 1, 3), (2, 5, 3), (3, 1, 4, 2)])
+async def test_turns_miss_no_state_whatever_k_does(ks):
+    """``roomstate.Turns`` slot by slot, without the clock: k changes every few slots, sometimes
+    before every connection had its turn under the last k, and every slot brings a state of its
+    own. Each of 12 connections (turn ``seq % k``) gets every state, however far apart its
+    turns came across the changes."""
+    got: dict[int, set[int]] = {j: set() for j in range(12)}
+    state = {"k": ks[0]}
+
+    async def deliver(frame: dict[str, Any], slot: int, k: int) -> None:
+        for j in range(12):
+            if j % k == slot % k:
+                got[j].update(st["data"] for st in frame["states"])
+
+    turns = roomstate.Turns(deliver, lambda: state["k"])
+    base = roomstate.slot_of(time.time()) + 10**6  # far ahead: no timer of its fires here
+    sent = set()
+    for offset in range(12):  # every place of the changes among the turns
+        for step, k in enumerate([k for k in ks for _ in range(1 + (offset + k) % 4)] * 2):
+            n = base + offset * 1000 + step
+            state["k"] = k
+            sent.add(n)
+            await turns.add({"room": "hall", "states": [{"user": "u", "conn": str(n), "data": n}]}, n)
+        for m in range(n + 1, n + 12):  # the turns owed after the last state
+            await turns.upto(m)
+        for j in range(12):
+            assert got[j] == sent, (offset, j, sorted(sent - got[j]))
+    turns.close()
 
 
 async def test_a_big_rooms_diffs_go_out_every_kth_tick(slow_ticks):
