@@ -19,7 +19,9 @@ and counts what arrives; each side's CPU is its own process' (``time.process_tim
 server around the loop, ``process.cpuUsage`` in the client). One run a variant, the variants one
 after the other.
 
-Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20]``.
+Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20] [--ws IMPL,...]``; ``--ws``
+runs each variant under each of uvicorn's WebSocket implementations named (``websockets-sansio``,
+its ``auto``; ``websockets``; ``wsproto``), to find a cheaper write.
 """
 
 from __future__ import annotations
@@ -149,11 +151,11 @@ def wait_for_port(port: int, timeout: float) -> None:
             time.sleep(0.1)
 
 
-def run(variant: str, sockets: int, rounds: int) -> dict[str, float]:
+def run(variant: str, sockets: int, rounds: int, ws: str = "auto") -> dict[str, float]:
     app, deflate = VARIANTS[variant]
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning", "--lifespan", "off"]  # fmt: skip
+               "--log-level", "warning", "--lifespan", "off", "--ws", ws]  # fmt: skip
     if app.endswith("channels_application"):
         command.append("--factory")
     if not deflate:
@@ -187,6 +189,7 @@ def main() -> None:
     parser.add_argument("--sockets", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--ws", default="auto", help="uvicorn --ws implementations, by commas")
     args = parser.parse_args()
     try:  # Node's client, whatever BENCH_BIG_ROOMS_CLIENT chooses for benchmark 17
         client_kind("node")
@@ -197,10 +200,12 @@ def main() -> None:
           "load client CPU a frame | both, cores for 100,000 frames a second |")  # fmt: skip
     print("| --- | --- | --- | --- |")
     for variant in args.variants.split(","):
-        got = run(variant, args.sockets, args.rounds)
-        cores = (got["server_us"] + got["client_us"]) / 10  # x 100,000 frames a second / 1e6
-        print(f"| {variant} | {got['server_us']:.1f} us | {got['client_us']:.1f} us | "
-              f"{cores:.2f} |")  # fmt: skip
+        for ws in args.ws.split(","):
+            got = run(variant, args.sockets, args.rounds, ws)
+            cores = (got["server_us"] + got["client_us"]) / 10  # x 100,000 frames a second / 1e6
+            name = variant if ws == "auto" else f"{variant}, --ws {ws}"
+            print(f"| {name} | {got['server_us']:.1f} us | {got['client_us']:.1f} us | "
+                  f"{cores:.2f} |")  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

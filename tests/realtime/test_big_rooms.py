@@ -905,11 +905,14 @@ async def test_turns_miss_no_state_whatever_k_does(ks):
     base = roomstate.slot_of(time.time()) + 10**6  # far ahead: no timer of its fires here
     sent = set()
     for offset in range(12):  # every place of the changes among the turns
-        for step, k in enumerate([k for k in ks for _ in range(1 + (offset + k) % 4)] * 2):
+        run = [k for k in ks for _ in range(1 + (offset + k) % 4)] * 2  # each k a few slots
+        for step, k in enumerate(run):
             n = base + offset * 1000 + step
             state["k"] = k
             sent.add(n)
-            await turns.add({"room": "hall", "states": [{"user": "u", "conn": str(n), "data": n}]}, n)
+            await turns.add(
+                {"room": "hall", "states": [{"user": "u", "conn": str(n), "data": n}]}, n
+            )
         for m in range(n + 1, n + 12):  # the turns owed after the last state
             await turns.upto(m)
         for j in range(12):
