@@ -19,9 +19,16 @@ and counts what arrives; each side's CPU is its own process' (``time.process_tim
 server around the loop, ``process.cpuUsage`` in the client). One run a variant, the variants one
 after the other.
 
-Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20] [--ws IMPL,...]``; ``--ws``
-runs each variant under each of uvicorn's WebSocket implementations named (``websockets-sansio``,
-its ``auto``; ``websockets``; ``wsproto``), to find a cheaper write.
+To find a cheaper write, ``--ws`` runs each variant under each of uvicorn's WebSocket
+implementations named (``websockets-sansio``, its ``auto``; ``websockets``; ``wsproto``, which
+needs the ``wsproto`` package), and ``--servers`` under other ASGI servers (``daphne``;
+``granian``, a server whose sockets are Rust's, which needs the ``granian`` package), without
+permessage-deflate. The server's CPU is then its whole process tree's (``/proc``) from the
+client's go to its last frame received: a server may write after its loop has handed the frames
+over (granian's threads).
+
+Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20] [--ws IMPL,...]
+[--servers uvicorn,daphne,granian]``.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Any
 from presence_app.testing import free_port
 
 from .big_rooms import client_kind
+from .common import cpu_seconds
 
 #: A room-state frame of one member, as the room-state phase's (~110 bytes).
 TEXT = json.dumps(
@@ -138,6 +146,13 @@ def channels_application() -> Any:
     return ProtocolTypeRouter({"websocket": AuthMiddlewareStack(routes)})
 
 
+def __getattr__(name: str) -> Any:
+    """``bench.frame_floor:channels``, for a server that takes no factory (daphne)."""
+    if name == "channels":
+        return channels_application()
+    raise AttributeError(name)
+
+
 # -- the run ------------------------------------------------------------------------------------
 def wait_for_port(port: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
@@ -151,34 +166,77 @@ def wait_for_port(port: int, timeout: float) -> None:
             time.sleep(0.1)
 
 
-def run(variant: str, sockets: int, rounds: int, ws: str = "auto") -> dict[str, float]:
-    app, deflate = VARIANTS[variant]
-    port = free_port()
-    command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning", "--lifespan", "off", "--ws", ws]  # fmt: skip
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and every process under it (a server's workers)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_seconds(p)
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += map(int, f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # ended meanwhile
+    return total
+
+
+def server_command(server: str, app: str, port: int, ws: str, deflate: bool) -> list[str]:
+    where = ["--host", "127.0.0.1", "--port", str(port)]
+    if server == "daphne":
+        app = app.replace("channels_application", "channels")  # (no factory)
+        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
+    if server == "granian":
+        return [sys.executable, "-m", "granian", "--interface", "asgi", *where, "--workers", "1",
+                "--log-level", "warning", "--no-access-log",
+                *(["--factory"] if app.endswith("channels_application") else []), app]  # fmt: skip
+    command = [sys.executable, "-m", "uvicorn", app, *where, "--log-level", "warning",
+               "--lifespan", "off", "--ws", ws]  # fmt: skip
     if app.endswith("channels_application"):
         command.append("--factory")
     if not deflate:
         command += ["--ws-per-message-deflate", "false"]
+    return command
+
+
+def run(
+    variant: str, sockets: int, rounds: int, ws: str = "auto", server: str = "uvicorn"
+) -> dict[str, float]:
+    app, deflate = VARIANTS[variant]
+    if deflate and server != "uvicorn":
+        raise SystemExit(f"{variant}: permessage-deflate is measured on uvicorn only")
+    port = free_port()
     env = {**os.environ, "FRAME_FLOOR_VARIANT": variant}
-    server = subprocess.Popen(command, env=env, cwd=BENCH.parent)
+    proc = subprocess.Popen(
+        server_command(server, app, port, ws, deflate), env=env, cwd=BENCH.parent
+    )
     try:
         wait_for_port(port, timeout=30)
-        client = [
-            "node", str(BENCH / "frame_floor_client.js"), str(port), str(sockets), str(rounds),
-            "1" if deflate else "0",
-        ]  # fmt: skip
-        out = subprocess.run(client, capture_output=True, text=True, timeout=600, check=True)
+        client = subprocess.Popen(
+            ["node", str(BENCH / "frame_floor_client.js"), str(port), str(sockets), str(rounds),
+             "1" if deflate else "0"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert client.stdin is not None and client.stdout is not None
+        if client.stdout.readline().strip() != "ready":  # every socket open
+            raise RuntimeError(f"the load client failed ({client.wait()})")
+        before = tree_cpu(proc.pid)
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        last = client.stdout.readline()  # after the last frame came
+        tree = tree_cpu(proc.pid) - before
+        client.wait(timeout=60)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-    reply = json.loads(out.stdout.strip().splitlines()[-1])
+        proc.terminate()
+        proc.wait(timeout=30)
+    reply = json.loads(last)
     _, frames, cpu, wall = reply["server"].split()
     n = int(frames)
     assert reply["received"] == n, reply
     return {
         "frames": n,
-        "server_us": float(cpu) / n * 1e6,
+        "server_us": tree / n * 1e6,
+        "loop_us": float(cpu) / n * 1e6,
         "client_us": reply["client_cpu_s"] / n * 1e6,
         "wall_s": float(wall),
     }
@@ -190,22 +248,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--ws", default="auto", help="uvicorn --ws implementations, by commas")
+    parser.add_argument("--servers", default="uvicorn", help="uvicorn, daphne, granian, by commas")
     args = parser.parse_args()
     try:  # Node's client, whatever BENCH_BIG_ROOMS_CLIENT chooses for benchmark 17
         client_kind("node")
     except RuntimeError:
         raise SystemExit("frame_floor needs node (18+) and npm (bench/package.json's ws)") from None
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    print(f"| {args.sockets:,} sockets, {args.rounds} rounds | server CPU a frame | "
+    print(f"| {args.sockets:,} sockets, {args.rounds} rounds | server CPU a frame (its loop's) | "
           "load client CPU a frame | both, cores for 100,000 frames a second |")  # fmt: skip
     print("| --- | --- | --- | --- |")
     for variant in args.variants.split(","):
-        for ws in args.ws.split(","):
-            got = run(variant, args.sockets, args.rounds, ws)
-            cores = (got["server_us"] + got["client_us"]) / 10  # x 100,000 frames a second / 1e6
-            name = variant if ws == "auto" else f"{variant}, --ws {ws}"
-            print(f"| {name} | {got['server_us']:.1f} us | {got['client_us']:.1f} us | "
-                  f"{cores:.2f} |")  # fmt: skip
+        for server in args.servers.split(","):
+            for ws in args.ws.split(",") if server == "uvicorn" else ["auto"]:
+                got = run(variant, args.sockets, args.rounds, ws, server)
+                cores = (got["server_us"] + got["client_us"]) / 10  # x 100,000 a second / 1e6
+                name = variant + ("" if server == "uvicorn" else f", {server}")
+                name += "" if ws == "auto" else f", --ws {ws}"
+                print(f"| {name} | {got['server_us']:.1f} us ({got['loop_us']:.1f}) | "
+                      f"{got['client_us']:.1f} us | {cores:.2f} |")  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -20,21 +20,28 @@ for (let i = 0; i < n; i++) {
   });
 }
 
+// Every socket open: "ready" on stdout, then the rounds once a line comes on stdin (the harness
+// reads the server's CPU between the two).
 function go() {
   const control = new WebSocket(url, options);
   control.on("open", () => {
-    const start = process.cpuUsage();
-    control.send(`go ${rounds}`);
-    control.on("message", (reply) => {
-      const [, frames] = String(reply).split(" ");
-      const wait = () => {
-        if (received < Number(frames)) return setTimeout(wait, 10);
-        const cpu = process.cpuUsage(start);
-        const out = {server: String(reply), received, client_cpu_s: (cpu.user + cpu.system) / 1e6};
-        console.log(JSON.stringify(out));
-        process.exit(0);
-      };
-      wait();
-    });
+    console.log("ready");
+    process.stdin.once("data", () => send(control));
+  });
+}
+
+function send(control) {
+  const start = process.cpuUsage();
+  control.send(`go ${rounds}`);
+  control.on("message", (reply) => {
+    const [, frames] = String(reply).split(" ");
+    const wait = () => {
+      if (received < Number(frames)) return setTimeout(wait, 10);
+      const cpu = process.cpuUsage(start);
+      const out = {server: String(reply), received, client_cpu_s: (cpu.user + cpu.system) / 1e6};
+      console.log(JSON.stringify(out));
+      process.exit(0);
+    };
+    wait();
   });
 }
