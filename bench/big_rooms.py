@@ -32,7 +32,9 @@ client: ``node``, ``bench/big_rooms_client.js`` on Node's ``ws``, the default wh
 spends a core parsing the rosters of a storm of thousands; ``c``, ``bench/big_rooms_client.c``,
 compiled at run time by ``cc -O2 ... -lz`` into the run's temporary folder: one epoll loop a
 process, a fraction of Node's CPU per delivered frame, so that the servers' CPU is what is
-measured; ``BENCH_BIG_ROOMS_C_ROUND_MS``: its read rounds, 2 ms by default, as its header says).
+measured; ``BENCH_BIG_ROOMS_C_ROUND_MS``: its read rounds, 2 ms by default, as its header says);
+``BENCH_BIG_ROOMS_STALLS`` (a folder: where the servers, and the machine, stood still in the
+room-state phase, bench/stalls.py).
 """
 
 from __future__ import annotations
@@ -303,6 +305,9 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
             overrides[key] = json.loads(value)
     if overrides:
         env["PRESENCE_OVERRIDES"] = json.dumps(overrides)
+    stalls = os.environ.get("BENCH_BIG_ROOMS_STALLS")  # a folder: bench/stalls.py
+    if stalls:
+        env["BENCH_BIG_ROOMS_STALLS"] = stalls
     servers = [
         Server(
             db,
@@ -315,6 +320,9 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
         )
         for i in range(2)
     ]
+    if stalls:
+        machine = subprocess.Popen([sys.executable, "-m", "bench.stalls", stalls, "machine"])
+        ctx.on_close(machine.kill)
     for server in servers:
         ctx.on_close(server.stop)
         server.start(timeout=120)
@@ -424,6 +432,10 @@ def side(ctx: Context, name: str, db: Database, cookies: list[str], folder: Path
                 "clients_cpu_us_per_frame": (ccpu1 - ccpu0) / frames * 1e6 if frames else None,
                 "clients": [p["client"] for p in parts],
             }
+            if stalls:  # where the processes stood still in the phase (and its drain)
+                from .stalls import summary
+
+                out["states"]["stalls"] = summary(stalls, start_at, time.time())
             ctx.log(f"big_rooms {name}: states {json.dumps(out['states'])}")
         if "count" in phases:
             # 3. the count-only room

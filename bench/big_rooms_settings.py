@@ -15,3 +15,8 @@ PRESENCE = {  # noqa: F405
     # a side's variant (bench/big_rooms.py, VARIANTS)
     **json.loads(os.environ.get("PRESENCE_OVERRIDES") or "{}"),
 }
+
+if os.environ.get("BENCH_BIG_ROOMS_STALLS"):  # where this server stands still (bench/stalls.py)
+    from bench.stalls import watch
+
+    watch(os.environ["BENCH_BIG_ROOMS_STALLS"], "server")
