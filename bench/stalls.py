@@ -3,8 +3,11 @@
 A thread wakes every 5 ms and writes down each wake-up that came more than 20 ms late: the
 process was not run (a full machine) or another thread held the GIL that long (a long C call,
 a pass of the garbage collector). Each pass of the collector over 10 ms is written down too,
-with its generation. Each line of ``FOLDER/stalls-NAME-PID.jsonl`` is one of them:
-``{"at": wall clock, "late": s}`` or ``{"at": ..., "gc": generation, "took": s}``.
+with its generation. In a process with a running event loop (a server: its settings are
+imported by uvicorn's loop) each wake-up also hands the loop a callback, and a callback run
+more than 20 ms after it was handed is written down: the loop was behind (busy, not stopped).
+Each line of ``FOLDER/stalls-NAME-PID.jsonl`` is one of them: ``{"at": wall clock, "late": s}``,
+``{"at": ..., "loop": s}`` or ``{"at": ..., "gc": generation, "took": s}``.
 
 In a server (bench/big_rooms_settings.py) it tells the server's own stalls; run alone
 (``python -m bench.stalls FOLDER machine``, as benchmark 17 does beside its servers) it tells the
@@ -13,6 +16,7 @@ machine's: a wake-up late there too was a process not run, whatever it ran.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -35,6 +39,15 @@ def watch(folder: str, name: str) -> None:
             out.write(json.dumps(entry) + "\n")
 
     started: dict[int, float] = {}
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+
+    def ran(handed: float) -> None:
+        behind = time.perf_counter() - handed
+        if behind > LATE:
+            write({"at": time.time(), "loop": round(behind, 4)})
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -51,6 +64,11 @@ def watch(folder: str, name: str) -> None:
             late = time.perf_counter() - due
             if late > LATE:
                 write({"at": time.time(), "late": round(late, 4)})
+            if loop is not None:
+                try:
+                    loop.call_soon_threadsafe(ran, time.perf_counter())
+                except RuntimeError:  # closed
+                    return
             due = max(due + PERIOD, time.perf_counter())
 
     gc.callbacks.append(on_gc)
@@ -61,12 +79,15 @@ def summary(folder: str, since: float = 0.0, until: float = float("inf")) -> dic
     """Per file: the late wake-ups (how many, the longest, the sum) and the long collections."""
     out: dict[str, Any] = {}
     for path in sorted(Path(folder).glob("stalls-*.jsonl")):
-        late, gcs = [], []
+        late, gcs, behind = [], [], []
         for line in path.read_text().splitlines():
             e = json.loads(line)
             if since <= e["at"] <= until:
-                (late if "late" in e else gcs).append(e)
+                kind = late if "late" in e else gcs if "gc" in e else behind
+                kind.append(e)
         out[path.stem] = {
+            "loop_behind": len(behind),
+            "loop_max_ms": round(1000 * max((e["loop"] for e in behind), default=0.0), 1),
             "late": len(late),
             "late_max_ms": round(1000 * max((e["late"] for e in late), default=0.0), 1),
             "late_sum_ms": round(1000 * sum(e["late"] for e in late), 1),
