@@ -3,8 +3,8 @@
 A thread wakes every 5 ms and writes down each wake-up that came more than 20 ms late: the
 process was not run (a full machine) or another thread held the GIL that long (a long C call,
 a pass of the garbage collector). Each pass of the collector over 10 ms is written down too,
-with its generation. In a process with a running event loop (a server: its settings are
-imported by uvicorn's loop) each wake-up also hands the loop a callback, and a callback run
+with its generation. In a process with a running event loop (a server) each wake-up also hands the
+loop a callback, and a callback run
 more than 20 ms after it was handed is written down: the loop was behind (busy, not stopped).
 Each line of ``FOLDER/stalls-NAME-PID.jsonl`` is one of them: ``{"at": wall clock, "late": s}``,
 ``{"at": ..., "loop": s}`` or ``{"at": ..., "gc": generation, "took": s}``.
@@ -39,10 +39,7 @@ def watch(folder: str, name: str) -> None:
             out.write(json.dumps(entry) + "\n")
 
     started: dict[int, float] = {}
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
+    loop: list[asyncio.AbstractEventLoop] = []  # the process' running loop, once found
 
     def ran(handed: float) -> None:
         behind = time.perf_counter() - handed
@@ -57,16 +54,25 @@ def watch(folder: str, name: str) -> None:
             if took > LONG_GC:
                 write({"at": time.time(), "gc": info["generation"], "took": round(took, 4)})
 
+    def find_loop() -> None:
+        # (a server imports its settings before its loop runs: the loop is looked for later)
+        time.sleep(5)
+        for o in gc.get_objects():
+            if isinstance(o, asyncio.AbstractEventLoop) and o.is_running():
+                loop.append(o)
+                return
+
     def run() -> None:
+        find_loop()
         due = time.perf_counter() + PERIOD
         while True:
             time.sleep(max(0.0, due - time.perf_counter()))
             late = time.perf_counter() - due
             if late > LATE:
                 write({"at": time.time(), "late": round(late, 4)})
-            if loop is not None:
+            if loop:
                 try:
-                    loop.call_soon_threadsafe(ran, time.perf_counter())
+                    loop[0].call_soon_threadsafe(ran, time.perf_counter())
                 except RuntimeError:  # closed
                     return
             due = max(due + PERIOD, time.perf_counter())
