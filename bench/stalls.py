@@ -55,12 +55,19 @@ def watch(folder: str, name: str) -> None:
                 write({"at": time.time(), "gc": info["generation"], "took": round(took, 4)})
 
     def find_loop() -> None:
-        # (a server imports its settings before its loop runs: the loop is looked for later)
-        time.sleep(5)
-        for o in gc.get_objects():
-            if isinstance(o, asyncio.AbstractEventLoop) and o.is_running():
-                loop.append(o)
-                return
+        # (a server imports its settings before its loop runs, and its collector freezes
+        # objects out of gc's sight: the loop is looked for on the main thread's stack)
+        main = threading.main_thread().ident
+        for _ in range(60):
+            time.sleep(1)
+            frame = sys._current_frames().get(main)  # noqa: SLF001
+            while frame is not None:
+                for value in frame.f_locals.values():
+                    for o in (value, getattr(value, "_loop", None)):
+                        if isinstance(o, asyncio.AbstractEventLoop) and o.is_running():
+                            loop.append(o)
+                            return
+                frame = frame.f_back
 
     def run() -> None:
         find_loop()
