@@ -28,7 +28,8 @@ client's go to its last frame received: a server may write after its loop has ha
 over (granian's threads).
 
 Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20] [--ws IMPL,...]
-[--servers uvicorn,daphne,granian]``.
+[--servers uvicorn,daphne,granian] [--states N]`` (``--states``: a frame of N members' states,
+as benchmark 17's room-state phase sends ~50 at 5,000 sockets).
 """
 
 from __future__ import annotations
@@ -49,12 +50,21 @@ from presence_app.testing import free_port
 from .big_rooms import client_kind
 from .common import cpu_seconds
 
-#: A room-state frame of one member, as the room-state phase's (~110 bytes).
+#: A room-state frame of one member (~110 bytes), or of ``--states`` members (benchmark 17's
+#: room-state phase at 5,000: ~50, ~3.7 kB).
+STATES = int(os.environ.get("FRAME_FLOOR_STATES") or 1)  # --states: members a frame carries
 TEXT = json.dumps(
     {
         "type": "presence.roomstate",
         "room": "big",
-        "states": [{"user": "4242", "conn": "a1b2c3d4e5f6a7b8c9", "data": {"x": 512, "y": 384}}],
+        "states": [
+            {
+                "user": str(4242 + n),
+                "conn": f"a1b2c3d4e5f6a7b8{n:02x}",
+                "data": {"x": 512, "y": 384},
+            }
+            for n in range(STATES)
+        ],
     }
 )
 BENCH = Path(__file__).resolve().parent
@@ -249,7 +259,9 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--ws", default="auto", help="uvicorn --ws implementations, by commas")
     parser.add_argument("--servers", default="uvicorn", help="uvicorn, daphne, granian, by commas")
+    parser.add_argument("--states", type=int, default=1, help="members' states a frame carries")
     args = parser.parse_args()
+    os.environ["FRAME_FLOOR_STATES"] = str(args.states)  # the servers' TEXT
     try:  # Node's client, whatever BENCH_BIG_ROOMS_CLIENT chooses for benchmark 17
         client_kind("node")
     except RuntimeError:
