@@ -7,7 +7,8 @@ with its generation. In a process with a running event loop (a server) each wake
 loop a callback, and a callback run
 more than 20 ms after it was handed is written down: the loop was behind (busy, not stopped).
 Each line of ``FOLDER/stalls-NAME-PID.jsonl`` is one of them: ``{"at": wall clock, "late": s}``,
-``{"at": ..., "loop": s}`` or ``{"at": ..., "gc": generation, "took": s}``.
+``{"at": ..., "loop": s}`` or ``{"at": ..., "gc": generation, "took": s}``; ``{"at": ...,
+"found": "loop"}`` says from when the loop was watched.
 
 In a server (bench/big_rooms_settings.py) it tells the server's own stalls; run alone
 (``python -m bench.stalls FOLDER machine``, as benchmark 17 does beside its servers) it tells the
@@ -66,6 +67,7 @@ def watch(folder: str, name: str) -> None:
                     for o in (value, getattr(value, "_loop", None)):
                         if isinstance(o, asyncio.AbstractEventLoop) and o.is_running():
                             loop.append(o)
+                            write({"at": time.time(), "found": "loop"})
                             return
                 frame = frame.f_back
 
@@ -92,14 +94,17 @@ def summary(folder: str, since: float = 0.0, until: float = float("inf")) -> dic
     """Per file: the late wake-ups (how many, the longest, the sum) and the long collections."""
     out: dict[str, Any] = {}
     for path in sorted(Path(folder).glob("stalls-*.jsonl")):
-        late, gcs, behind = [], [], []
+        late, gcs, behind, watched = [], [], [], False
         for line in path.read_text().splitlines():
             e = json.loads(line)
-            if since <= e["at"] <= until:
+            if "found" in e:
+                watched = e["at"] <= until
+            elif since <= e["at"] <= until:
                 kind = late if "late" in e else gcs if "gc" in e else behind
                 kind.append(e)
         out[path.stem] = {
-            "loop_behind": len(behind),
+            # (None: no running loop found by then, not a loop never behind)
+            "loop_behind": len(behind) if watched else None,
             "loop_max_ms": round(1000 * max((e["loop"] for e in behind), default=0.0), 1),
             "late": len(late),
             "late_max_ms": round(1000 * max((e["late"] for e in late), default=0.0), 1),
