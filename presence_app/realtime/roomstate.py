@@ -248,8 +248,9 @@ class Turns:
     frame carries every state of the slots since that turn last came, latest wins, from a ring
     of slots: the last k (more for a while after k changed: a connection's last turn under the
     old k and its first under the new one are then up to old k + new k - 1 apart). A state
-    seen twice costs nothing (latest wins); none is missed. ``deliver(frame, n, k)`` sends slot n's frame to the connections of turn ``n % k``; with
-    k = 1 that is every connection, each slot a state came in."""
+    seen twice costs nothing (latest wins); none is missed. ``deliver(frame, n, k)`` sends
+    slot n's frame to the connections of turn ``n % k``; with k = 1 that is every connection,
+    each slot a state came in."""
 
     def __init__(
         self,

@@ -849,10 +849,10 @@ async def test_a_big_rooms_states_go_out_every_kth_tick(slow_ticks):
 async def test_a_big_rooms_sockets_take_turns_and_miss_no_state():
     """``roomstate.Turns``: a room stretched to k slots writes a k-th of its sockets a slot
     (those of turn ``n % k`` at slot n), and each socket's frame carries every state since its
-    last, also while k changes (a socket's turns were up to old k + new k - 1 apart). Six sockets, a
-    state of its own key (never superseded) in most slots, k going 3, 2, 4, 1, 3, the loop held
-    up twice: every socket
-    gets every state, and a slot's turn goes once (twice when its states came after it went)."""
+    last, also while k changes (a socket's turns were up to old k + new k - 1 apart). Six
+    sockets, a state of its own key (never superseded) in most slots, k going 3, 2, 4, 1, 3, the
+    loop held up twice: every socket gets every state, and a slot's turn goes once (twice when
+    its states came after it went)."""
     ks = [3] * 6 + [2] * 6 + [4] * 6 + [1] * 4 + [3] * 6
     got: dict[int, dict[tuple[str, str], Any]] = {j: {} for j in range(6)}
     slots: list[int] = []  # the slot of each frame
