@@ -15,17 +15,16 @@ sending one prepared text to every socket it holds, in a loop, from
   (each socket compresses in its own context).
 
 The load client (bench/frame_floor_client.js, Node's ``ws`` as benchmark 17's) holds the sockets
-and counts what arrives; each side's CPU is its own process' (``time.process_time`` in the
-server around the loop, ``process.cpuUsage`` in the client). One run a variant, the variants one
-after the other.
+and counts what arrives. The server's CPU is its whole process tree's (``/proc``) from the
+client's go to its last frame received (a server may write after its loop has handed the frames
+over: a server's own threads), beside its loop's own (``time.process_time`` around it); the
+client's is ``process.cpuUsage``. One run a variant, the variants one after the other.
 
 To find a cheaper write, ``--ws`` runs each variant under each of uvicorn's WebSocket
 implementations named (``websockets-sansio``, its ``auto``; ``websockets``; ``wsproto``, which
 needs the ``wsproto`` package), and ``--servers`` under other ASGI servers (``daphne``;
 ``granian``, a server whose sockets are Rust's, which needs the ``granian`` package), without
-permessage-deflate. The server's CPU is then its whole process tree's (``/proc``) from the
-client's go to its last frame received: a server may write after its loop has handed the frames
-over (granian's threads).
+permessage-deflate.
 
 Run: ``python -m bench.frame_floor [--sockets 5000] [--rounds 20] [--ws IMPL,...]
 [--servers uvicorn,daphne,granian] [--states N]`` (``--states``: a frame of N members' states,
