@@ -42,10 +42,12 @@ for i = 1, #ARGV do a[2 * i - 1] = now; a[2 * i] = ARGV[i] end
 return redis.call('ZADD', KEYS[1], 'XX', 'GT', 'CH', unpack(a))
 """
 # the same, then each due user's copy (the field's first 20 characters) renewed
-BEAT_COPIES = BEAT_FLOOR.replace(
-    "return redis.call",
-    "local moved = redis.call",
-) + """
+BEAT_COPIES = (
+    BEAT_FLOOR.replace(
+        "return redis.call",
+        "local moved = redis.call",
+    )
+    + """
 local due = {}
 for i = 1, #ARGV, tonumber(KEYS[3]) do due[#due + 1] = ARGV[i] end
 local fields = redis.call('HMGET', KEYS[2], unpack(due))
@@ -58,6 +60,7 @@ end
 if #w > 0 then redis.call('HSET', KEYS[2], unpack(w)) end
 return moved
 """
+)
 
 
 def field_of(kind: str, i: int, score: float) -> str:
@@ -90,13 +93,9 @@ def main() -> None:
         # the bare sorted set (the raw side), the index and the fields, each kind's in turn
         mem: dict[str, float] = {}
         base = r.info("memory")["used_memory"]
-        for k, members in by_kind.items():
+        for members in by_kind.values():
             for s in range(0, len(members), 10_000):
-                p = r.pipeline(transaction=False)
-                chunk = members[s : s + 10_000]
-                scores = {u: now - rng.random() * 30 for u in chunk}
-                p.zadd("bare", scores)
-                p.execute()
+                r.zadd("bare", {u: now - rng.random() * 30 for u in members[s : s + 10_000]})
         mem["bare sorted set"] = (r.info("memory")["used_memory"] - base) / n
         for k, members in by_kind.items():
             before = r.info("memory")["used_memory"]
@@ -111,8 +110,10 @@ def main() -> None:
         pages["mixed"] = [shuffled[i * 200 : i * 200 + 200] for i in range(64)]
 
         # reads: Redis' own time, alternating blocks
-        sides = {"ZMSCORE": ("zmscore", lambda pg: r.zmscore("bare", pg)),
-                 "HMGET": ("hmget", lambda pg: r.hmget("u", pg))}
+        sides = {
+            "ZMSCORE": ("zmscore", lambda pg: r.zmscore("bare", pg)),
+            "HMGET": ("hmget", lambda pg: r.hmget("u", pg)),
+        }
         own: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for kind in KINDS:
@@ -132,7 +133,9 @@ def main() -> None:
 
         # heartbeats: a batch of 1,000 socket users, Redis' own time a batch
         floor, copies = r.script_load(BEAT_FLOOR), r.script_load(BEAT_COPIES)
-        r.zadd("seen", dict(zip(by_kind["socket"], r.zmscore("bare", by_kind["socket"]), strict=True)))
+        r.zadd(
+            "seen", dict(zip(by_kind["socket"], r.zmscore("bare", by_kind["socket"]), strict=True))
+        )
         beats = {
             "floor (ZADD XX GT CH)": lambda b: r.evalsha(floor, 1, "seen", *b),
             "+ copies, every user": lambda b: r.evalsha(copies, 3, "seen", "u", "1", *b),
@@ -163,7 +166,9 @@ def main() -> None:
             "heartbeat_own_us_a_batch_of_1000": {k: median(v) for k, v in beat.items()},
         }
         print(json.dumps(out, indent=1))
-        print("\n| page of 200 | ZMSCORE: Redis' own time; wall p50 / p99 | HMGET of the fields: the same | HMGET / ZMSCORE (own; p50; p99) |")
+        print(
+            "\n| page of 200 | ZMSCORE: Redis' own time; wall p50 / p99 | HMGET of the fields: the same | HMGET / ZMSCORE (own; p50; p99) |"
+        )
         print("| --- | --- | --- | --- |")
         for k in KINDS:
             z, h = own[(k, "ZMSCORE")], own[(k, "HMGET")]
