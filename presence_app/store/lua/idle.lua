@@ -2,7 +2,6 @@
 -- IDLE_AFTER. The user goes idle only when their latest activity on every device (the registry
 -- field's, the record's) is that old too: otherwise another device is active, and its own
 -- process will call when it stops. Idle is a flag in the record, with the last activity.
-renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
 local u = decode(record(uid))
 local idx = index_of(u.st)

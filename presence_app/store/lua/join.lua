@@ -1,6 +1,5 @@
 -- join(user, conn, room): the connection enters a room (it moves into the user's record). The
 -- room hears of it only when this is the user's first connection there and they are visible.
-renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 local u = decode(record(uid))
 local idx = index_of(u.st)

@@ -1,6 +1,5 @@
 -- leave(user, conn, room): the connection leaves a room; the room hears of it when this was the
 -- user's last connection there.
-renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 local u = decode(record(uid))
 local idx = index_of(u.st)

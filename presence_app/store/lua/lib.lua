@@ -142,8 +142,14 @@ local function conn_score(idx, uid)
   return nil
 end
 
--- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
--- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
+-- Processes: a lease each, renewed by the scripts that call renew_proc (heartbeat, connect,
+-- disconnect, sweep: those that write the calling process into a connection, and the
+-- heartbeats' batches, which the process's coalescer sends at least every LEASE_TTL / 3 while
+-- it holds a connection, empty if no beat is due: realtime/coalescer.py). A process's other
+-- writes (join, leave, set_status, touch, activity, idle, forget) do not renew it: their
+-- connections' lease is the keepalive's, and a caller that holds none (a management command,
+-- a web worker without sockets) needs no lease. A script takes its own process as alive: it
+-- is calling. A closed connection in its grace is held by a pseudo-process "~<end of the grace>".
 local alive_cache = {}
 local function proc_alive(p)
   if p == PROC then return true end

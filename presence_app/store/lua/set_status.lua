@@ -7,7 +7,6 @@
 -- user's read after the write (read.lua, as get_many with their bucket)}, so that the user's
 -- own devices learn their true state without a second call, which a Redis Cluster client
 -- could run before this one.
-renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
 local back = ARGV[A + 3]
 local function answer()
