@@ -2,7 +2,7 @@
 -- activity (the registry field of a plain user, the record otherwise) and the end of an idle the
 -- record holds. Unlisted users are left alone.
 local uid = ARGV[A]
-local u = decode(record(uid))
+local u = load_user(uid)
 local idx = index_of(u.st)
 local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, has no live connection)
 if not score then return transitions() end

@@ -1,7 +1,7 @@
 -- join(user, conn, room): the connection enters a room (it moves into the user's record). The
 -- room hears of it only when this is the user's first connection there and they are visible.
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local u = decode(record(uid))
+local u = load_user(uid)
 local idx = index_of(u.st)
 local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, holds no connection)
 local listed = score ~= nil

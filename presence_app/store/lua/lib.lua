@@ -106,7 +106,6 @@ local function save_user(uid, u, listed, score)
   u._cp = cp
 end
 
-local function load_user(uid) return decode(record(uid)) end
 
 -- Erased users (forget.lua): the user -> when their erasure's hold ends. Until then no write lists
 -- them or keeps anything of them again: a touch, a connection or a status of theirs still on its
@@ -195,6 +194,18 @@ local function registry_del(uid)
   if reg_cache[uid] == false then return end  -- known absent: read or deleted by this script
   redis.call('HDEL', bkey(uid), uid)
   reg_cache[uid] = false
+end
+-- A user's connections are in one place: their registry field (a plain user's one) or their
+-- record's conns, never both (keep_conns, the only code that moves them, writes one and deletes
+-- the other; touch and activity rewrite a field only where one stands, the sweep's evictions
+-- empty the conns and leave an inert field; tests/store/test_store_model.py checks it after
+-- every step). So a record that holds connections tells that its user has no field: the writes
+-- load a user with load_user, which then does not read the field (nor K_LAST for it), and
+-- keep_conns deletes none.
+local function load_user(uid)
+  local u = decode(record(uid))
+  if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end
+  return u
 end
 -- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
 -- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds
