@@ -31,7 +31,8 @@ local function decode(raw)
           lv = lv ~= E and lv or nil, msg = msg ~= E and msg or nil,
           emoji = emoji ~= E and emoji or nil, dev = dev ~= E and dev or nil,
           mx = mx ~= E and mx or nil, meta = meta ~= E and meta or nil, w = w ~= E and w or nil,
-          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil, _cp = cp}
+          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil, _cp = cp,
+          _raw = raw}
 end
 local function conns_of(u)
   if u._c == nil then
@@ -90,7 +91,14 @@ local function save_user(uid, u, listed, score)
     if s and s <= 0 then s = nil end  -- HTTP only (one index): no copy
   end
   local cp = s and copy_of(s) or ''
+  if cp ~= '' and (u._cp or '') ~= '' and u._raw == raw .. u._cp then
+    -- the record as it stands, with a copy before and after: nothing to write (its copy, older,
+    -- is never later than the score, and the sweep renews it when K_COPIES says: a script that
+    -- raises a score leaves an older copy as well, above)
+    return
+  end
   redis.call('HSET', K_RECS, uid, raw .. cp)
+  u._raw = raw .. cp
   if listed then
     -- a new record is in no K_REXP, nor one that carries a copy: only a listed save writes one
     -- (and takes the user out of K_REXP), the sweep renews only those of K_COPIES
