@@ -2,8 +2,8 @@
 -- room hears of it only when this is the user's first connection there and they are visible.
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
 -- A join already in its room with nothing to change answers here, before the library's
--- definitions (most of such a call's time) are made: what the full path below checks before
--- it returns without a write. The record holds the connection, open, with the room (so the
+-- definitions are made and without the full path's work (issue 43: half such a call's Redis
+-- time): what the full path below checks before it returns without a write. The record holds the connection, open, with the room (so the
 -- user has no registry field: lib.lua's load_user), every connection of the record is live
 -- (its process's lease, or its grace, runs), no past window is there, and the user is listed
 -- (a positive score in their index). Otherwise the full path goes on with what was read here.
