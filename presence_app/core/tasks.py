@@ -65,10 +65,11 @@ class Batch:
     """Pending writes of one event loop's connections, keyed so that a later one replaces an
     earlier one, written by one task: it flushes what is pending (with ``at_once``, the
     first write of a quiet batch at once; else a round later), sleeps :meth:`wait`, and ends
-    after ``idle`` quiet rounds, only with
+    after ``idle`` quiet rounds (unless :meth:`holding`), only with
     nothing pending and no sleep left: a write put during its last sleep is flushed, and one
     put after it finds the task done and starts another. Subclasses say what a flush writes
-    and how long a round is (the heartbeats' interval, the room states' wall-clock ticks).
+    and how long a round is (the heartbeats' interval, the room states' wall-clock ticks), and
+    may flush with nothing pending (:meth:`due`: the heartbeats' keepalive).
 
     ``jobs.touches.TouchBatcher`` is of the same idea but a thread: a WSGI site's requests have
     no event loop to run this task on."""
@@ -94,14 +95,22 @@ class Batch:
             await asyncio.sleep(max(0.0, self.wait(last)))
         while True:
             raise_if_cancelling()
-            if self.pending:
+            if self.due():
                 quiet, last = 0, time.time()
                 await self.flush()
-            elif quiet >= self.idle:
+            elif quiet >= self.idle and not self.holding():
                 return
             else:
                 quiet += 1
             await asyncio.sleep(max(0.0, self.wait(last)))
+
+    def due(self) -> bool:
+        """Is there something to flush this round? (What is pending, by default.)"""
+        return bool(self.pending)
+
+    def holding(self) -> bool:
+        """Must the task run on through quiet rounds? (A subclass's own reason.)"""
+        return False
 
     def wait(self, last: float) -> float:
         """Seconds until the next round, the last flush having started at ``last``."""

@@ -7,6 +7,15 @@ call (one script call per shard) every ``HEARTBEAT_FLUSH_INTERVAL`` seconds. 10,
 second, not 330. Pairs Redis reports as holding no lease (swept, or lost with a Redis restart)
 are handed back to their socket, which connects and joins its rooms again.
 
+The coalescer is also the process's keepalive: the process's lease (K_PROCS, in every shard of
+a tenant's key space) is what keeps the connections it holds alive in Redis, and only its
+heartbeats, connects, disconnects and sweeps renew it (not its other writes: join, leave,
+set_status, touch, activity, idle). While the process holds an open connection of a tenant
+(:meth:`HeartbeatCoalescer.hold`, from its open to its close), a batch of that tenant is
+written at least every ``LEASE_TTL / 3`` seconds, an empty one when no beat is due (its
+users all silent, a stream between beats), so that the lease never runs out under a live
+process, whatever its users send.
+
 Bounded whatever Redis does: ``pending`` holds at most one entry per socket, one flush runs at a
 time (a slow Redis delays the next, it does not stack them), and a flush writes at most
 ``MAX_BATCH`` leases per script call, so no single call holds Redis for long.
@@ -14,6 +23,7 @@ time (a slow Redis delays the next, it does not stack them), and a flush writes 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import weakref
 from collections.abc import Callable
@@ -49,32 +59,69 @@ class HeartbeatCoalescer(Batch):
     pending: dict[tuple[str, str], Beating]
     at_once = False  # a round's beats in one call: no lease is that urgent
 
+    def __init__(self) -> None:
+        super().__init__()
+        # the open connections of this loop, by tenant (the process's keepalive: module doc)
+        self.held: dict[str | None, dict[tuple[str, str], None]] = {}
+        # tenant -> loop time at which its last batch was sent (the lease renewed from then)
+        self.renewed: dict[str | None, float] = {}
+
     def wait(self, last: float) -> float:
         return min(float(conf.get("HEARTBEAT_FLUSH_INTERVAL")), 1.0)
+
+    def keepalive(self) -> float:
+        """Seconds between two batches of a tenant whose connections are open, at most."""
+        return float(conf.get("LEASE_TTL")) / 3
 
     def beat(self, owner: Beating) -> None:
         self.pending[(owner.conn_id, owner.user_id)] = owner
         self.wake()
 
+    def hold(self, owner: Beating) -> None:
+        """The socket is open (its connect just renewed the lease): the process's lease is kept
+        for its tenant until :meth:`forget`."""
+        tenant = getattr(owner, "tenant", None)
+        self.held.setdefault(tenant, {})[(owner.conn_id, owner.user_id)] = None
+        self.renewed.setdefault(tenant, asyncio.get_running_loop().time())
+        self.wake()
+
     def forget(self, owner: Beating) -> None:
         """The socket closed: its pending beat is moot (disconnect sets the lease itself)."""
         self.pending.pop((owner.conn_id, owner.user_id), None)
+        tenant = getattr(owner, "tenant", None)
+        held = self.held.get(tenant)
+        if held is not None:
+            held.pop((owner.conn_id, owner.user_id), None)
+            if not held:
+                del self.held[tenant]
+
+    def holding(self) -> bool:
+        return bool(self.held)
+
+    def lapsing(self) -> list[str | None]:
+        """The tenants with open connections whose last batch is a keepalive's period old."""
+        old = asyncio.get_running_loop().time() - self.keepalive()
+        return [t for t in self.held if self.renewed.get(t, old) <= old]
+
+    def due(self) -> bool:
+        return bool(self.pending) or bool(self.lapsing())
 
     async def flush(self) -> None:
         batch, self.pending = self.pending, {}
-        if not batch:
-            return
         by_tenant: dict[str | None, dict[tuple[str, str], Beating]] = {}
         for key, owner in batch.items():  # each tenant's leases live in its own key space
             by_tenant.setdefault(getattr(owner, "tenant", None), {})[key] = owner
+        for tenant in self.lapsing():  # no beat due: an empty batch renews the lease alone
+            by_tenant.setdefault(tenant, {})
         for tenant, part in by_tenant.items():
             with tenants.activate(tenant):
-                await self._flush(part)
+                await self._flush(part, tenant)
 
-    async def _flush(self, batch: dict[tuple[str, str], Beating]) -> None:
+    async def _flush(self, batch: dict[tuple[str, str], Beating], tenant: str | None) -> None:
         pairs = list(batch)
-        for start in range(0, len(pairs), MAX_BATCH):
+        for start in range(0, max(len(pairs), 1), MAX_BATCH):
             self.flushes += 1
+            sent = asyncio.get_running_loop().time()
             try:
                 missing = await presence.aheartbeat_many(pairs[start : start + MAX_BATCH])
             except UNAVAILABLE as exc:
@@ -84,6 +131,7 @@ class HeartbeatCoalescer(Batch):
                         self.pending.setdefault(key, batch[key])
                         batch[key].lease_unavailable()
                 return
+            self.renewed[tenant] = sent  # every batch renews the lease in all the shards
             # A socket that closed while its beat was on its way had its lease cut to the grace,
             # which the beat may have renewed for a whole LEASE_TTL: cut it again.
             for conn_id, user_id in pairs[start : start + MAX_BATCH]:

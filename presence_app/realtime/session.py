@@ -183,6 +183,7 @@ class PresenceSession:
             await self.unavailable(exc)  # no lease: the first heartbeat finds it missing
         ensure_sweeper()
         collector.opened()
+        get_coalescer().hold(self)  # the process's lease kept while this connection is open
         self.liveness = Liveness(self, self.end)
         return protocol.hello(self.user_id, me, s, activity_interval(s))
 

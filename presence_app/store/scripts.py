@@ -37,6 +37,9 @@ NAMES = (
 #: The reads that take nothing of the library (head.lua, read.lua, get_many.lua): bench tools
 #: that rebuild the older layouts name them.
 READS = {"get_many"}
+#: The line after which a script's own part needs the library: what comes before it (a quick
+#: answer, head.lua's definitions only) runs before the library's are made (join.lua).
+LIBRARY = "-- (the library)\n"
 #: The scripts that read presences with read.lua's ``read_many``: get_many, and set_status,
 #: which answers with its user's state after its write.
 READERS = {"get_many", "set_status"}
@@ -198,5 +201,9 @@ def load() -> dict[str, Script]:
     for name in NAMES:
         own = [read, _read(name)] if name in READERS else [_read(name)]
         lib = pick(parts, "\n".join(own))
-        scripts[name] = Script(name, "\n".join([head, *([lib] if lib else []), *own]))
+        # a script's part before LIBRARY runs before the library's definitions (head's only)
+        first, _, rest = own[-1].rpartition(LIBRARY)
+        before = [first] if first else []
+        own[-1] = rest if first else own[-1]
+        scripts[name] = Script(name, "\n".join([head, *before, *([lib] if lib else []), *own]))
     return scripts

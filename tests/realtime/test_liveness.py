@@ -40,6 +40,44 @@ async def test_the_front_door_runs_with_one_process_lease(liveness, redis_client
     await sock.close()
 
 
+async def test_a_process_keeps_its_lease_while_its_connections_are_silent(liveness, redis_client):
+    """The coalescer is the process's keepalive (realtime/coalescer.py): while a connection of
+    the process is open, its lease (K_PROCS) runs on with no beat of any socket, and no other
+    write of the process renews it (join, set_status, touch do not, since issue 43's eighth
+    session); once its last connection closes, the coalescer lets it run out and ends."""
+    import asyncio
+
+    from presence_app.realtime.coalescer import HeartbeatCoalescer
+    from presence_app.store.keys import KeySpace
+
+    class Owner:
+        conn_id, user_id, tenant, closed = "k1", "ku", None, False
+
+    store = get_async_store()
+    await store.connect("k1", "ku")
+    await store.join("lobby", "k1", "ku")
+    procs = KeySpace.procs(store.keys.tag_for_user("ku"))
+
+    def left() -> float:  # seconds of the lease left, in Redis' clock
+        secs, usecs = redis_client.time()
+        return redis_client.zscore(procs, process_id()) - (secs + usecs / 1e6)
+
+    lease = float(FAST["LEASE_TTL"])
+    beats, owner = HeartbeatCoalescer(), Owner()
+    beats.idle = 2  # quiet rounds: the task must run on through them while a connection is open
+    beats.hold(owner)
+    for _ in range(4):
+        await asyncio.sleep(lease * 0.6)
+        await store.set_status("ku", message="here")  # a write: not a renewal
+        assert left() > lease / 3  # renewed every LEASE_TTL / 3, no beat sent
+    assert beats.flushes >= 3
+    assert not beats.task.done()
+    beats.forget(owner)
+    await asyncio.sleep(lease * 1.1)
+    assert beats.task.done()
+    assert left() < 0  # nothing open: the lease runs out
+
+
 async def test_a_socket_silent_for_the_lease_is_closed(liveness):
     _, cookie = await make_user("ann")
     quiet = await Socket.open(cookie, name="quiet")  # no heartbeat at all

@@ -4,6 +4,7 @@ and still defines every name it uses."""
 import re
 
 import pytest
+import redis
 
 from presence_app.store import scripts
 
@@ -99,7 +100,56 @@ def test_a_join_already_in_its_room_writes_nothing(store, redis_client):
     assert store.join("r", "c1", 7, now=T + 2) == []
     after = redis_client.info("commandstats")
     writes = {k for k in after if after[k]["calls"] != before.get(k, {}).get("calls")}
-    # the process' lease renewed (ZADD), the reads: nothing else
-    assert writes <= {"cmdstat_evalsha", "cmdstat_zadd", "cmdstat_hget", "cmdstat_zscore",
-                      "cmdstat_info"}  # fmt: skip
+    # the reads: nothing else (the process's lease is its keepalive's: no ZADD)
+    assert writes <= {"cmdstat_evalsha", "cmdstat_hget", "cmdstat_zscore", "cmdstat_info"}
     assert store.room_members("r", now=T + 3) == ["7"]
+
+
+def calls(client) -> dict[str, int]:
+    """The commands the server (every primary of a cluster) has run so far, by name."""
+    if isinstance(client, redis.RedisCluster):
+        stats = client.info("commandstats", target_nodes=redis.RedisCluster.PRIMARIES).values()
+    else:
+        stats = [client.info("commandstats")]
+    total: dict[str, int] = {}
+    for one in stats:
+        for k, v in one.items():
+            total[k.removeprefix("cmdstat_")] = (
+                total.get(k.removeprefix("cmdstat_"), 0) + v["calls"]
+            )
+    return total
+
+
+def commands(client, write) -> dict[str, int]:
+    """The commands ``write()`` ran (but its script calls and INFO), by name."""
+    before = calls(client)
+    write()
+    ran = {k: n - before.get(k, 0) for k, n in calls(client).items()}
+    # (and SCRIPT LOAD: a cluster node loads a script on its first call)
+    skip = ("evalsha", "eval", "info", "script")
+    return {k: n for k, n in ran.items() if n and not k.startswith(skip)}
+
+
+def test_the_writes_read_what_they_need(store):
+    """Issue 43: no write but the heartbeat, connect, disconnect and the sweep renews the
+    process's lease (its keepalive does); a user whose record holds connections has no registry
+    field, which is not read then (keep_conns keeps connections in one place); set_status reads
+    no registry field (its connection holds no room); a record unchanged but for its copy is not
+    written again."""
+    store.connect("c1", "u1", now=T)
+    store.join("r", "c1", "u1", now=T)  # u1: their connection (and room) in their record
+    store.connect("c2", "u2", now=T)
+    store.set_status("u2", message="hi", now=T)  # u2: a record, their connection in the field
+    # the record, its user's score, no field, no lease
+    assert commands(store.client, lambda: store.join("r", "c1", "u1", now=T + 1)) == {
+        "hget": 1,
+        "zscore": 1,
+    }
+    # the erasure check, the record, the score and the end, the record's save
+    for uid in ("u1", "u2"):
+        ran = commands(store.client, lambda u=uid: store.set_status(u, message="m", now=T + 2))
+        assert ran == {"exists": 1, "hget": 1, "zscore": 2, "hset": 1}, uid
+    # u2's touch: their field written (their window), the record as it stands
+    ran = commands(store.client, lambda: store.touch("u2", now=T + 3))
+    assert ran.get("hset") == 1 and "zadd" in ran, ran
+    assert store.get("u2", now=T + 4).message == "m"

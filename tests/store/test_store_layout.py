@@ -1223,3 +1223,30 @@ def test_an_http_only_users_web_score_reads_back_exactly(make3):
         ("online", 1000.1),
         ("online", 1000.3),
     ]
+
+
+def test_a_join_already_in_its_room_answers_early_only_with_nothing_to_change(make3):
+    """join.lua answers a join already in its room before the library's definitions only when
+    the full path would write nothing: a dead connection in the record (a killed process's, an
+    ended grace's) or a past window sends it down the full path, which drops them and leaves
+    the rooms only they held."""
+    a, b = make3(), make3()
+    a.connect("c1", "u1", now=T)
+    a.join("r", "c1", "u1", now=T)
+    b.connect("c2", "u1", now=T)
+    b.join("s", "c2", "u1", now=T)
+    assert a.join("r", "c1", "u1", now=T + 1) == []  # nothing to change: the early answer
+    b.client.zrem(KeySpace.procs(b.keys.tag_for_user("u1")), b.plans.process)  # b is killed
+    assert [(t.kind, t.room) for t in a.join("r", "c1", "u1", now=T + 2)] == [("leave", "s")]
+    assert a.room_members("s", now=T + 2) == [] and a.room_members("r", now=T + 2) == ["u1"]
+
+    a.connect("c3", "u2", now=T)
+    a.join("r", "c3", "u2", now=T)
+    a.connect("c4", "u2", now=T)
+    a.join("t", "c4", "u2", now=T)
+    a.disconnect("c4", "u2", now=T + 1)  # closing, its room held through the grace
+    assert a.join("r", "c3", "u2", now=T + 2) == []
+    assert a.room_members("t", now=T + 2) == ["u2"]
+    late = T + 1 + GRACE + 1  # the grace over: the join drops it, and its room
+    assert [(t.kind, t.room) for t in a.join("r", "c3", "u2", now=late)] == [("leave", "t")]
+    assert a.room_members("t", now=late) == []

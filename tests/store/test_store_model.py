@@ -150,7 +150,7 @@ class Model:
             u.until = None  # an open connection carries them past a later end (a long window)
 
     def touch(self, proc: str, uid: str) -> None:
-        self.leases[proc] = self.now + TTL
+        # (not a renewal of the process's lease: its keepalive's, do_advance)
         u = self.users[uid]
         if u.st == "invisible" or u.index == "seen":
             if u.index is None:
@@ -165,7 +165,7 @@ class Model:
             u.seen = max(u.seen or self.now, self.now)
 
     def set_state(self, proc: str, uid: str, state: str) -> None:
-        self.leases[proc] = self.now + TTL
+        # (not a renewal of the process's lease either)
         u = self.users[uid]
         self.prune(uid)  # a change of the user's: their dead connections (and rooms) go
         was_hidden = u.st == "invisible"
@@ -187,7 +187,7 @@ class Model:
         u.index = u.seen = u.until = u.w = None
 
     def sweep(self, proc: str) -> None:
-        self.leases[proc] = self.now + TTL  # every call of a process renews its lease
+        self.leases[proc] = self.now + TTL  # the sweep renews its process's lease
         for cid in [c for c, conn in self.conns.items() if not self.conn_live(conn)]:
             del self.conns[cid]
         for uid in USERS:
@@ -252,7 +252,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         if conn.proc in self.model.killed:
             return
         store, uid, m = self.stores[conn.proc], conn.user, self.model
-        m.leases[conn.proc] = self.now + TTL  # a call of the process
+        # (a join or leave does not renew the process's lease: its keepalive does, do_advance)
         usable = m.users[uid].index is not None and m.conn_live(conn) and conn.closing is None
         if not join:
             store.leave(room, cid, uid, now=self.now)
@@ -393,6 +393,22 @@ class StoreVersusModel(RuleBasedStateMachine):
             assert (hidden is not None) == (u.index == "hidden"), (uid, hidden, u)
             if u.index == "web":
                 assert score == -u.seen, (uid, score, u)
+
+    @invariant()
+    def connections_are_in_one_place(self):
+        """A user's connections are in their registry field (a plain user's one) or in their
+        record's conns, never in both (lib.lua: keep_conns, the only script code that moves
+        them, writes one and deletes the other): the writes skip the field's read for a user
+        whose record holds connections (issue 43), and a field beside such a record would be a
+        connection they lose."""
+        store = self.stores["A"]
+        for uid in USERS:
+            tag = store.keys.tag_for_user(uid)
+            raw = store.client.hget(KeySpace.records(tag), uid)
+            conns = raw.decode().split("\x1f")[11] if raw is not None else ""
+            if conns:
+                bucket = KeySpace.registry(tag, registry_bucket(uid, store.config.registry_buckets))
+                assert store.client.hget(bucket, uid) is None, (uid, raw)
 
     @invariant()
     def registry_holds_only_open_connections(self):

@@ -1,9 +1,8 @@
 -- activity(user): the person did something on a live connection: a sign of life, their last
 -- activity (the registry field of a plain user, the record otherwise) and the end of an idle the
 -- record holds. Unlisted users are left alone.
-renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local u = decode(record(uid))
+local u = load_user(uid)
 local idx = index_of(u.st)
 local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, has no live connection)
 if not score then return transitions() end

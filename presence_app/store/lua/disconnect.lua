@@ -5,7 +5,7 @@
 -- and the sweep announces.
 local uid, cid = ARGV[A], ARGV[A + 1]
 renew_proc()
-local u = decode(record(uid))
+local u = load_user(uid)
 local idx = index_of(u.st)
 local score = num(redis.call('ZSCORE', idx, uid))
 local listed = score ~= nil and score > 0  -- (a negative one: HTTP only, no connection)

@@ -4,7 +4,6 @@
 -- in every index and process set, their graces and their entries in their rooms' live state
 -- (matched exactly: a field is "user|public id", and a user id may itself hold a '|'). For HOLD
 -- after it, no write of theirs is taken (lib.lua's erased).
-renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
 redis.call('ZREMRANGEBYSCORE', K_GONE, '-inf', sc(NOW))
 redis.call('ZADD', K_GONE, sc(NOW + HOLD), redis.sha1hex(uid))  -- no late write undoes it

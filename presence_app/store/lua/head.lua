@@ -12,7 +12,9 @@
 -- after their score (SPAN) unless K_UNTIL records another end: a sooner one (a closed last
 -- connection's grace) or, with ONLINE_WINDOW > LEASE_TTL, a later one (a request's window,
 -- which a heartbeat does not end: REACH is how far back a score may be and the user still
--- present). K_PROCS: process -> lease expiry, renewed by its calls. The
+-- present). K_PROCS: process -> lease expiry, renewed by its heartbeats (the coalescer's
+-- batches, an empty one at least every LEASE_TTL / 3 while the process holds a connection: its
+-- keepalive), connects, disconnects and sweeps; not by its other writes. The
 -- registry (TAG:c:<bucket>, small hashes) holds a plain user's one connection as
 -- "process\31conn\31last activity"; a user with more connections, or rooms, keeps them in their
 -- record (conns: {conn: [process, room, ...]}) and is in TAG:p:<process> for each. K_LAST: offline

@@ -2,9 +2,8 @@
 -- IDLE_AFTER. The user goes idle only when their latest activity on every device (the registry
 -- field's, the record's) is that old too: otherwise another device is active, and its own
 -- process will call when it stops. Idle is a flag in the record, with the last activity.
-renew_proc()  -- a call of this process: it is alive
 local uid = ARGV[A]
-local u = decode(record(uid))
+local u = load_user(uid)
 local idx = index_of(u.st)
 local score = conn_score(idx, uid)  -- (an HTTP-only user's idle comes with their requests)
 if u.idle == '1' or not score then return transitions() end

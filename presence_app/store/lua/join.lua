@@ -1,10 +1,47 @@
 -- join(user, conn, room): the connection enters a room (it moves into the user's record). The
 -- room hears of it only when this is the user's first connection there and they are visible.
-renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local u = decode(record(uid))
+-- A join already in its room with nothing to change answers here, before the library's
+-- definitions are made and without the full path's work (issue 43: half such a call's Redis
+-- time): what the full path below checks before it returns without a write. The record holds the connection, open, with the room (so the
+-- user has no registry field: lib.lua's load_user), every connection of the record is live
+-- (its process's lease, or its grace, runs), no past window is there, and the user is listed
+-- (a positive score in their index). Otherwise the full path goes on with what was read here.
+local RAW = redis.call('HGET', K_RECS, uid)
+local PRE_C, PRE_SCORE = nil, nil  -- the record's connections, decoded; the user's score
+if RAW then
+  local st, w, conns = string.match(RAW, '^([^\31]*)\31[^\31]*\31[^\31]*\31[^\31]*\31[^\31]*\31'
+    .. '[^\31]*\31[^\31]*\31[^\31]*\31[^\31]*\31([^\31]*)\31[^\31]*\31([^\31]*)')
+  if conns and conns ~= '' then
+    PRE_C = cjson.decode(conns)
+    local s = tonumber(redis.call('ZSCORE', st == 'invisible' and K_HIDDEN or K_SEEN, uid))
+    PRE_SCORE = s and s > 0 and s or false
+    local e = PRE_C[cid]
+    local quick = PRE_SCORE and e ~= nil and string.sub(e[1], 1, 1) ~= '~'
+      and (w == '' or tonumber(w) >= NOW)
+    if quick then
+      quick = false
+      for i = 2, #e do if e[i] == room then quick = true end end
+    end
+    if quick then
+      for _, f in pairs(PRE_C) do
+        local p = f[1]
+        if string.sub(p, 1, 1) == '~' then quick = quick and (tonumber(string.sub(p, 2)) or -1) >= NOW
+        elseif p ~= PROC then
+          quick = quick and (tonumber(redis.call('ZSCORE', K_PROCS, p)) or -1) >= NOW
+        end
+        if not quick then break end
+      end
+    end
+    if quick then return '' end  -- (no transition)
+  end
+end
+-- (the library)
+local u = decode(RAW)
+if PRE_C then u._c = PRE_C; reg_cache[uid] = false end  -- (load_user's: no field)
 local idx = index_of(u.st)
-local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, holds no connection)
+local score = PRE_SCORE or nil  -- (an HTTP-only user, WEB, holds no connection)
+if PRE_SCORE == nil then score = conn_score(idx, uid) end
 local listed = score ~= nil
 local conns = live_conns(uid, u, listed)
 local e = conns[cid]

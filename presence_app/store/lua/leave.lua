@@ -1,8 +1,7 @@
 -- leave(user, conn, room): the connection leaves a room; the room hears of it when this was the
 -- user's last connection there.
-renew_proc()  -- a call of this process: it is alive
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
-local u = decode(record(uid))
+local u = load_user(uid)
 local idx = index_of(u.st)
 local score = conn_score(idx, uid)  -- (an HTTP-only user, WEB, holds no connection)
 local listed = score ~= nil

@@ -31,7 +31,8 @@ local function decode(raw)
           lv = lv ~= E and lv or nil, msg = msg ~= E and msg or nil,
           emoji = emoji ~= E and emoji or nil, dev = dev ~= E and dev or nil,
           mx = mx ~= E and mx or nil, meta = meta ~= E and meta or nil, w = w ~= E and w or nil,
-          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil, _cp = cp}
+          idle = idle ~= E and idle or nil, conns = conns ~= E and conns or nil, _cp = cp,
+          _raw = raw}
 end
 local function conns_of(u)
   if u._c == nil then
@@ -90,7 +91,14 @@ local function save_user(uid, u, listed, score)
     if s and s <= 0 then s = nil end  -- HTTP only (one index): no copy
   end
   local cp = s and copy_of(s) or ''
+  if cp ~= '' and (u._cp or '') ~= '' and u._raw == raw .. u._cp then
+    -- the record as it stands, with a copy before and after: nothing to write (its copy, older,
+    -- is never later than the score, and the sweep renews it when K_COPIES says: a script that
+    -- raises a score leaves an older copy as well, above)
+    return
+  end
   redis.call('HSET', K_RECS, uid, raw .. cp)
+  u._raw = raw .. cp
   if listed then
     -- a new record is in no K_REXP, nor one that carries a copy: only a listed save writes one
     -- (and takes the user out of K_REXP), the sweep renews only those of K_COPIES
@@ -106,7 +114,6 @@ local function save_user(uid, u, listed, score)
   u._cp = cp
 end
 
-local function load_user(uid) return decode(record(uid)) end
 
 -- Erased users (forget.lua): the user -> when their erasure's hold ends. Until then no write lists
 -- them or keeps anything of them again: a touch, a connection or a status of theirs still on its
@@ -142,8 +149,14 @@ local function conn_score(idx, uid)
   return nil
 end
 
--- Processes: a lease each. Every call of a process renews its own (connect, heartbeat). A
--- closed connection in its grace is held by a pseudo-process "~<end of the grace>".
+-- Processes: a lease each, renewed by the scripts that call renew_proc (heartbeat, connect,
+-- disconnect, sweep: those that write the calling process into a connection, and the
+-- heartbeats' batches, which the process's coalescer sends at least every LEASE_TTL / 3 while
+-- it holds a connection, empty if no beat is due: realtime/coalescer.py). A process's other
+-- writes (join, leave, set_status, touch, activity, idle, forget) do not renew it: their
+-- connections' lease is the keepalive's, and a caller that holds none (a management command,
+-- a web worker without sockets) needs no lease. A script takes its own process as alive: it
+-- is calling. A closed connection in its grace is held by a pseudo-process "~<end of the grace>".
 local alive_cache = {}
 local function proc_alive(p)
   if p == PROC then return true end
@@ -189,6 +202,18 @@ local function registry_del(uid)
   if reg_cache[uid] == false then return end  -- known absent: read or deleted by this script
   redis.call('HDEL', bkey(uid), uid)
   reg_cache[uid] = false
+end
+-- A user's connections are in one place: their registry field (a plain user's one) or their
+-- record's conns, never both (keep_conns, the only code that moves them, writes one and deletes
+-- the other; touch and activity rewrite a field only where one stands, the sweep's evictions
+-- empty the conns and leave an inert field; tests/store/test_store_model.py checks it after
+-- every step). So a record that holds connections tells that its user has no field: the writes
+-- load a user with load_user, which then does not read the field (nor K_LAST for it), and
+-- keep_conns deletes none.
+local function load_user(uid)
+  local u = decode(record(uid))
+  if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end
+  return u
 end
 -- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
 -- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds

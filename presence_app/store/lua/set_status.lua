@@ -7,7 +7,6 @@
 -- user's read after the write (read.lua, as get_many with their bucket)}, so that the user's
 -- own devices learn their true state without a second call, which a Redis Cluster client
 -- could run before this one.
-renew_proc()  -- a call of this process: it is alive
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
 local back = ARGV[A + 3]
 local function answer()
@@ -26,15 +25,23 @@ if web then seen, ends = web, web + WINDOW
 else ends = num(redis.call('ZSCORE', K_UNTIL, uid)) end
 local live = seen ~= nil and (ends or seen + SPAN) >= NOW
 local listed = seen ~= nil
+-- The rooms of the user's live connections: their record's (a registry field's connection holds
+-- no room, so the field is not read here).
+local function rooms_now()
+  local out = {}
+  for c, e in pairs(conns_of(u)) do if proc_alive(e[1]) then out[c] = e end end
+  return rooms_in(out)
+end
 if listed and not web then
-  -- a change of the user's: their dead connections (a killed process's, an ended grace's) go,
-  -- and the rooms only those held, as connect, disconnect, join and leave do
-  local p, _, la = registry_of(uid)
-  local conns = live_conns(uid, u, true)
-  local dead = p ~= nil and not registry_live(uid, p, la)
-  for c, _ in pairs(conns_of(u)) do dead = dead or conns[c] == nil end
+  -- a change of the user's: the dead connections of their record (a killed process's, an ended
+  -- grace's) go, and the rooms only those held, as connect, disconnect, join and leave do. A
+  -- dead registry field holds no room and counts for nothing: it is left to its connection's
+  -- disconnect or the sweep's cleaner (a record holding connections has no field: load_user)
+  local dead = false
+  for _, e in pairs(conns_of(u)) do dead = dead or not proc_alive(e[1]) end
   if dead then
-    keep_conns(uid, u, conns, la or u.la, true, old_idx == K_SEEN and seen)
+    local conns = live_conns(uid, u, true)
+    keep_conns(uid, u, conns, u.la, true, old_idx == K_SEEN and seen)
     schedule_graces(uid, conns)
   end
 end
@@ -53,7 +60,7 @@ if new_idx == K_HIDDEN and old_idx == K_SEEN then
   local last = live and NOW or math.max(num(u.ls) or 0, seen or 0)
   if last > 0 then u.lv = sc(last) else u.lv = nil end
   if listed then
-    for _, room in ipairs(rooms_in(live_conns(uid, u, true))) do
+    for _, room in ipairs(rooms_now()) do
       if room_remove(uid, room) then emit('leave', uid, room, 'offline', NOW, u) end
     end
     redis.call('ZREM', K_SEEN, uid)
@@ -80,7 +87,7 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
     end
     redis.call('ZREM', K_HIDDEN, uid)
     redis.call('ZADD', K_SEEN, sc(seen), uid)
-    local rooms = rooms_in(live_conns(uid, u, true))
+    local rooms = rooms_now()
     emit('online', uid, nil, public_state(u), NOW, u, rooms)
     for _, room in ipairs(rooms) do
       if room_add(uid, room) then emit('join', uid, room, public_state(u), NOW, u) end
@@ -88,7 +95,7 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
   end
 elseif new_idx == K_SEEN and live then
   if shown() ~= before then
-    emit('update', uid, nil, public_state(u), NOW, u, rooms_in(live_conns(uid, u, true)))
+    emit('update', uid, nil, public_state(u), NOW, u, rooms_now())
   end
 end
 -- the score to copy (save_user): a connected visible user's, unchanged here or back from hidden

@@ -4,7 +4,6 @@
 -- request negated (WEB, head.lua), online for ONLINE_WINDOW: one entry, and no record while every
 -- request is activity.
 -- A request without activity of a user whose last activity is IDLE_AFTER old announces idle.
-renew_proc()  -- a call of this process: it is alive
 -- A connected user's request: with `activity` their last activity, and `window` (the request's
 -- window end, while a connection holds them) for when that connection closes: in the registry
 -- field for a plain user, the record otherwise.
