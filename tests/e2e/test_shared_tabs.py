@@ -41,6 +41,8 @@ JOINED = (
 
 # Online, or idle: nobody touches Bob's tabs, and opening them may take longer than IDLE_AFTER.
 ONLINE = "bob => ['online', 'idle'].includes((presence.get(bob) || {}).state)"
+#: Bob's dot in the room's list of who is here (WATCH's).
+DOT = '#here [data-presence-user="{}"]'
 
 # What a tab hears, kept on the page: each join and typing with its room.
 RECORD = """() => {
@@ -138,6 +140,7 @@ def eight_tabs(browser: Any, server: Any, mode: str, init: str | None = None) ->
         # One connection for the eight tabs, as the server counts them.
         wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
         alice.wait_for_function(ONLINE, arg=bob_id)
+        alice.wait_for_selector(DOT.format(bob_id))  # the watch's first look is at his dot
         alice.evaluate(WATCH, bob_id)
 
         # Each tab hears its own rooms: Alice comes into each tab's room, one after the other,
@@ -216,6 +219,7 @@ def test_closing_the_leader_tab_hands_over_without_a_lost_frame(browser, server)
         assert [t.evaluate("presence.shared") for t in tabs] == ["leader"] * 3
         wait_until(lambda: connections(db, users["bob"]), lambda c: len(c) == 1)
         alice.wait_for_function(ONLINE, arg=bob_id)
+        alice.wait_for_selector(DOT.format(bob_id))  # the watch's first look is at his dot
         alice.evaluate(WATCH, bob_id)
         # The first tab leads: closing it takes the connection with it.
         assert tabs[0].evaluate("presence.socket.local") is True
@@ -410,6 +414,7 @@ def test_a_frozen_tab_keeps_its_user_where_the_worker_holds_the_connection(brows
                 " presence.on('open', () => seen.push('open')); true"
             )
             alice.wait_for_function(ONLINE, arg=bob_id)
+            alice.wait_for_selector(DOT.format(bob_id))  # the watch's first look is at his dot
             alice.evaluate(WATCH, bob_id)
             tab.freeze()
             # A window in which nothing may happen: past the lease, the grace and a sweep.

@@ -117,7 +117,7 @@ async def test_a_heartbeat_in_flight_as_the_socket_closes_does_not_revive_its_le
             store = get_store()
             tag = store.keys.tag_for_user(str(user.pk))
             key = KeySpace.until(tag)  # the end of the user's presence
-            await coalescer._flush(batch)  # then the batch
+            await coalescer._flush(batch, None)  # then the batch (no tenant)
             (score,) = [s for m, s in redis_client.zrange(key, 0, -1, withscores=True)]
             assert score <= time.time() + grace + 0.5  # the grace, not LEASE_TTL
         finally:
