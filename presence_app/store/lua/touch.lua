@@ -28,7 +28,7 @@ while EARLY and FIRST <= #ARGV do
     local st, la, mid, w, idle, conns, cp = '', '', nil, nil, '', '', nil
     if raw then st, la, mid, w, idle, conns, cp = string.match(raw, TOUCHED) end
     local s = nil
-    if st ~= 'invisible' and (raw == nil or (mid and #cp == COPY_WIDTH)) then
+    if st ~= 'invisible' and (not raw or (mid and #cp == COPY_WIDTH)) then
       s = tonumber(redis.call('ZSCORE', K_SEEN, uid)) or false
     end
     PRE_READ, PRE_RAW, PRE_S = true, raw, s
@@ -58,6 +58,7 @@ while EARLY and FIRST <= #ARGV do
   end
   FIRST = FIRST + 2
 end
+if FIRST > #ARGV then return '' end  -- every user's touch done here: nothing announced
 -- (the library)
 local function note(uid, u, activity, window)
   local p, c, la, w = registry_of(uid)
