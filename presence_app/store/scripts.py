@@ -201,9 +201,11 @@ def pick(parts: list[Part], text: str, without: set[int] = frozenset()) -> str:
 
 
 @cache
-def load(early: bool = True) -> dict[str, Script]:
-    """The scripts; ``early=False`` (tests): each early part (before LIBRARY) told not to answer
-    (its ``local EARLY = true`` made false), so that the full path does every call."""
+def load(path: str = "both") -> dict[str, Script]:
+    """The scripts. Tests compare an early part (before LIBRARY) with the full path: ``path=
+    "full"`` tells each early part that says ``local EARLY = true`` not to answer (the full path
+    does every call), ``path="early"`` makes the full path of such a script an error (a call
+    that goes through answered early)."""
     head, read = _read("head"), _read("read")
     parts = lib_parts(_read("lib"))
     scripts = {}
@@ -212,8 +214,10 @@ def load(early: bool = True) -> dict[str, Script]:
         # a script's part before LIBRARY runs before the rest of the library's definitions: only
         # those it names itself (and what they use) come before it
         first, _, rest = own[-1].rpartition(LIBRARY)
-        if first and not early:
+        if first and path == "full":
             first = first.replace("local EARLY = true\n", "local EARLY = false\n")
+        if first and path == "early" and "local EARLY = true\n" in first:
+            rest = "error('PRESENCE the full path')\n" + rest
         ahead = picked(parts, first) if first else set()
         before = [pick(parts, first), first] if first else []
         own[-1] = rest if first else own[-1]
