@@ -173,37 +173,55 @@ def lib_parts(lib: str) -> list[Part]:
     return parts
 
 
-def pick(parts: list[Part], text: str) -> str:
-    """The library's statements that ``text`` (the script's other parts) needs: those defining
-    a name it uses, and what they use in turn, and the statements giving a value to any of
-    them, in the library's order."""
-    by_name = {name: p for p in parts for name in p.defines}
-    setters: dict[str, list[Part]] = {}
-    for p in parts:
+def picked(parts: list[Part], text: str) -> set[int]:
+    """The indexes (in ``parts``) of the library's statements that ``text`` needs: those
+    defining a name it uses, and what they use in turn, and the statements giving a value to
+    any of them."""
+    by_name = {name: i for i, p in enumerate(parts) for name in p.defines}
+    setters: dict[str, list[int]] = {}
+    for i, p in enumerate(parts):
         if p.sets:
-            setters.setdefault(p.sets, []).append(p)
+            setters.setdefault(p.sets, []).append(i)
     keep: set[int] = set()
     todo = list(names_in(text))
     while todo:
         name = todo.pop()
-        for p in ([by_name[name]] if name in by_name else []) + setters.get(name, []):
-            if id(p) not in keep:
-                keep.add(id(p))
-                todo.extend(p.uses)
-    return "\n".join(p.text for p in parts if id(p) in keep)
+        for i in ([by_name[name]] if name in by_name else []) + setters.get(name, []):
+            if i not in keep:
+                keep.add(i)
+                todo.extend(parts[i].uses)
+    return keep
+
+
+def pick(parts: list[Part], text: str, without: set[int] = frozenset()) -> str:
+    """The library's statements that ``text`` (the script's other parts) needs (``picked``), in
+    the library's order, but those in ``without`` (already defined before)."""
+    keep = picked(parts, text) - without
+    return "\n".join(p.text for i, p in enumerate(parts) if i in keep)
 
 
 @cache
-def load() -> dict[str, Script]:
+def load(path: str = "both") -> dict[str, Script]:
+    """The scripts. Tests compare an early part (before LIBRARY) with the full path: ``path=
+    "full"`` tells each early part that says ``local EARLY = true`` not to answer (the full path
+    does every call), ``path="early"`` makes the full path of such a script an error (a call
+    that goes through answered early)."""
     head, read = _read("head"), _read("read")
     parts = lib_parts(_read("lib"))
     scripts = {}
     for name in NAMES:
         own = [read, _read(name)] if name in READERS else [_read(name)]
-        lib = pick(parts, "\n".join(own))
-        # a script's part before LIBRARY runs before the library's definitions (head's only)
+        # a script's part before LIBRARY runs before the rest of the library's definitions: only
+        # those it names itself (and what they use) come before it
         first, _, rest = own[-1].rpartition(LIBRARY)
-        before = [first] if first else []
+        if first and path == "full":
+            first = first.replace("local EARLY = true\n", "local EARLY = false\n")
+        if first and path == "early" and "local EARLY = true\n" in first:
+            rest = "error('PRESENCE the full path')\n" + rest
+        ahead = picked(parts, first) if first else set()
+        before = [pick(parts, first), first] if first else []
         own[-1] = rest if first else own[-1]
-        scripts[name] = Script(name, "\n".join([head, *before, *([lib] if lib else []), *own]))
+        lib = pick(parts, "\n".join([first, *own]), ahead)
+        parts_ = [head, *before, *([lib] if lib else []), *own]
+        scripts[name] = Script(name, "\n".join(x for x in parts_ if x))
     return scripts

@@ -1250,3 +1250,126 @@ def test_a_join_already_in_its_room_answers_early_only_with_nothing_to_change(ma
     late = T + 1 + GRACE + 1  # the grace over: the join drops it, and its room
     assert [(t.kind, t.room) for t in a.join("r", "c3", "u2", now=late)] == [("leave", "t")]
     assert a.room_members("t", now=late) == []
+
+
+def _dump(client, prefix: str) -> dict:
+    """Every key of a store's prefix, its name without the prefix, with its content."""
+    out = {}
+    for k in keys_of(client):
+        if not k.startswith("{" + prefix + ":"):
+            continue
+        kind = client.type(k).decode()
+        if kind == "hash":
+            v = sorted(client.hgetall(k).items())
+        elif kind == "zset":
+            v = client.zrange(k, 0, -1, withscores=True)
+        elif kind == "set":
+            v = sorted(client.smembers(k))
+        else:
+            v = client.get(k)
+        out[k.removeprefix("{" + prefix)] = v
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 400.0])
+def test_touch_and_set_status_answer_early_only_as_the_full_path_would(
+    backend, monkeypatch, window
+):
+    """touch.lua and set_status.lua answer their common case before the rest of the library's
+    definitions (issue 43): side by side, one store's calls with the early parts and another's
+    (its own prefix, the same processes) with the full path alone (scripts.load("full")) leave
+    the same keys and announce the same transitions, in every case below; the early part
+    answers (scripts.load("early"): the full path an error) for a connected visible user with
+    a live connection (their record's, or their registry field's), a grace running, a K_UNTIL
+    end, and for a set_status that stays visible; the full path does an erased user's
+    set_status, an invisible user's, a dead process's connection, an ended grace's
+    set_status, an idle user's activity and a set_status read back."""
+    from presence_app.store import scripts
+
+    client, shards = backend
+    extra = {"idle_after": 5, **({"online_window": window} if window else {})}
+
+    def pair(process):
+        return tuple(
+            Store(client, StoreConfig(shards=shards, prefix=p, **extra), process=process)
+            for p in ("early", "full")
+        )
+
+    a, b = pair("p1")
+    oa, ob = pair("p2")  # another process
+    load = scripts.load
+
+    def both(fn, expect=None):
+        """fn on each side; expect: "early", "full" (which path answers on the early side)."""
+        if expect == "full":  # first the early side with the full path an error: it errs
+            # (before any write: an early part writes only once it answers)
+            monkeypatch.setattr(scripts, "load", lambda: load("early"))
+            try:
+                with pytest.raises(Exception, match="the full path"):
+                    fn(a, oa)
+            finally:
+                monkeypatch.setattr(scripts, "load", load)
+        got = []
+        for store, path in ((a, "early" if expect == "early" else "both"), (b, "full")):
+            monkeypatch.setattr(scripts, "load", lambda path=path: load(path))
+            try:
+                got.append(repr(fn(store, oa if store is a else ob)))
+            finally:
+                monkeypatch.setattr(scripts, "load", load)
+        assert got[0] == got[1]
+        assert _dump(client, "early") == _dump(client, "full")
+
+    both(lambda s, o: s.connect("c1", "u1", now=T))  # u1: a field, no record
+    both(lambda s, o: s.touch("u1", now=T + 1), "early")
+    both(lambda s, o: s.touch("u1", False, now=T + 2), "early")
+    both(lambda s, o: s.connect("c2", "u2", now=T))  # u2: a field and a record
+    both(lambda s, o: s.set_status("u2", message="hi", now=T + 1), "early")
+    both(lambda s, o: s.touch("u2", now=T + 2), "early")
+    both(lambda s, o: s.set_status("u2", state="dnd", now=T + 3), "early")
+    both(lambda s, o: s.set_status("u2", state="auto", message="", now=T + 4), "early")
+    both(lambda s, o: (s.connect("c3", "u3", now=T), s.join("r", "c3", "u3", now=T)))
+    both(lambda s, o: s.touch("u3", now=T + 1), "early")  # u3: the record holds c3
+    both(lambda s, o: s.set_status("u3", message="m", expires_in=5, now=T + 2), "early")
+    both(lambda s, o: s.set_status("u3", emoji="x", now=T + 9), "early")  # the message past
+    both(lambda s, o: s.set_status_and_get("u3", message="n", now=T + 10), "full")
+    both(lambda s, o: s.idle("u3", now=T + 11))
+    both(lambda s, o: s.touch("u3", False, now=T + 12), "early")  # no activity: nothing shown
+    both(lambda s, o: s.touch("u3", now=T + 13), "full")  # an idle user's activity: an update
+    # invisible: K_HIDDEN, never a leak
+    both(lambda s, o: (s.connect("c4", "u4", now=T), s.set_status("u4", "invisible", now=T)))
+    both(lambda s, o: s.touch("u4", now=T + 1), "full")
+    both(lambda s, o: s.set_status("u4", message="quiet", now=T + 2), "full")
+    both(lambda s, o: s.set_status("u4", "auto", now=T + 3), "full")
+    # erased: nothing written
+    both(lambda s, o: (s.connect("c5", "u5", now=T), s.forget("u5", now=T + 1)))
+    both(lambda s, o: s.touch("u5", now=T + 2), "early")
+    both(lambda s, o: s.set_status("u5", message="late", now=T + 3), "full")
+    # a dead process's connection (field, record)
+    both(lambda s, o: (o.connect("c6", "u6", now=T), o.connect("c7", "u7", now=T)))
+    both(lambda s, o: o.join("r", "c7", "u7", now=T))
+    both(lambda s, o: s.client.zrem(KeySpace.procs(s.keys.tag_for_user("u6")), "p2"))
+    both(lambda s, o: s.client.zrem(KeySpace.procs(s.keys.tag_for_user("u7")), "p2"))
+    both(lambda s, o: s.touch("u6", now=T + 1), "full")
+    both(lambda s, o: s.set_status("u7", message="m", now=T + 2), "full")
+    both(lambda s, o: s.touch("u7", now=T + 3), "full")
+    # a grace running, then over (another connection live)
+    both(lambda s, o: [s.connect(c, "u8", now=T) for c in ("c8", "c9")])
+    both(lambda s, o: (s.join("r", "c8", "u8", now=T), s.join("s", "c9", "u8", now=T)))
+    both(lambda s, o: s.disconnect("c9", "u8", now=T + 1))
+    both(lambda s, o: s.touch("u8", now=T + 2), "early")
+    both(lambda s, o: s.set_status("u8", message="g", now=T + 3), "early")
+    late = T + 1 + GRACE + 1
+    both(lambda s, o: s.touch("u8", now=late), "early")
+    both(lambda s, o: s.set_status("u8", message="h", now=late + 1), "full")
+    # the last connection closed: a grace and a K_UNTIL end
+    both(lambda s, o: s.disconnect("c1", "u1", now=T + 5))
+    both(lambda s, o: s.touch("u1", now=T + 6), "full")
+    both(lambda s, o: s.disconnect("c3", "u3", now=T + 20))
+    both(lambda s, o: s.touch("u3", now=T + 21), "early")
+    both(lambda s, o: s.set_status("u3", message="bye", now=T + 22), "early")
+    # a batch: the early part's users, then the full path's from the first it does not take
+    both(lambda s, o: s.touch_many([("u2", True), ("u4", True), ("u8", False)], now=late + 2))
+    both(lambda s, o: s.touch_many([("u2", False), ("u8", True), ("u9", True)], now=late + 3))
+    both(lambda s, o: s.sweep_round(now=late + LEASE * 3))
+    both(lambda s, o: s.touch("u2", now=late + LEASE * 3 + 1))
+    both(lambda s, o: s.set_status("u8", message="again", now=late + LEASE * 3 + 2))

@@ -9,19 +9,69 @@
 -- could run before this one.
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
 local back = ARGV[A + 3]
+-- The common case answered here, before the rest of the library's definitions are made (issue
+-- 43, as join.lua's): no read back asked, a visible user staying visible (state '', 'auto' or
+-- 'dnd'; the fields of updates those of a status), whose score is a connection's (positive)
+-- and every connection of whose record is live (a process's running lease, a grace not over).
+-- The full path below would then do what this part does: announce an update to what the
+-- public sees (while the user is present) with their live connections' rooms, and save the
+-- record. Otherwise the full path goes on with what was read here (PRE_RAW, PRE_SEEN, PRE_ENDS).
+local EARLY = true
+local PRE_READ, PRE_RAW, PRE_SEEN, PRE_ENDS = false, nil, nil, nil
+local SHOWN_FIELDS = {msg = true, emoji = true, dev = true, meta = true, mx = true, ['mx+'] = true}
+if EARLY and not back and (state == '' or state == 'auto' or state == 'dnd') and not erased(uid) then
+  PRE_READ = true
+  PRE_RAW = redis.call('HGET', K_RECS, uid)
+  local u = decode(PRE_RAW)
+  local quick = u.st ~= 'invisible'
+  for f, _ in pairs(updates) do quick = quick and SHOWN_FIELDS[f] ~= nil end
+  if quick then
+    PRE_SEEN = tonumber(redis.call('ZSCORE', K_SEEN, uid)) or false
+    quick = PRE_SEEN and PRE_SEEN > 0
+  end
+  if quick then
+    PRE_ENDS = tonumber(redis.call('ZSCORE', K_UNTIL, uid)) or false
+    for _, e in pairs(conns_of(u)) do quick = quick and proc_alive(e[1]) end
+  end
+  if quick then
+    local function shown()
+      return public_state(u) .. '\n' .. (live_message(u, 'msg') or '') .. '\n'
+        .. (live_message(u, 'emoji') or '')
+    end
+    local before = shown()
+    if state == 'auto' then u.st = nil elseif state ~= '' then u.st = state end
+    for f, v in pairs(updates) do
+      if f == 'mx+' then f, v = 'mx', sc(NOW + v) end
+      if v == cjson.null then u[f] = nil else u[f] = v end
+    end
+    if (PRE_ENDS or PRE_SEEN + SPAN) >= NOW and shown() ~= before then
+      emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns_of(u)))
+    end
+    save_user(uid, u, true, PRE_SEEN)
+    return transitions()
+  end
+end
+-- (the library)
 local function answer()
   if not back then return transitions() end
   return {transitions(), read_many({uid}, {back})}
 end
-if erased(uid) then return answer() end
-local u = load_user(uid)
+if not PRE_READ and erased(uid) then return answer() end
+local u
+if PRE_READ then
+  u = decode(PRE_RAW)
+  if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end  -- (load_user's)
+else u = load_user(uid) end
 local old_idx = index_of(u.st)
-local seen = num(redis.call('ZSCORE', old_idx, uid))
+local seen
+if PRE_SEEN ~= nil and old_idx == K_SEEN then seen = PRE_SEEN or nil
+else seen = num(redis.call('ZSCORE', old_idx, uid)) end
 local ends = nil
 -- an HTTP-only user: their web score negated in K_SEEN (WEB), their presence ends
 -- ONLINE_WINDOW after their request (never in K_UNTIL)
 local web = old_idx == K_SEEN and seen ~= nil and seen < 0 and -seen or nil
 if web then seen, ends = web, web + WINDOW
+elseif PRE_ENDS ~= nil then ends = PRE_ENDS or nil
 else ends = num(redis.call('ZSCORE', K_UNTIL, uid)) end
 local live = seen ~= nil and (ends or seen + SPAN) >= NOW
 local listed = seen ~= nil

@@ -7,6 +7,59 @@
 -- A connected user's request: with `activity` their last activity, and `window` (the request's
 -- window end, while a connection holds them) for when that connection closes: in the registry
 -- field for a plain user, the record otherwise.
+-- The common case answered here, before the rest of the library's definitions are made (issue
+-- 43, as join.lua's): a visible user whose score is a connection's (positive), every connection
+-- of whose record is live (or whose registry field is live), whose record carries a copy (or
+-- who has none, their connection in the field), and whose touch announces nothing (no idle
+-- user's activity). The full path below would then write what this part writes: their score
+-- (GT), their K_UNTIL end when there is one (or ONLINE_WINDOW > LEASE_TTL), their window end and
+-- last activity (the record's, or the field's for a plain user) and the record's copy (not
+-- its K_COPIES entry: the record had a copy). The users are taken in order; the first that is
+-- not such a one goes down the full path with what was read of it (its record and score:
+-- PRE_RAW, PRE_S), and so do all after it.
+local EARLY = true
+local FIRST, PRE_READ, PRE_RAW, PRE_S = A, false, nil, nil  -- the first user left to the full path
+local TOUCHED = '^([^\31]*)\31([^\31]*)\31([^\31]*\31[^\31]*\31[^\31]*\31[^\31]*\31[^\31]*\31'
+  .. '[^\31]*\31[^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31(.*)$'
+while EARLY and FIRST <= #ARGV do
+  local uid, activity = ARGV[FIRST], ARGV[FIRST + 1] == '1'
+  if not erased(uid) then
+    local raw = redis.call('HGET', K_RECS, uid)
+    local st, la, mid, w, idle, conns, cp = '', '', nil, nil, '', '', nil
+    if raw then st, la, mid, w, idle, conns, cp = string.match(raw, TOUCHED) end
+    local s = nil
+    if st ~= 'invisible' and (not raw or (mid and #cp == COPY_WIDTH)) then
+      s = tonumber(redis.call('ZSCORE', K_SEEN, uid)) or false
+    end
+    PRE_READ, PRE_RAW, PRE_S = true, raw, s
+    if not (s and s > 0) or (activity and idle == '1') then break end
+    local p, c, fla = nil, nil, nil  -- the registry field (a plain user's connection)
+    local any = false  -- a live connection of the user's
+    if conns ~= '' then
+      for _, e in pairs(cjson.decode(conns)) do any = any or proc_alive(e[1]) end
+    else
+      p, c, fla = registry_of(uid)
+      any = registry_live(uid, p, fla)
+    end
+    if not any then break end
+    redis.call('ZADD', K_SEEN, 'GT', sc(NOW), uid)
+    local e = tonumber(redis.call('ZSCORE', K_UNTIL, uid))
+    if e or WINDOW > SPAN then redis.call('ZADD', K_UNTIL, sc(math.max(e or 0, NOW + WINDOW)), uid) end
+    local window = sc(NOW + WINDOW)
+    if p then
+      registry_set(uid, p, c, activity and sc(NOW) or fla, window)  -- (the record as it stands)
+    else
+      if activity then la, idle = sc(NOW), '' elseif la == '' then la = sc(NOW) end
+      local body = st .. '\31' .. la .. '\31' .. mid .. '\31' .. window .. '\31' .. idle .. '\31'
+        .. conns .. '\31'
+      if body .. cp ~= raw then redis.call('HSET', K_RECS, uid, body .. copy_of(math.max(s, NOW))) end
+    end
+    PRE_READ, PRE_RAW, PRE_S = false, nil, nil
+  end
+  FIRST = FIRST + 2
+end
+if FIRST > #ARGV then return '' end  -- every user's touch done here: nothing announced
+-- (the library)
 local function note(uid, u, activity, window)
   local p, c, la, w = registry_of(uid)
   if not registry_live(uid, p, la) then p = nil end
@@ -17,11 +70,19 @@ local function note(uid, u, activity, window)
   end
   if window and not plain_conn then u.w = window end
 end
-local function touch_one(uid, activity)
-  if erased(uid) then return end
-  local u = load_user(uid)
+-- (read: the early part read the user (not erased), their record `pre` and, when not nil,
+-- their K_SEEN score `pre_s`: false where there is none)
+local function touch_one(uid, activity, read, pre, pre_s)
+  local u, s
+  if read then
+    u = decode(pre)
+    if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end  -- (load_user's)
+  else
+    if erased(uid) then return end
+    u = load_user(uid)
+  end
   local idx = index_of(u.st)
-  local s = num(redis.call('ZSCORE', idx, uid))
+  if pre_s ~= nil and idx == K_SEEN then s = pre_s or nil else s = num(redis.call('ZSCORE', idx, uid)) end
   local was_idle = u.idle == '1'
   if idx == K_HIDDEN or (s and s > 0) then
     -- connected (or in a grace), or invisible: a sign of life in their index
@@ -64,5 +125,8 @@ local function touch_one(uid, activity)
   end
   if not w then emit('online', uid, nil, public_state(u), NOW, u, NONE) end
 end
-for i = A, #ARGV, 2 do touch_one(ARGV[i], ARGV[i + 1] == '1') end
+for i = FIRST, #ARGV, 2 do
+  if i == FIRST then touch_one(ARGV[i], ARGV[i + 1] == '1', PRE_READ, PRE_RAW, PRE_S)
+  else touch_one(ARGV[i], ARGV[i + 1] == '1') end
+end
 return transitions()
