@@ -9,6 +9,18 @@
 -- could run before this one.
 local uid, state, updates = ARGV[A], ARGV[A + 1], cjson.decode(ARGV[A + 2])
 local back = ARGV[A + 3]
+-- What the public sees of user u (a change of it is announced), and this call's change of u.
+local function shown(u)
+  return public_state(u) .. '\n' .. (live_message(u, 'msg') or '') .. '\n'
+    .. (live_message(u, 'emoji') or '')
+end
+local function apply(u)
+  if state == 'auto' then u.st = nil elseif state ~= '' then u.st = state end
+  for f, v in pairs(updates) do
+    if f == 'mx+' then f, v = 'mx', sc(NOW + v) end
+    if v == cjson.null then u[f] = nil else u[f] = v end
+  end
+end
 -- The common case answered here, before the rest of the library's definitions are made (issue
 -- 43, as join.lua's): no read back asked, a visible user staying visible (state '', 'auto' or
 -- 'dnd'; the fields of updates those of a status), whose score is a connection's (positive)
@@ -34,17 +46,9 @@ if EARLY and not back and (state == '' or state == 'auto' or state == 'dnd') and
     for _, e in pairs(conns_of(u)) do quick = quick and proc_alive(e[1]) end
   end
   if quick then
-    local function shown()
-      return public_state(u) .. '\n' .. (live_message(u, 'msg') or '') .. '\n'
-        .. (live_message(u, 'emoji') or '')
-    end
-    local before = shown()
-    if state == 'auto' then u.st = nil elseif state ~= '' then u.st = state end
-    for f, v in pairs(updates) do
-      if f == 'mx+' then f, v = 'mx', sc(NOW + v) end
-      if v == cjson.null then u[f] = nil else u[f] = v end
-    end
-    if (PRE_ENDS or PRE_SEEN + SPAN) >= NOW and shown() ~= before then
+    local before = shown(u)
+    apply(u)
+    if (PRE_ENDS or PRE_SEEN + SPAN) >= NOW and shown(u) ~= before then
       emit('update', uid, nil, public_state(u), NOW, u, rooms_in(conns_of(u)))
     end
     save_user(uid, u, true, PRE_SEEN)
@@ -95,15 +99,8 @@ if listed and not web then
     schedule_graces(uid, conns)
   end
 end
-local function shown()
-  return public_state(u) .. '\n' .. (live_message(u, 'msg') or '') .. '\n' .. (live_message(u, 'emoji') or '')
-end
-local before = shown()
-if state == 'auto' then u.st = nil elseif state ~= '' then u.st = state end
-for f, v in pairs(updates) do
-  if f == 'mx+' then f, v = 'mx', sc(NOW + v) end
-  if v == cjson.null then u[f] = nil else u[f] = v end
-end
+local before = shown(u)
+apply(u)
 local new_idx = index_of(u.st)
 
 if new_idx == K_HIDDEN and old_idx == K_SEEN then
@@ -144,7 +141,7 @@ elseif new_idx == K_SEEN and old_idx == K_HIDDEN then
     end
   end
 elseif new_idx == K_SEEN and live then
-  if shown() ~= before then
+  if shown(u) ~= before then
     emit('update', uid, nil, public_state(u), NOW, u, rooms_now())
   end
 end
