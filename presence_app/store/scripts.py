@@ -37,8 +37,8 @@ NAMES = (
 #: The reads that take nothing of the library (head.lua, read.lua, get_many.lua): bench tools
 #: that rebuild the older layouts name them.
 READS = {"get_many"}
-#: The line after which a script's own part needs the library: what comes before it (a quick
-#: answer, head.lua's definitions only) runs before the library's are made (join.lua).
+#: The line after which a script's own part needs the whole library: what comes before it (a
+#: quick answer) runs after head.lua and only the library's definitions it names (load).
 LIBRARY = "-- (the library)\n"
 #: The scripts that read presences with read.lua's ``read_many``: get_many, and set_status,
 #: which answers with its user's state after its write.

@@ -1,10 +1,11 @@
 -- join(user, conn, room): the connection enters a room (it moves into the user's record). The
 -- room hears of it only when this is the user's first connection there and they are visible.
 local uid, cid, room = ARGV[A], ARGV[A + 1], ARGV[A + 2]
--- A join already in its room with nothing to change answers here, before the library's
--- definitions are made and without the full path's work (issue 43: half such a call's Redis
--- time): what the full path below checks before it returns without a write. The record holds the connection, open, with the room (so the
--- user has no registry field: lib.lua's load_user), every connection of the record is live
+-- A join already in its room with nothing to change answers here, before the rest of the
+-- library's definitions are made (proc_alive comes ahead of it: scripts.py) and without the
+-- full path's work (issue 43: half such a call's Redis time): what the full path below checks
+-- before it returns without a write. The record holds the connection, open, with the room (so
+-- the user has no registry field: lib.lua's load_user), every connection of the record is live
 -- (its process's lease, or its grace, runs), no past window is there, and the user is listed
 -- (a positive score in their index). Otherwise the full path goes on with what was read here.
 local RAW = redis.call('HGET', K_RECS, uid)
@@ -25,11 +26,7 @@ if RAW then
     end
     if quick then
       for _, f in pairs(PRE_C) do
-        local p = f[1]
-        if string.sub(p, 1, 1) == '~' then quick = quick and (tonumber(string.sub(p, 2)) or -1) >= NOW
-        elseif p ~= PROC then
-          quick = quick and (tonumber(redis.call('ZSCORE', K_PROCS, p)) or -1) >= NOW
-        end
+        quick = proc_alive(f[1])
         if not quick then break end
       end
     end
@@ -37,8 +34,8 @@ if RAW then
   end
 end
 -- (the library)
-local u = decode(RAW)
-if PRE_C then u._c = PRE_C; reg_cache[uid] = false end  -- (load_user's: no field)
+local u = user_of(uid, RAW)
+if PRE_C then u._c = PRE_C end
 local idx = index_of(u.st)
 local score = PRE_SCORE or nil  -- (an HTTP-only user, WEB, holds no connection)
 if PRE_SCORE == nil then score = conn_score(idx, uid) end

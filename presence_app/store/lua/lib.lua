@@ -209,12 +209,13 @@ end
 -- empty the conns and leave an inert field; tests/store/test_store_model.py checks it after
 -- every step). So a record that holds connections tells that its user has no field: the writes
 -- load a user with load_user, which then does not read the field (nor K_LAST for it), and
--- keep_conns deletes none.
-local function load_user(uid)
-  local u = decode(record(uid))
+-- keep_conns deletes none. user_of: the user of a record already read (raw: false for none).
+local function user_of(uid, raw)
+  local u = decode(raw)
   if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end
   return u
 end
+local function load_user(uid) return user_of(uid, record(uid)) end
 -- A sign of life of a user an open connection holds outlasts a later end (ONLINE_WINDOW >
 -- LEASE_TTL) that ends within its span: the connection carries them from here (K_UNTIL holds
 -- the later of the two while it is there).

@@ -62,10 +62,7 @@ local function answer()
 end
 if not PRE_READ and erased(uid) then return answer() end
 local u
-if PRE_READ then
-  u = decode(PRE_RAW)
-  if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end  -- (load_user's)
-else u = load_user(uid) end
+if PRE_READ then u = user_of(uid, PRE_RAW) else u = load_user(uid) end
 local old_idx = index_of(u.st)
 local seen
 if PRE_SEEN ~= nil and old_idx == K_SEEN then seen = PRE_SEEN or nil

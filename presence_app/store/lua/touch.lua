@@ -75,8 +75,7 @@ end
 local function touch_one(uid, activity, read, pre, pre_s)
   local u, s
   if read then
-    u = decode(pre)
-    if u.conns and reg_cache[uid] == nil then reg_cache[uid] = false end  -- (load_user's)
+    u = user_of(uid, pre)
   else
     if erased(uid) then return end
     u = load_user(uid)
