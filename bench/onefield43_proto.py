@@ -190,8 +190,8 @@ def main() -> None:
                         rec = RECORD.format(msg=rng.choice(MESSAGES), emoji=rng.choice(EMOJI))
                         fields[uid] = f"r{pr}\x1f{rec}"
                 r.hset("u", mapping=fields)
-                for key, members in minutes.items():
-                    r.sadd(key, *members)
+                for key, listed in minutes.items():
+                    r.sadd(key, *listed)
                 if index:
                     r.zadd("seen", index)
             mem[kind] = (used() - before) / len(members)
