@@ -268,6 +268,23 @@ def rates(
     }
 
 
+def walls_us(walls: dict[str, dict[str, dict]]) -> dict[str, tuple[float, float]]:
+    """``{kind: {side: a latencies() summary}}`` as ``{"kind side": (p50, p99)}`` in us (JSON)."""
+    return {
+        f"{kind} {side}": (w["p50_ms"] * 1000, w["p99_ms"] * 1000)
+        for kind, sides in walls.items()
+        for side, w in sides.items()
+    }
+
+
+def server_of(client: Any) -> str:
+    """The server a client talks to, as "redis 7.0.15" or "valkey 9.1.2"."""
+    info = client.info("server")
+    if "valkey_version" in info:
+        return f"valkey {info['valkey_version']}"
+    return f"redis {info['redis_version']}"
+
+
 def median(values: Iterable[float]) -> float:
     ordered = sorted(values)
     n = len(ordered)

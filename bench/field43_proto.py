@@ -27,7 +27,7 @@ import json
 import random
 import time
 
-from .common import RedisFixture, latencies, median
+from .common import RedisFixture, latencies, median, walls_us
 from .front_door import commandstat
 
 #: A status user's record as the store writes one (fields joined by \x1f), without its copy.
@@ -158,11 +158,7 @@ def main() -> None:
         out = {
             "memory_bytes_a_user": mem,
             "reads_own_us": {f"{k} {s}": median(v) for (k, s), v in own.items()},
-            "reads_wall_us": {
-                f"{k} {s}": (w["p50_ms"] * 1000, w["p99_ms"] * 1000)
-                for k, ws in walls.items()
-                for s, w in ws.items()
-            },
+            "reads_wall_us": walls_us(walls),
             "heartbeat_own_us_a_batch_of_1000": {k: median(v) for k, v in beat.items()},
         }
         print(json.dumps(out, indent=1))

@@ -48,7 +48,7 @@ from typing import Any
 from presence_app.store import Store, StoreConfig
 from presence_app.store.types import Presence
 
-from .common import RedisFixture, latencies, median
+from .common import RedisFixture, latencies, median, server_of, walls_us
 from .front_door import commandstat
 
 RECORD = "\x1f1795000000.5\x1f\x1f\x1f{msg}\x1f{emoji}\x1fweb\x1f\x1f\x1f\x1f\x1f"
@@ -143,12 +143,7 @@ def main() -> None:
     fixture = RedisFixture().start()
     try:
         r = fixture.client()
-        info = r.info("server")
-        server = (
-            f"valkey {info['valkey_version']}"
-            if "valkey_version" in info
-            else (f"redis {info['redis_version']}")
-        )
+        server = server_of(r)
         now = float(r.time()[0])
         n = args.users
         kinds = ["socket"] * (n * 6 // 10) + ["web"] * (n * 3 // 10)
@@ -246,11 +241,7 @@ def main() -> None:
         out = {
             "server": server,
             "memory_bytes_a_user": mem,
-            "reads_wall_us": {
-                f"{k} {s}": (w["p50_ms"] * 1000, w["p99_ms"] * 1000)
-                for k, ws in walls.items()
-                for s, w in ws.items()
-            },
+            "reads_wall_us": walls_us(walls),
             "touch_own_us": {k: median(v) for k, v in touches.items()},
         }
         print(json.dumps(out, indent=1))

@@ -34,7 +34,7 @@ import pathlib
 import random
 from typing import Any
 
-from .common import Context, latencies, median
+from .common import Context, latencies, median, server_of, walls_us
 from .front_door import BARE, Cycle
 from .read43_parts import saved_site
 
@@ -75,10 +75,7 @@ def main() -> None:
         tag = keys.tag(0)
         seen, recs = keys.seen(tag), keys.records(tag)
         until, hidden, last = keys.until(tag), keys.hidden(tag), keys.last(tag)
-        version = r.info("server")
-        server = f"{version.get('server_name', 'redis')} {version['redis_version']}"
-        if "valkey_version" in version:
-            server = f"valkey {version['valkey_version']}"
+        server = server_of(r)
 
         # a site's graces, invisible and offline users: 1,000 each, on no page
         at = float(r.zscore(BARE, s.socket[0]) or 0)
@@ -156,11 +153,7 @@ def main() -> None:
         out = {
             "server": server,
             "own_us": {f"{k} {side}": median(v) for (k, side), v in own.items()},
-            "wall_us": {
-                f"{k} {side}": (w["p50_ms"] * 1000, w["p99_ms"] * 1000)
-                for k, ws in walls.items()
-                for side, w in ws.items()
-            },
+            "wall_us": walls_us(walls),
         }
         print(json.dumps(out, indent=1))
         print(f"\n{server}: Redis' own time a call / raw; wall p50 / raw; wall p99 / raw\n")
