@@ -30,13 +30,16 @@ bare sorted set of every id):
   field too, not built), wall p50 / p99 for each kind of page;
 - **memory**: the bytes a user of each kind costs (``used_memory`` before and after), against a
   bare sorted set's member; today's are benchmark 14's (socket 1.44x, HTTP-only 1.01x);
+- **online()'s first page of HTTP-only users** (50, most recent first): a sorted set of them (as
+  ``seen``'s negative part is today) against the minute sets, each read whole from the newest
+  on and its users ordered by their fields (wall p50);
 - **a touch of an HTTP-only user already listed**: Redis' own time of the shape's script (the
   field rewritten, the user moved to the minute's set when it changed) against the store's own
   ``touch`` (``Store.touch``, on users written by ``Store.touch_many`` under a prefix of their
   own on the same server).
 
-Not measured: the listings, counts and sweep over minute sets (their order within a minute is
-read from the fields), connects and disconnects, and a stale process's users (the sweep's).
+Not measured: counts and the sweep over minute sets, connects and disconnects, and a stale
+process's users (the sweep's).
 The store is not changed.
 """
 
@@ -232,6 +235,45 @@ def main() -> None:
                 args.calls,
             )
 
+        # online()'s first page of HTTP-only users, most recent first: a sorted set of them (as
+        # `seen`'s negative part is today) against the shape's minute sets, each set read whole
+        # from the newest on, its users' fields read and ordered, until a page is found
+        web_users = by_kind["web"]
+        for s in range(0, len(web_users), 10_000):
+            chunk = web_users[s : s + 10_000]
+            r.zadd("webz", dict(zip(chunk, r.zmscore("bare", chunk), strict=True)))
+        minute_keys = sorted(
+            (k.decode() for k in r.scan_iter("web:*", count=1000)),
+            key=lambda k: int(k.split(":")[1]),
+            reverse=True,
+        )
+
+        def from_minutes(page: int = 50) -> list[str]:
+            found: list[tuple[int, str]] = []
+            for key in minute_keys:
+                users = r.smembers(key)
+                if users:
+                    users = list(users)
+                    found += zip((int(f[1:], 36) for f in r.hmget("u", users)), users, strict=True)
+                if len(found) >= page:
+                    break
+            return [u.decode() for _, u in sorted(found, reverse=True)[:page]]
+
+        top = r.zrevrange("webz", 0, 49)
+        if len(from_minutes()) != 50 or not top:
+            raise RuntimeError("no page of HTTP-only users")
+        listing = latencies(
+            {
+                "sorted set": lambda: r.zrevrange("webz", 0, 49, withscores=True),
+                "minute sets": from_minutes,
+            },
+            40,
+            warmup=2,
+            block=5,
+            series=2,
+        )
+        newest = r.scard(minute_keys[0])
+
         # a touch of an HTTP-only user already listed: the store's, and the shape's
         store = Store(r, StoreConfig(prefix="today", registry_buckets=64))
         web = by_kind["web"][:20_000]
@@ -258,6 +300,8 @@ def main() -> None:
             "memory_bytes_a_user": mem,
             "reads_wall_us": walls_us(walls),
             "touch_own_us": {k: median(v) for k, v in touches.items()},
+            "listing_50_http_only_us": walls_us({"page": listing}),
+            "listing_newest_minutes_users": newest,
         }
         print(json.dumps(out, indent=1))
         print(f"\n{server}\n")
@@ -281,6 +325,12 @@ def main() -> None:
         print(
             f"\ntouch of an HTTP-only user, Redis' own time: store {st:.1f} us, shape {sh:.1f} us"
             f" ({sh / st:.2f}x)"
+        )
+        z, m = listing["sorted set"], listing["minute sets"]
+        print(
+            f"online()'s first 50 HTTP-only users, p50: a sorted set {z['p50_ms'] * 1000:.0f} us,"
+            f" the minute sets {m['p50_ms'] * 1000:.0f} us ({m['p50_ms'] / z['p50_ms']:.0f}x;"
+            f" {newest:,} users in the newest minute)"
         )
     finally:
         fixture.stop()
