@@ -52,10 +52,11 @@ import time
 from typing import Any
 
 from presence_app.store import Store, StoreConfig
-from presence_app.store.types import Presence
+from presence_app.store.types import SEP, Presence
 
 from .common import RedisFixture, latencies, median, server_of, walls_us
-from .front_door import commandstat
+from .dataset import used_memory
+from .front_door import Cycle, commandstat
 
 RECORD = "\x1f1795000000.5\x1f\x1f\x1f{msg}\x1f{emoji}\x1fweb\x1f\x1f\x1f\x1f\x1f"
 MESSAGES = ["In a meeting", "Deep work", "Lunch", "Commuting", "On call"]
@@ -63,7 +64,7 @@ EMOJI = [":calendar:", ":headphones:", ":fork_and_knife:", ":bus:", ":pager:"]
 KINDS = ("socket", "web", "status", "mixed")
 WINDOW = 60.0
 PROCESSES = 8
-RS = b"\x1f"
+FIELD_SEP = SEP.encode()  # (a record's, and the shape's fields')
 
 TOUCH = """
 local t = redis.call('TIME')
@@ -91,13 +92,13 @@ def b36(n: int) -> str:
     return out or "0"
 
 
-def deriver(span_window: float):
+def deriver(window: float):
     new = object.__new__
 
     def derive(ids: list[str], reply: list[Any]) -> dict[str, Presence]:
         t, fields, live = reply
         now = int(t[0]) + int(t[1]) / 1e6
-        floor_ms = (now - span_window) * 1000
+        floor_ms = (now - window) * 1000
         live = set(live)
         out: dict[str, Presence] = {}
         for uid, f in zip(ids, fields, strict=True):
@@ -109,7 +110,7 @@ def deriver(span_window: float):
             kind = f[0]
             # p, or a compact field's digit: a socket user, present while their process is
             if kind == 112 or kind < 58:
-                if f[: f.index(b"\x1f")] in live:
+                if f[: f.index(FIELD_SEP)] in live:
                     d["state"], d["last_seen"] = "online", now
                 continue
             if kind == 119:  # w: an HTTP-only user, present within the window
@@ -119,7 +120,7 @@ def deriver(span_window: float):
                 continue
             # r: a record holder, present while a process of theirs is (the record's fields
             # as bytes: only the texts a presence shows are decoded)
-            procs, st, la, _, _, msg, emo, dev, mx, meta, _, idle, _ = f[1:].split(RS, 12)
+            procs, st, la, _, _, msg, emo, dev, mx, meta, _, idle, _ = f[1:].split(FIELD_SEP, 12)
             if not (procs in live or any(pr in live for pr in procs.split(b","))):
                 continue
             d["last_seen"] = now
@@ -170,16 +171,13 @@ def main() -> None:
         procs = [f"{'' if args.compact else 'p'}{i}" for i in range(PROCESSES)]
         r.zadd("procs", dict.fromkeys(procs, now + 90))
 
-        def used() -> int:
-            return int(r.info("memory")["used_memory"])
-
         mem: dict[str, float] = {}
-        base = used()
+        base = used_memory(r)
         for s in range(0, n, 10_000):
             r.zadd("bare", {u: now - rng.random() * 30 for u in ids[s : s + 10_000]})
-        mem["a bare sorted set's member"] = (used() - base) / n
+        mem["a bare sorted set's member"] = (used_memory(r) - base) / n
         for kind, members in by_kind.items():
-            before = used()
+            before = used_memory(r)
             for s in range(0, len(members), 10_000):
                 chunk = members[s : s + 10_000]
                 scores = r.zmscore("bare", chunk)
@@ -207,7 +205,7 @@ def main() -> None:
                     r.sadd(key, *listed)
                 if index:
                     r.zadd("seen", index)
-            mem[kind] = (used() - before) / len(members)
+            mem[kind] = (used_memory(r) - before) / len(members)
 
         pages = {k: [rng.sample(v, 200) for _ in range(64)] for k, v in by_kind.items()}
         pages["mixed"] = [rng.sample(ids, 200) for _ in range(64)]
@@ -226,11 +224,11 @@ def main() -> None:
                 raise RuntimeError(f"the {kind} page is not all online")
         walls = {}
         for kind in KINDS:
-            it = {s: iter(pages[kind] * (args.calls // 64 + 2)) for s in ("raw", "shape")}
+            it = {s: Cycle(pages[kind]) for s in ("raw", "shape")}
             walls[kind] = latencies(
                 {
-                    "raw": lambda i=it["raw"]: r.zmscore("bare", next(i)),
-                    "shape": lambda i=it["shape"]: shape(next(i)),
+                    "raw": lambda i=it["raw"]: r.zmscore("bare", i()),
+                    "shape": lambda i=it["shape"]: shape(i()),
                 },
                 args.calls,
             )

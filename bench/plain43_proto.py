@@ -31,11 +31,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import random
 from typing import Any
 
 from .common import Context, latencies, median, server_of, walls_us
-from .front_door import BARE, Cycle
+from .front_door import BARE, Cycle, commandstat
 from .read43_parts import saved_site
 
 KINDS = ("socket", "web", "status", "mixed")
@@ -54,8 +53,7 @@ COMMANDS = {
 
 def busy_usec(client: Any, commands: tuple[str, ...]) -> int:
     """Microseconds Redis has spent in ``commands`` so far."""
-    stats = client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{c}", {}).get("usec", 0)) for c in commands)
+    return sum(commandstat(client, c)[1] for c in commands)
 
 
 def main() -> None:
@@ -94,14 +92,14 @@ def main() -> None:
             scores = r.zmscore(seen, chunk)
             records = r.hmget(recs, chunk)
             fields = {}
-            for uid, sc, rec in zip(chunk, scores, records, strict=True):
+            for j, (uid, sc, rec) in enumerate(zip(chunk, scores, records, strict=True)):
                 k = kinds[uid]
                 if k == "web":
                     fields[uid] = f"{sc:.6f}"
                 elif k == "status" and rec:
                     fields[uid] = rec
                 else:
-                    fields[uid] = f"p{hash(uid) % 8}\x1f{uid[-12:]:>12}\x1f{sc:.6f}"
+                    fields[uid] = f"p{j % 8}\x1f{uid[-12:]:>12}\x1f{sc:.6f}"
             r.hset(u, mapping=fields)
 
         def plain5(pg: list[str]) -> Any:
@@ -128,7 +126,7 @@ def main() -> None:
             "plain2": plain2,
             "field": lambda pg: r.hmget(u, pg),
         }
-        for kind in KINDS:  # the lookups answer what the store's read does
+        for kind in KINDS:  # the lookups meet the site's users (in seen or the records)
             pg = s.sets[kind][0]
             got = plain5(pg)
             if sum(x is not None for x in got[1]) + sum(x is not None for x in got[2]) == 0:
@@ -179,5 +177,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    random.seed(43)
     main()
